@@ -1,0 +1,249 @@
+"""MinHash signatures: estimate Jaccard similarity of shingle sets from a few numbers.
+
+Leskovec, Rajaraman and Ullman, *Mining of Massive Datasets*, ch. 3 (classic MinHash); Li,
+Owen and Zhang, "One Permutation Hashing", NIPS 2012, with Shrivastava's "Optimal
+Densification for Fast and Accurate Minwise Hashing", ICML 2017; Broder's bottom-k sketch,
+also the "k least values of one hash function" cluster key of the simhashing essay (seed 000).
+
+Three schemes, all over the *set* of a document's feature hashes (duplicates do not count):
+
+* ``classic``: ``num_perm`` hash functions ``h_i(x) = (a_i * x + b_i) mod (2**61 - 1)`` over
+  the top 32 bits ``x`` of each feature hash, ``a_i`` in [1, 2**31), ``b_i`` in [0, 2**61 - 1);
+  slot i holds the minimum of ``h_i``. Estimate: the fraction of equal slots.
+* ``one_permutation``: one mixed hash ``v = fmix64(h ^ seed')`` splits into ``num_perm`` equal
+  ranges ("bins") by its top bits; slot i holds the smallest ``v`` in bin i. An empty bin takes
+  the value of the first non-empty bin along its own seeded probe order over all bins.
+* ``bottom_k``: the ``num_perm`` smallest distinct ``v``, ascending (fewer for a smaller set).
+  Estimate: among the ``num_perm`` smallest values of the union, the fraction in both.
+
+Every constant derives from xxh3-64 and the seed, never from a random generator whose stream
+could change between library versions: stored signatures stay comparable.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import numpy as np
+import xxhash
+from numpy.typing import NDArray
+
+from simindex.bits import MAX_UNSIGNED
+from simindex.errors import IncompatibleSignaturesError
+from simindex.text import fmix64
+
+MERSENNE_PRIME = (1 << 61) - 1
+_PRIME = np.uint64(MERSENNE_PRIME)
+_CHUNK_ROWS = 256  # features per classic step: keeps the (rows x num_perm) block in cache
+
+
+class Scheme(StrEnum):
+    """Which MinHash construction a signature was made with."""
+
+    CLASSIC = "classic"
+    ONE_PERMUTATION = "one_permutation"
+    BOTTOM_K = "bottom_k"
+
+
+def _derived(seed: int, label: bytes, count: int) -> list[int]:
+    return [xxhash.xxh3_64_intdigest(label + i.to_bytes(4, "little"), seed) for i in range(count)]
+
+
+@functools.lru_cache(maxsize=32)
+def _classic_coefficients(
+    num_perm: int, seed: int
+) -> tuple[NDArray[np.uint64], NDArray[np.uint64]]:
+    a = np.array([1 + v % ((1 << 31) - 1) for v in _derived(seed, b"a", num_perm)], np.uint64)
+    b = np.array([v % MERSENNE_PRIME for v in _derived(seed, b"b", num_perm)], np.uint64)
+    return a, b
+
+
+@functools.lru_cache(maxsize=32)
+def _probe_order(num_perm: int, seed: int) -> NDArray[np.intp]:
+    """Row i: the order in which empty bin i looks at the bins to borrow a value."""
+    keys = np.array(_derived(seed, b"probe", num_perm * num_perm), np.uint64)
+    order = np.argsort(keys.reshape(num_perm, num_perm), axis=1, kind="stable")
+    order.setflags(write=False)
+    return order
+
+
+@functools.lru_cache(maxsize=32)
+def _bin_starts(num_perm: int) -> NDArray[np.uint64]:
+    return np.array([-(-(i << 64) // num_perm) for i in range(num_perm)], np.uint64)
+
+
+def _distinct(hashes: NDArray[np.uint64]) -> NDArray[np.uint64]:
+    ordered = np.sort(hashes)
+    keep = np.empty(len(ordered), dtype=bool)
+    keep[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
+
+
+def _mixed(hashes: NDArray[np.uint64], seed: int) -> NDArray[np.uint64]:
+    mix = np.uint64(xxhash.xxh3_64_intdigest(b"mix", seed))
+    return fmix64(np.bitwise_xor(hashes, mix))
+
+
+@dataclass(frozen=True, slots=True)
+class MinHashSignature:
+    """An immutable signature that knows how it was made and refuses unlike comparisons.
+
+    ``values`` are little-endian uint64 bytes: the same on every machine, ready to store.
+    """
+
+    scheme: Scheme
+    num_perm: int
+    seed: int
+    values: bytes
+
+    @property
+    def array(self) -> NDArray[np.uint64]:
+        """The values as a read-only uint64 array."""
+        return np.frombuffer(self.values, dtype="<u8").astype(np.uint64)
+
+    def _check(self, other: MinHashSignature) -> None:
+        if not isinstance(other, MinHashSignature):
+            raise TypeError(f"expected a MinHashSignature, got {type(other).__name__}")
+        mine = (self.scheme, self.num_perm, self.seed)
+        theirs = (other.scheme, other.num_perm, other.seed)
+        if mine != theirs:
+            raise IncompatibleSignaturesError(
+                f"cannot compare a (scheme, num_perm, seed) = {mine} signature with {theirs}"
+            )
+
+    def jaccard(self, other: MinHashSignature) -> float:
+        """Estimated Jaccard similarity of the two shingle sets."""
+        self._check(other)
+        mine, theirs = self.array, other.array
+        if self.scheme is not Scheme.BOTTOM_K:
+            return float(np.count_nonzero(mine == theirs)) / self.num_perm
+        union = np.union1d(mine, theirs)[: self.num_perm]
+        both = np.intersect1d(mine, theirs, assume_unique=True)
+        return float(np.count_nonzero(np.isin(union, both))) / len(union)
+
+
+@dataclass(frozen=True, slots=True)
+class MinHasher:
+    """Makes :class:`MinHashSignature` values of one scheme, size and seed.
+
+    Parameters:
+        scheme: ``"classic"``, ``"one_permutation"`` or ``"bottom_k"``.
+        num_perm: number of values in a signature (permutations, bins, or k).
+        seed: selects the hash functions; signatures with different seeds are incomparable.
+    """
+
+    scheme: Scheme = Scheme.CLASSIC
+    num_perm: int = 128
+    seed: int = 1
+    _tables: tuple[object, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scheme", Scheme(self.scheme))
+        if isinstance(self.num_perm, bool) or not isinstance(self.num_perm, int):
+            raise TypeError(f"num_perm must be an int, got {type(self.num_perm).__name__}")
+        if not 1 <= self.num_perm <= 4096:
+            raise ValueError(f"num_perm must be from 1 to 4096, got {self.num_perm}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise TypeError(f"seed must be an int, got {type(self.seed).__name__}")
+        if not 0 <= self.seed <= MAX_UNSIGNED:
+            raise ValueError(f"seed must be an unsigned 64-bit integer, got {self.seed}")
+
+    def signature(self, hashes: NDArray[np.uint64]) -> MinHashSignature | None:
+        """Signature of one document's feature hashes, ``None`` when it has none."""
+        return self.signatures([hashes])[0]
+
+    def signatures(self, documents: Sequence[NDArray[np.uint64]]) -> list[MinHashSignature | None]:
+        """Signatures of many documents (``None`` for one without features)."""
+        values, lengths = self.signature_matrix(documents)
+        return [
+            self.wrap(row[:length]) if length else None
+            for row, length in zip(values, lengths.tolist(), strict=True)
+        ]
+
+    def wrap(self, values: NDArray[np.uint64]) -> MinHashSignature:
+        """A signature of this hasher's parameters around stored values."""
+        values = np.asarray(values, dtype=np.uint64)
+        if self.scheme is Scheme.BOTTOM_K:
+            if not 1 <= len(values) <= self.num_perm:
+                raise ValueError(f"a bottom-k signature has 1 to {self.num_perm} values")
+        elif len(values) != self.num_perm:
+            raise ValueError(f"expected {self.num_perm} values, got {len(values)}")
+        return MinHashSignature(
+            self.scheme, self.num_perm, self.seed, values.astype("<u8").tobytes()
+        )
+
+    def signature_matrix(
+        self, documents: Sequence[NDArray[np.uint64]]
+    ) -> tuple[NDArray[np.uint64], NDArray[np.int64]]:
+        """Signatures as a (documents x num_perm) array, and the length of each row.
+
+        A length is 0 for a document without features, and below ``num_perm`` for a bottom-k
+        signature of a smaller set; the rest of such a row is filled with 2**64 - 1.
+        """
+        sizes = np.fromiter(map(len, documents), np.int64, len(documents))
+        result = np.full((len(documents), self.num_perm), MAX_UNSIGNED, dtype=np.uint64)
+        lengths = np.where(sizes > 0, self.num_perm, 0)
+        if self.scheme is Scheme.CLASSIC:
+            self._classic(documents, sizes > 0, result)
+            return result, lengths
+        for row in np.flatnonzero(sizes).tolist():
+            mixed = np.sort(_mixed(_distinct(np.asarray(documents[row], np.uint64)), self.seed))
+            if self.scheme is Scheme.BOTTOM_K:
+                lengths[row] = min(len(mixed), self.num_perm)
+                result[row, : lengths[row]] = mixed[: self.num_perm]
+            else:
+                result[row] = self._one_permutation(mixed)
+        return result, lengths
+
+    def _classic(
+        self,
+        documents: Sequence[NDArray[np.uint64]],
+        present: NDArray[np.bool_],
+        result: NDArray[np.uint64],
+    ) -> None:
+        a, b = _classic_coefficients(self.num_perm, self.seed)
+        rows = [i for i in range(len(documents)) if present[i]]
+        if not rows:
+            return
+        sets = [_distinct(np.asarray(documents[i], np.uint64)) >> np.uint64(32) for i in rows]
+        sizes = np.fromiter(map(len, sets), np.int64, len(sets))
+        x = np.concatenate(sets)
+        owner = np.repeat(np.arange(len(rows)), sizes)
+        block = np.empty((_CHUNK_ROWS, self.num_perm), np.uint64)
+        spare = np.empty_like(block)
+        out = result[rows]
+        for start in range(0, len(x), _CHUNK_ROWS):
+            chunk = x[start : start + _CHUNK_ROWS]
+            v, t = block[: len(chunk)], spare[: len(chunk)]
+            np.multiply(chunk[:, None], a, out=v)
+            v += b  # < 2**63 + 2**61: no overflow
+            # x mod (2**61 - 1) by folding the top bits down, then one conditional subtraction
+            # done as min(v, v - p): the subtraction wraps to a huge value when v < p.
+            np.right_shift(v, np.uint64(61), out=t)
+            v &= _PRIME
+            v += t
+            np.subtract(v, _PRIME, out=t)
+            np.minimum(v, t, out=v)
+            who = owner[start : start + _CHUNK_ROWS]
+            cuts = np.flatnonzero(np.diff(who)) + 1
+            starts = np.concatenate([[0], cuts])
+            mins = np.minimum.reduceat(v, starts, axis=0)
+            targets = who[starts]
+            out[targets] = np.minimum(out[targets], mins)
+        result[rows] = out
+
+    def _one_permutation(self, ordered: NDArray[np.uint64]) -> NDArray[np.uint64]:
+        first = np.searchsorted(ordered, _bin_starts(self.num_perm), side="left")
+        nonempty = first < np.append(first[1:], len(ordered))
+        values = np.zeros(self.num_perm, dtype=np.uint64)
+        values[nonempty] = ordered[first[nonempty]]
+        empty = np.flatnonzero(~nonempty)
+        if len(empty):
+            candidates = _probe_order(self.num_perm, self.seed)[empty]
+            source = candidates[np.arange(len(empty)), nonempty[candidates].argmax(axis=1)]
+            values[empty] = values[source]
+        return values

@@ -1,0 +1,123 @@
+"""Charikar's SimHash: a 64-bit fingerprint whose Hamming distance tracks cosine similarity.
+
+Charikar, "Similarity estimation techniques from rounding algorithms", STOC 2002; as used for
+near-duplicate web pages by Manku, Jain and Das Sarma, WWW 2007. Every feature hash votes on
+each of the 64 bits: +weight where its bit is 1, -weight where it is 0; bit i of the
+fingerprint is 1 when the total for bit i is strictly positive (``(fingerprint >> i) & 1``).
+
+The sparse variant (``top_n``) sets exactly the ``top_n`` bits with the largest totals (ties go
+to the lower bit), after the "top N sums" output of the htm.core SimHash document encoder.
+Unweighted totals are exact integers; weighted totals are float64 sums in a fixed order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+BITS = 64
+_GROUP_FEATURES = 1 << 15  # features per vectorised step of a batch: bounds temporary memory
+
+
+def _bit_matrix(hashes: NDArray[np.uint64]) -> NDArray[np.uint8]:
+    """(n, 64) matrix of the bits of each hash, column i holding bit i."""
+    little = hashes.astype("<u8", copy=False)
+    return np.unpackbits(little.view(np.uint8), bitorder="little").reshape(-1, BITS)
+
+
+def _pack(bits: NDArray[np.bool_]) -> NDArray[np.uint64]:
+    packed = np.packbits(bits, axis=-1, bitorder="little")
+    return packed.view("<u8").reshape(bits.shape[:-1]).astype(np.uint64)
+
+
+def _select_bits(
+    totals: NDArray[np.float64] | NDArray[np.int64],
+    count: NDArray[np.float64] | NDArray[np.int64],
+    top_n: int | None,
+) -> NDArray[np.bool_]:
+    """Fingerprint bits from per-bit totals; ``count`` is the sum of weights per document."""
+    if top_n is None:
+        result: NDArray[np.bool_] = 2 * totals > count[:, None]
+        return result
+    order = np.argsort(-(2 * totals - count[:, None]), axis=1, kind="stable")[:, :top_n]
+    chosen = np.zeros(totals.shape, dtype=bool)
+    np.put_along_axis(chosen, order, True, axis=1)
+    return chosen
+
+
+def _check_top_n(top_n: int | None) -> None:
+    if top_n is not None and not (isinstance(top_n, int) and 1 <= top_n < BITS):
+        raise ValueError(f"top_n must be an integer from 1 to 63 or None, got {top_n!r}")
+
+
+def simhash(
+    hashes: NDArray[np.uint64],
+    weights: NDArray[np.float64] | None = None,
+    *,
+    top_n: int | None = None,
+) -> int | None:
+    """The 64-bit SimHash of one document's feature hashes, or ``None`` when it has none.
+
+    Parameters:
+        hashes: one uint64 per feature occurrence (see :mod:`simindex.text`).
+        weights: optional weight per feature (e.g. IDF); default 1 each, i.e. term frequency.
+        top_n: set exactly this many bits (sparse variant) instead of the sign rule.
+    """
+    fingerprints, present = simhash_batch(
+        [hashes], None if weights is None else [weights], top_n=top_n
+    )
+    return int(fingerprints[0]) if present[0] else None
+
+
+def simhash_batch(
+    documents: Sequence[NDArray[np.uint64]],
+    weights: Sequence[NDArray[np.float64]] | None = None,
+    *,
+    top_n: int | None = None,
+) -> tuple[NDArray[np.uint64], NDArray[np.bool_]]:
+    """SimHash of many documents at once, vectorised across documents.
+
+    Returns ``(fingerprints, present)``: ``present[i]`` is False (and ``fingerprints[i]`` 0)
+    for a document without features.
+    """
+    _check_top_n(top_n)
+    if weights is not None and len(weights) != len(documents):
+        raise ValueError(f"got {len(weights)} weight arrays for {len(documents)} documents")
+    sizes = np.fromiter(map(len, documents), np.int64, len(documents))
+    present = sizes > 0
+    fingerprints = np.zeros(len(documents), dtype=np.uint64)
+    start = 0
+    while start < len(documents):
+        stop, total = start, 0
+        while stop < len(documents) and (stop == start or total + sizes[stop] <= _GROUP_FEATURES):
+            total += int(sizes[stop])
+            stop += 1
+        group = [i for i in range(start, stop) if sizes[i]]
+        if group:
+            fingerprints[group] = _simhash_group(documents, weights, group, sizes, top_n)
+        start = stop
+    return fingerprints, present
+
+
+def _simhash_group(
+    documents: Sequence[NDArray[np.uint64]],
+    weights: Sequence[NDArray[np.float64]] | None,
+    group: list[int],
+    sizes: NDArray[np.int64],
+    top_n: int | None,
+) -> NDArray[np.uint64]:
+    bits = _bit_matrix(np.concatenate([documents[i] for i in group]))
+    offsets = np.concatenate([[0], np.cumsum(sizes[group])[:-1]])
+    if weights is None:
+        totals = np.add.reduceat(bits, offsets, axis=0, dtype=np.int64)
+        return _pack(_select_bits(totals, sizes[group], top_n))
+    for i in group:
+        if len(weights[i]) != sizes[i]:
+            raise ValueError(f"document {i}: {len(weights[i])} weights for {sizes[i]} features")
+    flat = np.concatenate([np.asarray(weights[i], dtype=np.float64) for i in group])
+    if not np.isfinite(flat).all():
+        raise ValueError("weights must be finite numbers")
+    weighted = np.add.reduceat(bits * flat[:, None], offsets, axis=0)
+    return _pack(_select_bits(weighted, np.add.reduceat(flat, offsets), top_n))

@@ -1,0 +1,211 @@
+"""Text to feature hashes: normalise, tokenise, shingle and hash (layer 1, no I/O).
+
+Every fingerprint simindex stores is a function of these feature hashes, so their values are
+pinned by golden-vector tests. The rules:
+
+* **normalise**: Unicode NFKC, casefold, whitespace runs collapsed to one space, trimmed.
+* **tokenise**: a token is a run of letters, digits and combining marks; every CJK ideograph,
+  Kana and Hangul character is a token of its own (those scripts do not separate words with
+  spaces). Underscore and punctuation separate tokens.
+* **unit hash**: xxh3-64 of the unit's UTF-8 bytes with the shingling seed. A unit is a token
+  (word shingles) or a character of the normalised text (character shingles). Each distinct
+  unit is hashed once per document.
+* **shingle hash**: for n = 1 the unit hash; for n > 1 the unit hashes ``u0..u(n-1)`` are
+  combined as ``fmix64(((u0 * K + u1) * K + u2) ...)`` modulo 2**64, vectorised with numpy, so
+  no Python work is done per shingle. A text with fewer than n units (but at least one) gives
+  one shingle of all its units, so short texts are still fingerprinted.
+* **NULL, empty, or no units**: no features. Fingerprint functions return ``None`` for it and an
+  index does not store it (it is counted as skipped).
+
+Term frequency weighting is implicit: a shingle that occurs three times is three features.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import sys
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass
+from itertools import repeat
+from typing import Literal
+
+import numpy as np
+import xxhash
+from numpy.typing import NDArray
+
+from simindex.bits import MAX_UNSIGNED
+
+Unit = Literal["word", "char"]
+UINT64 = np.dtype(np.uint64)
+EMPTY = np.zeros(0, dtype=UINT64)
+
+# Ideographs, Kana, Hangul and their compatibility / extension blocks: one token per character.
+_CJK = (
+    "\u1100-\u11ff\u2e80-\u2fdf\u3040-\u30ff\u3105-\u312f\u3130-\u318f\u31a0-\u31ff"
+    "\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\uff66-\uff9f"
+    "\U00020000-\U0003134f"
+)
+
+
+def _mark_ranges() -> str:
+    """A regex class body of every combining mark (category M), which ``\\w`` leaves out."""
+    ranges: list[tuple[int, int]] = []
+    start = previous = -2
+    for code in itertools.chain(range(0x20000), range(0xE0000, sys.maxunicode + 1)):
+        if unicodedata.category(chr(code)).startswith("M"):
+            if code != previous + 1:
+                if start >= 0:
+                    ranges.append((start, previous))
+                start = code
+            previous = code
+    ranges.append((start, previous))
+    return "".join(f"{re.escape(chr(low))}-{re.escape(chr(high))}" for low, high in ranges)
+
+
+_TOKEN = re.compile(f"[{_CJK}]|(?:[^\\W_{_CJK}]|[{_mark_ranges()}])+")
+# For pure-ASCII text the same tokens come from a byte translation and a split, 4x faster.
+_ASCII_SEPARATORS = bytes(c if chr(c).isascii() and chr(c).isalnum() else 32 for c in range(256))
+
+# Odd multiplier for combining unit hashes (the 64-bit golden ratio).
+_COMBINE = np.uint64(0x9E3779B97F4A7C15)
+
+
+def normalize(text: str) -> str:
+    """NFKC, casefold, collapse whitespace: the form every other step works on."""
+    if not isinstance(text, str):
+        raise TypeError(f"expected str text, got {type(text).__name__}")
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def tokenize(normalized: str) -> list[str]:
+    """Tokens of an already normalised text (see the module docstring for the rule)."""
+    if normalized.isascii():
+        return normalized.encode("ascii").translate(_ASCII_SEPARATORS).decode("ascii").split()
+    return _TOKEN.findall(normalized)
+
+
+def _token_bytes(normalized: str) -> list[bytes]:
+    if normalized.isascii():
+        return normalized.encode("ascii").translate(_ASCII_SEPARATORS).split()
+    return [token.encode("utf-8") for token in _TOKEN.findall(normalized)]
+
+
+def fmix64(values: NDArray[np.uint64]) -> NDArray[np.uint64]:
+    """MurmurHash3's 64-bit finaliser, in place: a bijection that spreads every input bit."""
+    values ^= values >> np.uint64(33)
+    values *= np.uint64(0xFF51AFD7ED558CCD)
+    values ^= values >> np.uint64(33)
+    values *= np.uint64(0xC4CEB9FE1A85EC53)
+    values ^= values >> np.uint64(33)
+    return values
+
+
+def hash_strings(items: list[bytes] | list[str], seed: int = 0) -> NDArray[np.uint64]:
+    """xxh3-64 of each item (str is UTF-8 encoded): features a caller already has."""
+    if items and isinstance(items[0], str):
+        items = [item.encode("utf-8", "surrogatepass") for item in items]  # type: ignore[union-attr]
+    return np.fromiter(map(xxhash.xxh3_64_intdigest, items, repeat(seed)), UINT64, len(items))
+
+
+def combine_ngrams(unit_hashes: NDArray[np.uint64], size: int) -> NDArray[np.uint64]:
+    """Shingle hashes of every run of ``size`` consecutive units (see module docstring)."""
+    count = len(unit_hashes)
+    if size == 1 or count == 0:
+        return unit_hashes
+    size = min(size, count)
+    windows = count - size + 1
+    combined = unit_hashes[:windows].copy()
+    for offset in range(1, size):
+        combined *= _COMBINE
+        combined += unit_hashes[offset : offset + windows]
+    return fmix64(combined)
+
+
+def _char_hashes(normalized: str, seed: int) -> NDArray[np.uint64]:
+    """Unit hash of every character, hashing each distinct character once."""
+    codes = np.frombuffer(normalized.encode("utf-32-le", "surrogatepass"), dtype="<u4")
+    distinct = sorted(set(normalized))
+    keys = np.fromiter(map(ord, distinct), np.uint32, len(distinct))
+    values = hash_strings(distinct, seed)
+    return values[np.searchsorted(keys, codes)]
+
+
+@dataclass(frozen=True, slots=True)
+class Shingling:
+    """How a text becomes features; part of every index spec, since it decides stored values.
+
+    Parameters:
+        unit: ``"word"`` for token n-grams, ``"char"`` for character n-grams.
+        size: n, the number of units in a shingle.
+        with_characters: word unit only: also add every character of every token as a feature
+            (the "token similarity" mode, which makes misspellings land closer).
+        seed: xxh3 seed of unit hashes.
+    """
+
+    unit: Unit = "word"
+    size: int = 3
+    with_characters: bool = False
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.unit not in ("word", "char"):
+            raise ValueError(f"unit must be 'word' or 'char', got {self.unit!r}")
+        if (
+            isinstance(self.size, bool)
+            or not isinstance(self.size, int)
+            or not 1 <= self.size <= 64
+        ):
+            raise ValueError(f"size must be an integer from 1 to 64, got {self.size!r}")
+        if self.with_characters and self.unit != "word":
+            raise ValueError("with_characters applies to word shingles only")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise TypeError(f"seed must be an int, got {type(self.seed).__name__}")
+        if not 0 <= self.seed <= MAX_UNSIGNED:
+            raise ValueError(f"seed must be an unsigned 64-bit integer, got {self.seed}")
+
+    def hashes(self, text: str | None) -> NDArray[np.uint64]:
+        """One feature hash per shingle occurrence; empty for NULL or empty text."""
+        if text is None:
+            return EMPTY
+        normalized = normalize(text)
+        if self.unit == "char":
+            return combine_ngrams(_char_hashes(normalized, self.seed), self.size)
+        tokens = _token_bytes(normalized)
+        unit_hashes = hash_strings(tokens, self.seed)
+        shingles = combine_ngrams(unit_hashes, self.size)
+        if not self.with_characters or not tokens:
+            return shingles
+        characters = _char_hashes(b"".join(tokens).decode("utf-8"), self.seed)
+        return np.concatenate([shingles, characters])
+
+    def shingles(self, text: str | None) -> list[str]:
+        """The shingles as text (word shingles joined by one space), in the order of :meth:`hashes`.
+
+        For weight look-ups and inspection; slower than :meth:`hashes`.
+        """
+        if text is None:
+            return []
+        normalized = normalize(text)
+        units = list(normalized) if self.unit == "char" else tokenize(normalized)
+        if not units:
+            return []
+        size = min(self.size, len(units))
+        joiner = "" if self.unit == "char" else " "
+        grams = [joiner.join(units[i : i + size]) for i in range(len(units) - size + 1)]
+        if self.with_characters:
+            grams.extend(char for token in units for char in token)
+        return grams
+
+    def weighted_hashes(
+        self, text: str | None, weights: Mapping[str, float], default_weight: float = 1.0
+    ) -> tuple[NDArray[np.uint64], NDArray[np.float64]]:
+        """Feature hashes with a caller's weight per shingle text (e.g. IDF), else the default."""
+        hashes = self.hashes(text)
+        grams = self.shingles(text)
+        if len(grams) != len(hashes):
+            raise AssertionError("shingles and hashes disagree")  # a bug, never user input
+        lookup = weights.get
+        values = np.fromiter((lookup(g, default_weight) for g in grams), np.float64, len(grams))
+        return hashes, values
