@@ -229,8 +229,12 @@ def _error_areas(
     rows = np.array([d.rows_per_band for d in designs], dtype=np.float64)[:, None]
     below = np.linspace(0.0, threshold, 257)
     above = np.linspace(threshold, 1.0, 257)
-    false_positive = np.trapezoid(1.0 - (1.0 - below**rows) ** bands, below, axis=1)
-    false_negative = np.trapezoid((1.0 - above**rows) ** bands, above, axis=1)
+    false_positive = np.asarray(
+        np.trapezoid(1.0 - (1.0 - below**rows) ** bands, below, axis=1), np.float64
+    )
+    false_negative = np.asarray(
+        np.trapezoid((1.0 - above**rows) ** bands, above, axis=1), np.float64
+    )
     return designs, false_positive, false_negative
 
 

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
+from typing import Literal
 
 import numpy as np
 import xxhash
@@ -35,6 +36,7 @@ from simindex.bits import MAX_UNSIGNED
 from simindex.errors import IncompatibleSignaturesError
 from simindex.text import fmix64
 
+SchemeName = Literal["classic", "one_permutation", "bottom_k"]
 MERSENNE_PRIME = (1 << 61) - 1
 _PRIME = np.uint64(MERSENNE_PRIME)
 _CHUNK_ROWS = 256  # features per classic step: keeps the (rows x num_perm) block in cache
@@ -126,7 +128,7 @@ class MinHashSignature:
         return float(np.count_nonzero(np.isin(union, both))) / len(union)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class MinHasher:
     """Makes :class:`MinHashSignature` values of one scheme, size and seed.
 
@@ -136,21 +138,24 @@ class MinHasher:
         seed: selects the hash functions; signatures with different seeds are incomparable.
     """
 
-    scheme: Scheme = Scheme.CLASSIC
-    num_perm: int = 128
-    seed: int = 1
-    _tables: tuple[object, ...] = field(init=False, repr=False, compare=False)
+    scheme: Scheme
+    num_perm: int
+    seed: int
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "scheme", Scheme(self.scheme))
-        if isinstance(self.num_perm, bool) or not isinstance(self.num_perm, int):
-            raise TypeError(f"num_perm must be an int, got {type(self.num_perm).__name__}")
-        if not 1 <= self.num_perm <= 4096:
-            raise ValueError(f"num_perm must be from 1 to 4096, got {self.num_perm}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise TypeError(f"seed must be an int, got {type(self.seed).__name__}")
-        if not 0 <= self.seed <= MAX_UNSIGNED:
-            raise ValueError(f"seed must be an unsigned 64-bit integer, got {self.seed}")
+    def __init__(
+        self, scheme: Scheme | SchemeName = Scheme.CLASSIC, num_perm: int = 128, seed: int = 1
+    ) -> None:
+        if isinstance(num_perm, bool) or not isinstance(num_perm, int):
+            raise TypeError(f"num_perm must be an int, got {type(num_perm).__name__}")
+        if not 1 <= num_perm <= 4096:
+            raise ValueError(f"num_perm must be from 1 to 4096, got {num_perm}")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+        if not 0 <= seed <= MAX_UNSIGNED:
+            raise ValueError(f"seed must be an unsigned 64-bit integer, got {seed}")
+        object.__setattr__(self, "scheme", Scheme(scheme))
+        object.__setattr__(self, "num_perm", num_perm)
+        object.__setattr__(self, "seed", seed)
 
     def signature(self, hashes: NDArray[np.uint64]) -> MinHashSignature | None:
         """Signature of one document's feature hashes, ``None`` when it has none."""

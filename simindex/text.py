@@ -26,10 +26,10 @@ import itertools
 import re
 import sys
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 import xxhash
@@ -102,11 +102,14 @@ def fmix64(values: NDArray[np.uint64]) -> NDArray[np.uint64]:
     return values
 
 
-def hash_strings(items: list[bytes] | list[str], seed: int = 0) -> NDArray[np.uint64]:
+def hash_strings(items: Sequence[bytes] | Sequence[str], seed: int = 0) -> NDArray[np.uint64]:
     """xxh3-64 of each item (str is UTF-8 encoded): features a caller already has."""
+    data: Sequence[bytes]
     if items and isinstance(items[0], str):
-        items = [item.encode("utf-8", "surrogatepass") for item in items]  # type: ignore[union-attr]
-    return np.fromiter(map(xxhash.xxh3_64_intdigest, items, repeat(seed)), UINT64, len(items))
+        data = [cast(str, item).encode("utf-8", "surrogatepass") for item in items]
+    else:
+        data = cast(Sequence[bytes], items)
+    return np.fromiter(map(xxhash.xxh3_64_intdigest, data, repeat(seed)), UINT64, len(data))
 
 
 def combine_ngrams(unit_hashes: NDArray[np.uint64], size: int) -> NDArray[np.uint64]:
