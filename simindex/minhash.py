@@ -7,9 +7,11 @@ also the "k least values of one hash function" cluster key of the simhashing ess
 
 Three schemes, all over the *set* of a document's feature hashes (duplicates do not count):
 
-* ``classic``: ``num_perm`` hash functions ``h_i(x) = (a_i * x + b_i) mod (2**61 - 1)`` over
-  the top 32 bits ``x`` of each feature hash, ``a_i`` in [1, 2**31), ``b_i`` in [0, 2**61 - 1);
-  slot i holds the minimum of ``h_i``. Estimate: the fraction of equal slots.
+* ``classic``: ``num_perm`` hash functions ``h_i(x) = (a_i * x + b_i) mod p`` with the
+  Mersenne prime ``p = 2**31 - 1``, over the top 31 bits ``x`` of each feature hash, ``a_i``
+  in [1, p), ``b_i`` in [0, p) (Carter-Wegman universal hashing: full-range multipliers, and
+  ``a_i * x`` fits 64-bit arithmetic exactly). Slot i holds the minimum of ``h_i``.
+  Estimate: the fraction of equal slots.
 * ``one_permutation``: one mixed hash ``v = fmix64(h ^ seed')`` splits into ``num_perm`` equal
   ranges ("bins") by its top bits; slot i holds the smallest ``v`` in bin i. An empty bin takes
   the value of the first non-empty bin along its own seeded probe order over all bins.
@@ -32,13 +34,14 @@ import numpy as np
 import xxhash
 from numpy.typing import NDArray
 
-from simindex.bits import MAX_UNSIGNED
+from simindex.bits import BITS, MAX_UNSIGNED
 from simindex.errors import IncompatibleSignaturesError
 from simindex.text import fmix64
 
 SchemeName = Literal["classic", "one_permutation", "bottom_k"]
-MERSENNE_PRIME = (1 << 61) - 1
+MERSENNE_PRIME = (1 << 31) - 1
 _PRIME = np.uint64(MERSENNE_PRIME)
+_SHIFT = np.uint64(31)
 _CHUNK_ROWS = 256  # features per classic step: keeps the (rows x num_perm) block in cache
 
 
@@ -58,7 +61,7 @@ def _derived(seed: int, label: bytes, count: int) -> list[int]:
 def _classic_coefficients(
     num_perm: int, seed: int
 ) -> tuple[NDArray[np.uint64], NDArray[np.uint64]]:
-    a = np.array([1 + v % ((1 << 31) - 1) for v in _derived(seed, b"a", num_perm)], np.uint64)
+    a = np.array([1 + v % (MERSENNE_PRIME - 1) for v in _derived(seed, b"a", num_perm)], np.uint64)
     b = np.array([v % MERSENNE_PRIME for v in _derived(seed, b"b", num_perm)], np.uint64)
     return a, b
 
@@ -214,7 +217,9 @@ class MinHasher:
         rows = [i for i in range(len(documents)) if present[i]]
         if not rows:
             return
-        sets = [_distinct(np.asarray(documents[i], np.uint64)) >> np.uint64(32) for i in rows]
+        sets = [
+            _distinct(np.asarray(documents[i], np.uint64)) >> np.uint64(BITS - 31) for i in rows
+        ]
         sizes = np.fromiter(map(len, sets), np.int64, len(sets))
         x = np.concatenate(sets)
         owner = np.repeat(np.arange(len(rows)), sizes)
@@ -225,12 +230,13 @@ class MinHasher:
             chunk = x[start : start + _CHUNK_ROWS]
             v, t = block[: len(chunk)], spare[: len(chunk)]
             np.multiply(chunk[:, None], a, out=v)
-            v += b  # < 2**63 + 2**61: no overflow
-            # x mod (2**61 - 1) by folding the top bits down, then one conditional subtraction
-            # done as min(v, v - p): the subtraction wraps to a huge value when v < p.
-            np.right_shift(v, np.uint64(61), out=t)
-            v &= _PRIME
-            v += t
+            v += b  # a * x + b < 2**62: exact
+            # mod p by folding the bits above 31 down twice (2**31 = 1 mod p) to at most p + 1,
+            # then min(v, v - p): the subtraction wraps to a huge value when v < p.
+            for _ in range(2):
+                np.right_shift(v, _SHIFT, out=t)
+                v &= _PRIME
+                v += t
             np.subtract(v, _PRIME, out=t)
             np.minimum(v, t, out=v)
             who = owner[start : start + _CHUNK_ROWS]

@@ -37,7 +37,7 @@ def exact_jaccard(a: np.ndarray, b: np.ndarray) -> float:
 
 def classic_reference(hasher: MinHasher, hashes: list[int]) -> list[int]:
     a, b = _classic_coefficients(hasher.num_perm, hasher.seed)
-    xs = {h >> 32 for h in hashes}
+    xs = {h >> 33 for h in hashes}
     return [
         min((int(ai) * x + int(bi)) % MERSENNE_PRIME for x in xs)
         for ai, bi in zip(a, b, strict=True)
