@@ -47,7 +47,7 @@ def _select_bits(
     return chosen
 
 
-def _check_top_n(top_n: int | None) -> None:
+def check_top_n(top_n: int | None) -> None:
     if top_n is not None and not (isinstance(top_n, int) and 1 <= top_n < BITS):
         raise ValueError(f"top_n must be an integer from 1 to 63 or None, got {top_n!r}")
 
@@ -82,7 +82,7 @@ def simhash_batch(
     Returns ``(fingerprints, present)``: ``present[i]`` is False (and ``fingerprints[i]`` 0)
     for a document without features.
     """
-    _check_top_n(top_n)
+    check_top_n(top_n)
     if weights is not None and len(weights) != len(documents):
         raise ValueError(f"got {len(weights)} weight arrays for {len(documents)} documents")
     sizes = np.fromiter(map(len, documents), np.int64, len(documents))

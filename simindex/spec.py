@@ -1,0 +1,192 @@
+"""Index specs: everything needed to recompute a stored fingerprint and to query (layer 4).
+
+A user names a *method* (:class:`SimHash` or :class:`MinHash`) with the knobs they care about;
+:func:`resolve` turns it into a frozen :class:`IndexSpec` with every choice made (the Manku
+blocks or the LSH bands, chosen from the expected row count unless given). The spec is stored
+as JSON beside the index, with :data:`SPEC_VERSION`, so a later release reads it back and
+computes the very same values.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from simindex.design import LshDesign, MankuDesign, choose_lsh, choose_manku
+from simindex.minhash import MinHasher, Scheme, SchemeName
+from simindex.simhash import check_top_n
+from simindex.text import Shingling
+
+SPEC_VERSION = 1
+DEFAULT_EXPECTED_ROWS = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class SimHash:
+    """Find rows whose 64-bit SimHash differs in at most ``max_distance`` bits.
+
+    Parameters:
+        max_distance: the largest distance queries may ask for (k); 3 suits web pages.
+        shingling: how text becomes features.
+        num_blocks: Manku blocks; by default chosen from ``expected_rows``.
+        top_n: the sparse variant: set exactly this many bits.
+        expected_rows: table size the design is chosen for.
+    """
+
+    max_distance: int = 3
+    shingling: Shingling = field(default_factory=Shingling)
+    num_blocks: int | None = None
+    top_n: int | None = None
+    expected_rows: int = DEFAULT_EXPECTED_ROWS
+
+
+@dataclass(frozen=True, slots=True)
+class MinHash:
+    """Find rows whose estimated Jaccard similarity reaches ``threshold``.
+
+    Parameters:
+        threshold: the similarity the LSH bands are tuned for, in (0, 1).
+        num_perm: values per signature.
+        scheme: ``"classic"`` or ``"one_permutation"`` (bottom-k has no aligned slots to band).
+        seed: selects the hash functions.
+        shingling: how text becomes features.
+        num_bands, rows_per_band: override the bands chosen for ``threshold``.
+    """
+
+    threshold: float = 0.8
+    num_perm: int = 128
+    scheme: Scheme | SchemeName = Scheme.CLASSIC
+    seed: int = 1
+    shingling: Shingling = field(default_factory=Shingling)
+    num_bands: int | None = None
+    rows_per_band: int | None = None
+
+
+Method = SimHash | MinHash
+
+
+@dataclass(frozen=True, slots=True)
+class IndexSpec:
+    """A resolved, validated method: what is stored, and how it was computed."""
+
+    method: Method
+    design: MankuDesign | LshDesign
+
+    @property
+    def kind(self) -> str:
+        return "simhash" if isinstance(self.method, SimHash) else "minhash"
+
+    @property
+    def hasher(self) -> MinHasher:
+        """The MinHasher of a MinHash spec."""
+        if not isinstance(self.method, MinHash):
+            raise TypeError("a SimHash spec has no MinHasher")
+        return MinHasher(self.method.scheme, self.method.num_perm, self.method.seed)
+
+    def to_json(self) -> str:
+        """The stored form: stable key order, with the spec version."""
+        return json.dumps(_as_dict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> IndexSpec:
+        """Read a stored spec back; refuses versions this release does not know."""
+        data = json.loads(text)
+        version = data.get("spec_version")
+        if version != SPEC_VERSION:
+            raise ValueError(
+                f"index spec version {version!r} is not supported by this release "
+                f"(it reads version {SPEC_VERSION})"
+            )
+        shingling = Shingling(**data["shingling"])
+        method: Method
+        if data["kind"] == "simhash":
+            method = SimHash(
+                data["max_distance"],
+                shingling,
+                data["num_blocks"],
+                data["top_n"],
+                data["expected_rows"],
+            )
+        elif data["kind"] == "minhash":
+            method = MinHash(
+                data["threshold"],
+                data["num_perm"],
+                Scheme(data["scheme"]),
+                data["seed"],
+                shingling,
+                data["num_bands"],
+                data["rows_per_band"],
+            )
+        else:
+            raise ValueError(f"unknown index kind {data['kind']!r}")
+        return resolve(method)
+
+
+def _as_dict(spec: IndexSpec) -> dict[str, Any]:
+    shingling = spec.method.shingling
+    data: dict[str, Any] = {
+        "spec_version": SPEC_VERSION,
+        "kind": spec.kind,
+        "shingling": {
+            "unit": shingling.unit,
+            "size": shingling.size,
+            "with_characters": shingling.with_characters,
+            "seed": shingling.seed,
+        },
+    }
+    method = spec.method
+    if isinstance(method, SimHash):
+        assert isinstance(spec.design, MankuDesign)
+        data |= {
+            "max_distance": method.max_distance,
+            "num_blocks": spec.design.num_blocks,
+            "top_n": method.top_n,
+            "expected_rows": method.expected_rows,
+        }
+    else:
+        assert isinstance(spec.design, LshDesign)
+        data |= {
+            "threshold": method.threshold,
+            "num_perm": method.num_perm,
+            "scheme": str(Scheme(method.scheme)),
+            "seed": method.seed,
+            "num_bands": spec.design.num_bands,
+            "rows_per_band": spec.design.rows_per_band,
+        }
+    return data
+
+
+def resolve(method: Method) -> IndexSpec:
+    """Validate a method and make every remaining choice."""
+    if not isinstance(method.shingling, Shingling):
+        raise TypeError(f"shingling must be a Shingling, got {type(method.shingling).__name__}")
+    if isinstance(method, SimHash):
+        if isinstance(method.expected_rows, bool) or not isinstance(method.expected_rows, int):
+            raise TypeError("expected_rows must be an int")
+        check_top_n(method.top_n)
+        if method.num_blocks is None:
+            design = choose_manku(method.max_distance, method.expected_rows)
+        else:
+            design = MankuDesign(method.max_distance, method.num_blocks)
+        return IndexSpec(method, design)
+    if isinstance(method, MinHash):
+        hasher = MinHasher(method.scheme, method.num_perm, method.seed)
+        if hasher.scheme is Scheme.BOTTOM_K:
+            raise ValueError("a MinHash index needs scheme 'classic' or 'one_permutation'")
+        given = (method.num_bands, method.rows_per_band)
+        if given == (None, None):
+            lsh = choose_lsh(method.threshold, method.num_perm)
+        elif None in given:
+            raise ValueError("give both num_bands and rows_per_band, or neither")
+        else:
+            lsh = LshDesign(method.num_bands, method.rows_per_band)  # type: ignore[arg-type]
+            if lsh.num_perm > method.num_perm:
+                raise ValueError(
+                    f"{lsh.num_bands} bands x {lsh.rows_per_band} rows need {lsh.num_perm} "
+                    f"values but num_perm is {method.num_perm}"
+                )
+        if not 0.0 < method.threshold < 1.0:
+            raise ValueError(f"threshold must be between 0 and 1, got {method.threshold}")
+        return IndexSpec(method, lsh)
+    raise TypeError(f"method must be SimHash(...) or MinHash(...), got {type(method).__name__}")

@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from simindex.design import LshDesign, MankuDesign
+from simindex.spec import SPEC_VERSION, IndexSpec, MinHash, SimHash, resolve
+from simindex.text import Shingling
+
+METHODS = [
+    SimHash(),
+    SimHash(max_distance=5, shingling=Shingling("char", 4, seed=9), num_blocks=7, top_n=20),
+    MinHash(),
+    MinHash(0.5, 64, "one_permutation", 7, Shingling(size=1), num_bands=16, rows_per_band=4),
+]
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_spec_survives_its_stored_form(method: SimHash | MinHash) -> None:
+    spec = resolve(method)
+    stored = spec.to_json()
+    assert json.loads(stored)["spec_version"] == SPEC_VERSION
+    again = IndexSpec.from_json(stored)
+    assert again.to_json() == stored
+    assert again.design == spec.design
+
+
+def test_design_is_chosen_from_expected_rows() -> None:
+    assert resolve(SimHash(expected_rows=1_000)).design == MankuDesign(3, 4)
+    assert resolve(SimHash(expected_rows=50_000_000)).design == MankuDesign(3, 5)
+    assert resolve(MinHash(0.8, 128)).design == LshDesign(9, 13)
+
+
+def test_unknown_spec_version_is_refused() -> None:
+    data = json.loads(resolve(SimHash()).to_json())
+    data["spec_version"] = SPEC_VERSION + 1
+    with pytest.raises(ValueError, match="not supported by this release"):
+        IndexSpec.from_json(json.dumps(data))
+
+
+@pytest.mark.parametrize(
+    ("method", "message"),
+    [
+        (MinHash(scheme="bottom_k"), "needs scheme 'classic' or 'one_permutation'"),
+        (MinHash(num_bands=4), "give both num_bands and rows_per_band"),
+        (MinHash(num_perm=16, num_bands=8, rows_per_band=4), "need 32 values"),
+        (MinHash(threshold=1.5), "threshold"),
+        (SimHash(max_distance=4, num_blocks=4), "num_blocks"),
+        (SimHash(top_n=64), "top_n"),
+    ],
+)
+def test_bad_methods_are_refused(method: SimHash | MinHash, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        resolve(method)
