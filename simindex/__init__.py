@@ -9,6 +9,7 @@ from __future__ import annotations
 from simindex.bits import hamming_distance
 from simindex.design import LshDesign, MankuDesign, choose_lsh, choose_manku
 from simindex.errors import IncompatibleSignaturesError, SimindexError
+from simindex.migrate import migrate
 from simindex.minhash import MinHasher, MinHashSignature, Scheme
 from simindex.simhash import simhash, simhash_batch
 from simindex.text import Shingling, normalize, tokenize
@@ -25,6 +26,7 @@ __all__ = [
     "choose_lsh",
     "choose_manku",
     "hamming_distance",
+    "migrate",
     "normalize",
     "simhash",
     "simhash_batch",

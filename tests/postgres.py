@@ -29,6 +29,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from psycopg.rows import TupleRow
 
+import simindex
 from simindex.embedded import (
     HOW_TO_PROVIDE,
     embedded_bindir,
@@ -54,7 +55,7 @@ def prepare_template(dsn: str) -> None:
     Runs once per session, before the first test database is copied from the template.
     Anything it connects with must be closed when it returns, or the copies fail.
     """
-    # The one place the schema is applied; becomes `simindex.migrate(dsn)` once that exists.
+    simindex.migrate(dsn)  # the one place the schema is applied
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,6 +244,20 @@ def database_dsn(postgres_server: Server, template_dsn: str) -> Iterator[str]:
                 sql.Identifier(name), sql.Identifier(TEMPLATE)
             )
         )
+    try:
+        yield make_conninfo(postgres_server.dsn, dbname=name)
+    finally:
+        _drop(postgres_server, name)
+
+
+@pytest.fixture
+def empty_database_dsn(postgres_server: Server) -> Iterator[str]:
+    """A DSN for a fresh database without simindex's schema (not from the template), dropped
+    after the test: for tests of the migrations themselves."""
+    name = f"empty_{next(_database_numbers)}"
+    _drop(postgres_server, name)  # left over from a session that was killed
+    with _admin(postgres_server) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {} TEMPLATE template0").format(sql.Identifier(name)))
     try:
         yield make_conninfo(postgres_server.dsn, dbname=name)
     finally:
