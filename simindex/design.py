@@ -70,6 +70,11 @@ class MankuTable:
     def prefix_bits(self) -> int:
         return sum(self.widths[block] for block in self.order[: self.prefix_blocks])
 
+    @property
+    def moves(self) -> tuple[tuple[int, int, int], ...]:
+        """(source shift, mask, destination shift) of each block, in output order."""
+        return _moves(self.order, self.widths)
+
     def permute(self, fingerprint: int) -> int:
         """The fingerprint with this table's blocks moved to the front."""
         return sum(
@@ -80,7 +85,7 @@ class MankuTable:
     def permute_array(self, fingerprints: NDArray[np.uint64]) -> NDArray[np.uint64]:
         """Vectorised :meth:`permute`."""
         result = np.zeros(len(fingerprints), dtype=np.uint64)
-        for src, mask, dst in _moves(self.order, self.widths):
+        for src, mask, dst in self.moves:
             moved = (fingerprints >> np.uint64(src)) & np.uint64(mask)
             result |= moved << np.uint64(dst)
         return result

@@ -16,3 +16,23 @@ class IncompatibleSignaturesError(SimindexError, ValueError):
 
 class DatabaseUnavailableError(SimindexError, RuntimeError):
     """No PostgreSQL server could be reached or started."""
+
+
+class SourceError(SimindexError, ValueError):
+    """The source table, text column or key column cannot be indexed."""
+
+
+class IndexNotFoundError(SimindexError, LookupError):
+    """No simindex index has that name."""
+
+
+class IndexExistsError(SimindexError, ValueError):
+    """An index of that name exists already."""
+
+
+class IndexNotReadyError(SimindexError):
+    """The index has not been built yet: run build() (or `simindex build`)."""
+
+
+class KeyNotIndexedError(SimindexError, LookupError):
+    """That key is not in the index: no such row, or its text has no features."""

@@ -10,12 +10,16 @@ computes the very same values.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+from numpy.typing import NDArray
+
 from simindex.design import LshDesign, MankuDesign, choose_lsh, choose_manku
 from simindex.minhash import MinHasher, Scheme, SchemeName
-from simindex.simhash import check_top_n
+from simindex.simhash import check_top_n, simhash_batch
 from simindex.text import Shingling
 
 SPEC_VERSION = 1
@@ -83,6 +87,22 @@ class IndexSpec:
         if not isinstance(self.method, MinHash):
             raise TypeError("a SimHash spec has no MinHasher")
         return MinHasher(self.method.scheme, self.method.num_perm, self.method.seed)
+
+    def simhash_values(
+        self, texts: Sequence[str | None]
+    ) -> tuple[NDArray[np.uint64], NDArray[np.bool_]]:
+        """SimHash of each text, and which texts had features (see :mod:`simindex.text`)."""
+        if not isinstance(self.method, SimHash):
+            raise TypeError("simhash_values needs a SimHash spec")
+        hashes = [self.method.shingling.hashes(text) for text in texts]
+        return simhash_batch(hashes, top_n=self.method.top_n)
+
+    def minhash_values(
+        self, texts: Sequence[str | None]
+    ) -> tuple[NDArray[np.uint64], NDArray[np.int64]]:
+        """(texts x num_perm) signatures and their lengths (0: no features)."""
+        hashes = [self.method.shingling.hashes(text) for text in texts]
+        return self.hasher.signature_matrix(hashes)
 
     def to_json(self) -> str:
         """The stored form: stable key order, with the spec version."""

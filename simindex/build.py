@@ -1,0 +1,170 @@
+"""Backfill: read the source with a server-side cursor, fingerprint on all cores, COPY.
+
+The new side tables are built beside the live ones and swapped in at the end, in one
+transaction: queries keep answering from the old index during a rebuild, and a failed build
+leaves it as it was. Memory stays bounded: at most ``workers + 1`` batches are in flight.
+"""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from psycopg import sql
+from sqlalchemy.engine import Connection
+
+from simindex.connection import connect
+from simindex.index import Index, store_for, transaction
+from simindex.minhash_store import MinHashStore
+from simindex.simhash_store import SimHashStore
+from simindex.source import describe, row_estimate
+from simindex.spec import IndexSpec
+from simindex.sql import statement
+
+Progress = Callable[[int, int | None], None]
+"""Called with (source rows read so far, the planner's estimate of all rows or None)."""
+
+# Below this many rows, starting worker processes costs more than it saves.
+_PARALLEL_FROM_ROWS = 50_000
+Batch = tuple[NDArray[Any], NDArray[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class BuildReport:
+    """What a build did: rows indexed, rows skipped (NULL or empty text), seconds taken."""
+
+    rows: int
+    skipped: int
+    seconds: float
+
+
+@functools.cache
+def _spec(spec_json: str) -> IndexSpec:
+    return IndexSpec.from_json(spec_json)
+
+
+def fingerprint_batch(spec_json: str, texts: list[str | None]) -> Batch:
+    """(values, has-features) of a batch of texts; runs in worker processes."""
+    spec = _spec(spec_json)
+    if spec.kind == "simhash":
+        return spec.simhash_values(texts)
+    values, lengths = spec.minhash_values(texts)
+    return values, lengths > 0
+
+
+def _batches(cursor: Any, size: int) -> Iterator[tuple[list[Any], list[str | None]]]:
+    while rows := cursor.fetchmany(size):
+        yield [row[0] for row in rows], [row[1] for row in rows]
+
+
+def _computed(
+    spec_json: str,
+    batches: Iterator[tuple[list[Any], list[str | None]]],
+    workers: int,
+) -> Iterator[tuple[list[Any], Batch]]:
+    """Fingerprints of each batch, in order; in ``workers`` processes when above one."""
+    if workers <= 1:
+        for keys, texts in batches:
+            yield keys, fingerprint_batch(spec_json, texts)
+        return
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        pending: deque[tuple[list[Any], Future[Batch]]] = deque()
+        for keys, texts in batches:
+            pending.append((keys, pool.submit(fingerprint_batch, spec_json, texts)))
+            if len(pending) > workers:
+                done_keys, future = pending.popleft()
+                yield done_keys, future.result()
+        while pending:
+            done_keys, future = pending.popleft()
+            yield done_keys, future.result()
+
+
+def build(
+    index: Index,
+    *,
+    batch_size: int = 2000,
+    workers: int | None = None,
+    progress: Progress | None = None,
+) -> BuildReport:
+    """Fingerprint every row of the source into fresh side tables and swap them in.
+
+    Parameters:
+        batch_size: rows per fetch, fingerprint task and COPY.
+        workers: processes computing fingerprints (default: all cores for large tables).
+        progress: called after each batch with (rows read, estimated total).
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    started = time.perf_counter()
+    indexed = skipped = 0
+    with transaction(index.bind) as conn:
+        catalog = sql.Identifier(index.index_schema, "indexes")
+        conn.execute(statement("catalog_lock", catalog=catalog), {"name": index.name})
+        info = index._info(conn)
+        source = describe(
+            conn,
+            info.source.table,
+            info.source.text_column,
+            schema=info.source.schema,
+            key=info.source.key_column,
+        )
+        estimate = row_estimate(conn, source)
+        if workers is None:
+            parallel = estimate is not None and estimate >= _PARALLEL_FROM_ROWS
+            workers = (os.cpu_count() or 1) if parallel else 1
+        store = store_for(index.index_schema, index.name, source, info.spec)
+        store.drop_staging(conn)
+        store.create(conn, staging=True)
+        reader = conn.cursor(name="simindex_build")
+        reader.execute(
+            statement(
+                "source_read",
+                key=sql.Identifier(source.key_column),
+                text=sql.Identifier(source.text_column),
+                table=source.identifier,
+            )
+        )
+        spec_json = info.spec.to_json()
+        for keys, (values, present) in _computed(spec_json, _batches(reader, batch_size), workers):
+            kept = np.flatnonzero(present)
+            kept_keys = [keys[i] for i in kept.tolist()]
+            if isinstance(store, SimHashStore):
+                store.copy(conn, store.rows(kept_keys, values[kept]), staging=True)
+            elif kept_keys:
+                store.copy(conn, kept_keys, values[kept], staging=True)
+            indexed += len(kept_keys)
+            skipped += len(keys) - len(kept_keys)
+            if progress is not None:
+                progress(indexed + skipped, estimate)
+        reader.close()
+        store.finish(conn, staging=True)
+        store.swap_in_staging(conn)
+        conn.execute(
+            statement("catalog_built", catalog=catalog),
+            {"name": index.name, "row_count": indexed, "skipped_count": skipped},
+        )
+    if not isinstance(index.bind, Connection):
+        _vacuum(index.bind, store)
+    return BuildReport(indexed, skipped, time.perf_counter() - started)
+
+
+def _vacuum(bind: Any, store: SimHashStore | MinHashStore) -> None:
+    """Set the visibility map, so prefix scans are index-only (VACUUM needs autocommit)."""
+    tables = (
+        [store.table()] if isinstance(store, SimHashStore) else [store.signatures(), store.bands()]
+    )
+    with connect(bind) as connection:
+        raw = connection.connection.driver_connection
+        autocommit = connection.execution_options(isolation_level="AUTOCOMMIT")
+        for table in tables:
+            autocommit.exec_driver_sql(statement("vacuum_analyze", table=table).as_string(raw))

@@ -1,0 +1,357 @@
+"""The ``Index`` facade: create, build, query and drop one near-duplicate index (layer 6).
+
+Every method takes the caller's ``bind`` (Engine, Connection or DSN, see
+:mod:`simindex.connection`): with a Connection it works inside the caller's transaction and
+leaves committing to them; otherwise it commits its own.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from sqlalchemy.engine import Connection, Engine
+
+from simindex.bits import MAX_UNSIGNED, to_signed
+from simindex.catalog import DEFAULT_SCHEMA, check_schema
+from simindex.connection import connect
+from simindex.errors import (
+    IndexExistsError,
+    IndexNotFoundError,
+    IndexNotReadyError,
+    KeyNotIndexedError,
+)
+from simindex.minhash_store import MinHashStore
+from simindex.simhash_store import SimHashStore
+from simindex.source import Source, describe
+from simindex.spec import SPEC_VERSION, IndexSpec, Method, SimHash, resolve
+from simindex.sql import PgConnection, statement
+
+Bind = Engine | Connection | str
+NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """A SimHash neighbour: its key (in the source key's type) and Hamming distance."""
+
+    key: Any
+    distance: int
+
+
+@dataclass(frozen=True, slots=True)
+class Similar:
+    """A MinHash neighbour: its key and (estimated, or exact on request) Jaccard similarity."""
+
+    key: Any
+    similarity: float
+
+
+@dataclass(frozen=True, slots=True)
+class IndexInfo:
+    """What the catalog says about an index."""
+
+    name: str
+    source: Source
+    spec: IndexSpec
+    state: str
+    row_count: int
+    skipped_count: int
+    created_at: datetime
+    updated_at: datetime
+    built_at: datetime | None
+
+
+@contextmanager
+def transaction(bind: Bind) -> Iterator[PgConnection]:
+    """The psycopg connection under ``bind``, in a transaction committed here unless the caller
+    handed in a Connection (then it is theirs to commit)."""
+    with connect(bind) as connection:
+        if not connection.in_transaction():
+            connection.begin()
+        raw = connection.connection.driver_connection
+        if not isinstance(raw, psycopg.Connection):
+            raise TypeError("simindex needs the psycopg (version 3) driver")
+        yield raw
+        if not isinstance(bind, Connection):
+            connection.commit()
+
+
+def check_name(name: str) -> str:
+    """Index names become part of table and function names: keep them plain."""
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise ValueError(
+            "an index name is 1 to 40 characters: a lowercase letter, then lowercase letters, "
+            f"digits or underscores; got {name!r}"
+        )
+    return name
+
+
+def catalog(schema: str) -> sql.Identifier:
+    return sql.Identifier(check_schema(schema), "indexes")
+
+
+def store_for(
+    schema: str, name: str, source: Source, spec: IndexSpec
+) -> SimHashStore | MinHashStore:
+    if isinstance(spec.method, SimHash):
+        return SimHashStore(schema, name, source.key_type, spec.design)  # type: ignore[arg-type]
+    return MinHashStore(
+        schema,
+        name,
+        source.key_type,
+        spec.design,  # type: ignore[arg-type]
+        spec.method.num_perm,
+        spec.method.threshold,
+    )
+
+
+def create_index(
+    bind: Bind,
+    name: str,
+    table: str,
+    column: str,
+    *,
+    key: str | None = None,
+    schema: str | None = None,
+    method: Method | None = None,
+    index_schema: str = DEFAULT_SCHEMA,
+) -> Index:
+    """Create a near-duplicate index of ``table.column`` (empty: call :meth:`Index.build`).
+
+    Parameters:
+        name: the index's name (lowercase letters, digits, underscores).
+        table, column: the source table and its text column; ``schema`` qualifies the table
+            (default: the search_path).
+        key: a unique column identifying rows (default: the single-column primary key).
+        method: ``SimHash(...)`` (default) or ``MinHash(...)``.
+        index_schema: the schema simindex was migrated into.
+    """
+    check_name(name)
+    spec = resolve(method if method is not None else SimHash())
+    with transaction(bind) as conn:
+        source = describe(conn, table, column, schema=schema, key=key)
+        if _get_row(conn, index_schema, name) is not None:
+            raise IndexExistsError(f"an index named {name!r} exists already")
+        conn.execute(
+            statement("catalog_insert", catalog=catalog(index_schema)),
+            {
+                "name": name,
+                "source_schema": source.schema,
+                "source_table": source.table,
+                "key_column": source.key_column,
+                "key_type": source.key_type,
+                "text_column": source.text_column,
+                "method": spec.kind,
+                "spec": spec.to_json(),
+                "spec_version": SPEC_VERSION,
+            },
+        )
+        store = store_for(index_schema, name, source, spec)
+        store.create(conn)
+        store.finish(conn)
+        store.create_functions(conn)
+    return Index(bind, name, index_schema=index_schema)
+
+
+def get_index(bind: Bind, name: str, *, index_schema: str = DEFAULT_SCHEMA) -> Index:
+    """An existing index by name; :class:`IndexNotFoundError` if there is none."""
+    index = Index(bind, name, index_schema=index_schema)
+    index.info()
+    return index
+
+
+def drop_index(
+    bind: Bind, name: str, *, index_schema: str = DEFAULT_SCHEMA, missing_ok: bool = False
+) -> None:
+    """Remove an index: its side tables, functions and catalog row (the source is untouched)."""
+    with transaction(bind) as conn:
+        row = _get_row(conn, index_schema, name)
+        if row is None:
+            if missing_ok:
+                return
+            raise IndexNotFoundError(f"no index named {name!r}")
+        store_for(index_schema, name, row.source, row.spec).drop(conn)
+        conn.execute(statement("catalog_delete", catalog=catalog(index_schema)), {"name": name})
+
+
+def list_indexes(bind: Bind, *, index_schema: str = DEFAULT_SCHEMA) -> list[str]:
+    """Names of all indexes."""
+    with transaction(bind) as conn:
+        rows = conn.execute(statement("catalog_list", catalog=catalog(index_schema))).fetchall()
+    return [str(name) for (name,) in rows]
+
+
+def _get_row(conn: PgConnection, schema: str, name: str) -> IndexInfo | None:
+    row = conn.execute(statement("catalog_get", catalog=catalog(schema)), {"name": name}).fetchone()
+    if row is None:
+        return None
+    (
+        name,
+        source_schema,
+        source_table,
+        key_column,
+        key_type,
+        text_column,
+        spec,
+        state,
+        row_count,
+        skipped_count,
+        created_at,
+        updated_at,
+        built_at,
+    ) = row
+    source = Source(0, source_schema, source_table, key_column, key_type, text_column)
+    return IndexInfo(
+        name,
+        source,
+        IndexSpec.from_json(spec),
+        state,
+        row_count,
+        skipped_count,
+        created_at,
+        updated_at,
+        built_at,
+    )
+
+
+class Index:
+    """One near-duplicate index. Cheap to make: it reads the catalog when a method runs."""
+
+    def __init__(self, bind: Bind, name: str, *, index_schema: str = DEFAULT_SCHEMA) -> None:
+        self.bind = bind
+        self.name = check_name(name)
+        self.index_schema = check_schema(index_schema)
+
+    def __repr__(self) -> str:
+        return f"Index({self.name!r}, index_schema={self.index_schema!r})"
+
+    def _info(self, conn: PgConnection) -> IndexInfo:
+        info = _get_row(conn, self.index_schema, self.name)
+        if info is None:
+            raise IndexNotFoundError(f"no index named {self.name!r}")
+        return info
+
+    def info(self) -> IndexInfo:
+        """The catalog row: source, spec, state and counts."""
+        with transaction(self.bind) as conn:
+            return self._info(conn)
+
+    def _ready(self, conn: PgConnection) -> tuple[IndexInfo, SimHashStore | MinHashStore]:
+        info = self._info(conn)
+        if info.state != "ready":
+            raise IndexNotReadyError(
+                f"index {self.name!r} is {info.state}: run build() (or `simindex build "
+                f"{self.name}`) first"
+            )
+        return info, store_for(self.index_schema, self.name, info.source, info.spec)
+
+    def build(self, **options: Any) -> Any:
+        """Backfill from the source table; see :func:`simindex.build.build`."""
+        from simindex.build import build
+
+        return build(self, **options)
+
+    def near(
+        self,
+        text: str | None = None,
+        *,
+        fingerprint: int | None = None,
+        max_distance: int | None = None,
+    ) -> list[Match]:
+        """Rows whose SimHash is within ``max_distance`` bits of a text's (or a fingerprint).
+
+        ``max_distance`` defaults to, and may not exceed, the index's. Sorted by distance, then
+        key. A text with no features (NULL, empty) has no neighbours: ``[]``.
+        """
+        with transaction(self.bind) as conn:
+            info, store = self._ready(conn)
+            if not isinstance(store, SimHashStore):
+                raise TypeError(f"index {self.name!r} is a MinHash index: use similar()")
+            if (text is None) == (fingerprint is None):
+                raise TypeError("give exactly one of text= or fingerprint=")
+            if fingerprint is None:
+                values, present = info.spec.simhash_values([text])
+                if not present[0]:
+                    return []
+                fingerprint = int(values[0])
+            if isinstance(fingerprint, bool) or not isinstance(fingerprint, int):
+                raise TypeError(f"fingerprint must be an int, got {type(fingerprint).__name__}")
+            if not 0 <= fingerprint <= MAX_UNSIGNED:
+                raise ValueError(f"fingerprint must be an unsigned 64-bit int, got {fingerprint}")
+            rows = conn.execute(
+                statement("simhash_near", function=store.near_function),
+                {
+                    "fingerprint": to_signed(fingerprint),
+                    "max_distance": self._distance(store, max_distance),
+                },
+            ).fetchall()
+        return [Match(key, distance) for key, distance in rows]
+
+    def near_key(self, key: Any, *, max_distance: int | None = None) -> list[Match]:
+        """Rows within ``max_distance`` bits of the row with ``key`` (itself excluded)."""
+        with transaction(self.bind) as conn:
+            _, store = self._ready(conn)
+            if not isinstance(store, SimHashStore):
+                raise TypeError(f"index {self.name!r} is a MinHash index: use similar(key=...)")
+            distance = self._distance(store, max_distance)
+            found = conn.execute(
+                statement("simhash_fingerprint_of_key", table=store.table()), {"key": key}
+            ).fetchone()
+            if found is None:
+                raise KeyNotIndexedError(
+                    f"key {key!r} is not in index {self.name!r} (no such row, or its text is "
+                    "NULL or empty)"
+                )
+            rows = conn.execute(
+                statement("simhash_near_key", function=store.near_key_function),
+                {"key": key, "max_distance": distance},
+            ).fetchall()
+        return [Match(found_key, found_distance) for found_key, found_distance in rows]
+
+    @staticmethod
+    def _distance(store: SimHashStore, max_distance: int | None) -> int:
+        limit = store.design.max_distance
+        if max_distance is None:
+            return limit
+        if isinstance(max_distance, bool) or not isinstance(max_distance, int):
+            raise TypeError(f"max_distance must be an int, got {type(max_distance).__name__}")
+        if not 0 <= max_distance <= limit:
+            raise ValueError(
+                f"max_distance must be from 0 to the index's {limit}, got {max_distance}"
+            )
+        return max_distance
+
+    def similar(
+        self,
+        text: str | None = None,
+        *,
+        key: Any = None,
+        threshold: float | None = None,
+        exact: bool = False,
+    ) -> list[Similar]:
+        """Rows whose Jaccard similarity to a text (or to the row with ``key``) reaches
+        ``threshold`` (default: the index's).
+
+        Candidates come from the LSH bands and are verified with the stored signatures
+        (estimated Jaccard). ``exact=True`` recomputes the exact Jaccard of the shingle sets
+        from the source texts, re-ranks and filters by it.
+        """
+        from simindex.similar import similar
+
+        return similar(self, text=text, key=key, threshold=threshold, exact=exact)
+
+    def drop(self) -> None:
+        """Remove this index (see :func:`drop_index`)."""
+        drop_index(self.bind, self.name, index_schema=self.index_schema)
+
+
+def keys_and_texts(rows: Sequence[tuple[Any, Any]]) -> tuple[list[Any], list[str | None]]:
+    """Split fetched (key, text) rows into two lists."""
+    return [row[0] for row in rows], [row[1] for row in rows]

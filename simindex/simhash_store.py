@@ -1,0 +1,206 @@
+"""A SimHash index's side table, its permuted-prefix indexes and its SQL functions.
+
+One row per document: the key (in the source key's type), the fingerprint and one permuted
+copy per Manku table, all as ``bigint`` through :mod:`simindex.bits`. Each permuted column has
+a covering btree index, so a query is, per table, one index-only range scan on the query's
+prefix plus a ``bit_count`` filter -- exact, by the pigeonhole argument of
+:mod:`simindex.design`. The query lives in a typed plpgsql function per index (plans cached,
+key returned in its own type); Python calls the same function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+from psycopg import sql
+
+from simindex.bits import BITS, MAX_UNSIGNED, to_signed_array
+from simindex.design import MankuDesign, MankuTable
+from simindex.sql import PgConnection, statement
+
+_TOP_BIT = 1 << (BITS - 1)
+
+
+def _bigint(bits: int) -> sql.Composable:
+    """A 64-bit pattern as a bigint literal (two's complement), safe for any value."""
+    value = bits - (1 << BITS) if bits >= _TOP_BIT else bits
+    return sql.SQL("{}::bigint").format(sql.Literal(str(value)))
+
+
+def _permuted_sql(table: MankuTable, fingerprint: sql.Composable) -> sql.Composable:
+    """SQL computing ``table.permute`` of a stored (order-mapped) fingerprint, order-mapped."""
+    unsigned = sql.SQL("({} # {})").format(fingerprint, _bigint(_TOP_BIT))
+    parts = [
+        sql.SQL("((({} >> {}) & {}) << {})").format(
+            unsigned, sql.Literal(src), _bigint(mask), sql.Literal(dst)
+        )
+        for src, mask, dst in table.moves
+    ]
+    return sql.SQL("(({}) # {})").format(sql.SQL(" | ").join(parts), _bigint(_TOP_BIT))
+
+
+@dataclass(frozen=True, slots=True)
+class SimHashStore:
+    """Names and statements of one SimHash index's objects in ``schema``."""
+
+    schema: str
+    name: str
+    key_type: str
+    design: MankuDesign
+
+    def table(self, staging: bool = False) -> sql.Identifier:
+        return sql.Identifier(self.schema, self._table_name(staging))
+
+    def _table_name(self, staging: bool = False) -> str:
+        return f"{self.name}_simhash" + ("_staging" if staging else "")
+
+    def _index_name(self, position: int, staging: bool = False) -> str:
+        return f"{self._table_name(staging)}_p{position}"
+
+    @property
+    def columns(self) -> list[sql.Identifier]:
+        return [sql.Identifier(f"p{i}") for i in range(self.design.table_count)]
+
+    @property
+    def near_function(self) -> sql.Identifier:
+        return sql.Identifier(self.schema, f"{self.name}_near_v1")
+
+    @property
+    def near_key_function(self) -> sql.Identifier:
+        return sql.Identifier(self.schema, f"{self.name}_near_key_v1")
+
+    def _key_type(self) -> sql.Composable:
+        # format_type output from the catalog: a type name PostgreSQL itself quoted.
+        return sql.SQL(self.key_type)
+
+    def create(self, conn: PgConnection, staging: bool = False) -> None:
+        """The empty side table (prefix indexes come after the load, see :meth:`finish`)."""
+        prefix_columns = sql.SQL(",\n    ").join(
+            sql.SQL("{} bigint NOT NULL").format(column) for column in self.columns
+        )
+        conn.execute(
+            statement(
+                "simhash_create_table",
+                table=self.table(staging),
+                key_type=self._key_type(),
+                prefix_columns=prefix_columns,
+            )
+        )
+
+    def create_functions(self, conn: PgConnection) -> None:
+        conn.execute(
+            statement(
+                "simhash_near_function",
+                function=self.near_function,
+                key_type=self._key_type(),
+                default_distance=sql.Literal(self.design.max_distance),
+                query=self.candidates_query(sql.SQL("$1"), sql.SQL("$2")),
+            )
+        )
+        conn.execute(
+            statement(
+                "simhash_near_key_function",
+                function=self.near_key_function,
+                key_type=self._key_type(),
+                default_distance=sql.Literal(self.design.max_distance),
+                table=self.table(),
+                near=self.near_function,
+            )
+        )
+
+    def candidates_query(
+        self, fingerprint: sql.Composable, max_distance: sql.Composable
+    ) -> sql.Composed:
+        """The UNION of one indexed range scan per Manku table."""
+        arms = []
+        for table, column in zip(self.design.tables, self.columns, strict=True):
+            suffix = (1 << (BITS - table.prefix_bits)) - 1
+            low = sql.SQL("({} & {})").format(
+                _permuted_sql(table, fingerprint), _bigint(MAX_UNSIGNED ^ suffix)
+            )
+            high = sql.SQL("({} | {})").format(low, _bigint(suffix))
+            arms.append(
+                statement(
+                    "simhash_candidates",
+                    table=self.table(),
+                    column=column,
+                    fingerprint=fingerprint,
+                    low=low,
+                    high=high,
+                    max_distance=max_distance,
+                )
+            )
+        return sql.SQL("\nUNION\n").join(arms)
+
+    def rows(
+        self, keys: Sequence[object], fingerprints: NDArray[np.uint64]
+    ) -> Iterable[tuple[object, ...]]:
+        """Side-table rows (key, fingerprint, p0, p1, ...) as stored ``bigint`` values."""
+        columns = [to_signed_array(fingerprints)]
+        columns += [to_signed_array(t.permute_array(fingerprints)) for t in self.design.tables]
+        return zip(keys, *(column.tolist() for column in columns), strict=True)
+
+    def copy(
+        self,
+        conn: PgConnection,
+        rows: Iterable[tuple[object, ...]],
+        staging: bool = False,
+    ) -> None:
+        query = statement(
+            "simhash_copy", table=self.table(staging), columns=sql.SQL(", ").join(self.columns)
+        )
+        with conn.cursor().copy(query) as copy:
+            for row in rows:
+                copy.write_row(row)
+
+    def finish(self, conn: PgConnection, staging: bool = False) -> None:
+        """Prefix indexes, built once after a load (faster than maintaining them row by row)."""
+        for position, column in enumerate(self.columns):
+            conn.execute(
+                statement(
+                    "simhash_create_prefix_index",
+                    index=sql.Identifier(self._index_name(position, staging)),
+                    table=self.table(staging),
+                    column=column,
+                )
+            )
+        conn.execute(statement("analyze", table=self.table(staging)))
+
+    def swap_in_staging(self, conn: PgConnection) -> None:
+        """Replace the live table by the freshly built staging one, in the caller's transaction."""
+        conn.execute(statement("drop_table", table=self.table()))
+        conn.execute(
+            statement(
+                "rename_table",
+                table=self.table(staging=True),
+                name=sql.Identifier(self._table_name()),
+            )
+        )
+        for position in range(self.design.table_count):
+            conn.execute(
+                statement(
+                    "rename_index",
+                    index=sql.Identifier(self.schema, self._index_name(position, staging=True)),
+                    name=sql.Identifier(self._index_name(position)),
+                )
+            )
+        conn.execute(
+            statement(
+                "rename_index",
+                index=sql.Identifier(self.schema, f"{self._table_name(staging=True)}_pkey"),
+                name=sql.Identifier(f"{self._table_name()}_pkey"),
+            )
+        )
+
+    def drop_staging(self, conn: PgConnection) -> None:
+        """Remove what an interrupted build left."""
+        conn.execute(statement("drop_table", table=self.table(staging=True)))
+
+    def drop(self, conn: PgConnection) -> None:
+        for function in (self.near_key_function, self.near_function):
+            conn.execute(statement("drop_function", function=function))
+        for staging in (True, False):
+            conn.execute(statement("drop_table", table=self.table(staging)))

@@ -1,0 +1,104 @@
+"""The app's table an index reads: found, checked and described before anything is created."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from psycopg import sql
+
+from simindex.errors import SourceError
+from simindex.sql import PgConnection, statement
+
+# Type categories (pg_type.typcategory) a key may have: numeric, string, user-defined (uuid).
+_KEY_CATEGORIES = {"N": "a number", "S": "a string", "U": "a uuid or other scalar"}
+_FLOAT_TYPES = {"real", "double precision"}
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """A checked source table: where it is, its key and text columns and the key's SQL type."""
+
+    oid: int
+    schema: str
+    table: str
+    key_column: str
+    key_type: str
+    text_column: str
+
+    @property
+    def identifier(self) -> sql.Identifier:
+        return sql.Identifier(self.schema, self.table)
+
+
+def describe(
+    conn: PgConnection,
+    table: str,
+    column: str,
+    *,
+    schema: str | None = None,
+    key: str | None = None,
+) -> Source:
+    """Resolve and validate a source; raises :class:`SourceError` naming what is wrong."""
+    for label, value in (("table", table), ("column", column), ("key", key), ("schema", schema)):
+        if value is not None and (not isinstance(value, str) or not value):
+            raise TypeError(f"{label} must be a non-empty str, got {value!r}")
+    qualified = sql.Identifier(schema, table) if schema else sql.Identifier(table)
+    found = conn.execute(
+        statement("source_table"), {"qualified": qualified.as_string(conn)}
+    ).fetchone()
+    if found is None:
+        where = f"schema {schema!r}" if schema else "the search_path"
+        raise SourceError(f"table {table!r} does not exist in {where}")
+    oid, found_schema, found_table, kind = found
+    if kind not in ("r", "p"):
+        raise SourceError(f"{found_schema}.{found_table} is not a table (relkind {kind!r})")
+    columns = {
+        name: (type_name, category)
+        for name, type_name, category in conn.execute(statement("source_columns"), {"oid": oid})
+    }
+    if column not in columns:
+        raise SourceError(
+            f"column {column!r} does not exist in {found_schema}.{found_table}; "
+            f"it has {sorted(columns)}"
+        )
+    if columns[column][1] != "S":
+        raise SourceError(
+            f"column {column!r} is {columns[column][0]}; a text column (text, varchar, "
+            "citext, ...) is needed"
+        )
+    key_column = key if key is not None else _primary_key(conn, oid, found_table)
+    if key_column not in columns:
+        raise SourceError(f"key column {key_column!r} does not exist in {found_table}")
+    if key is not None and key not in _unique_columns(conn, oid, found_table):
+        raise SourceError(
+            f"key column {key!r} has no unique index on {found_table}; a key must identify one row"
+        )
+    key_type, category = columns[key_column]
+    if category not in _KEY_CATEGORIES or key_type in _FLOAT_TYPES:
+        raise SourceError(
+            f"key column {key_column!r} is {key_type}; a key must be an integer, text or uuid type"
+        )
+    return Source(int(oid), str(found_schema), str(found_table), key_column, str(key_type), column)
+
+
+def _primary_key(conn: PgConnection, oid: object, table: str) -> str:
+    row = conn.execute(statement("source_primary_key"), {"oid": oid}).fetchone()
+    columns = row[0] if row else None
+    if not columns:
+        raise SourceError(f"table {table!r} has no primary key; name a unique key column")
+    if len(columns) != 1:
+        raise SourceError(
+            f"table {table!r} has a composite primary key {columns}; name a single unique "
+            "key column"
+        )
+    return str(columns[0])
+
+
+def _unique_columns(conn: PgConnection, oid: object, table: str) -> set[str]:
+    return {str(name) for (name,) in conn.execute(statement("source_unique_columns"), {"oid": oid})}
+
+
+def row_estimate(conn: PgConnection, source: Source) -> int | None:
+    """The planner's row count of the source (cheap; None before the first ANALYZE)."""
+    row = conn.execute(statement("source_row_estimate"), {"oid": source.oid}).fetchone()
+    return int(row[0]) if row and row[0] else None

@@ -1,0 +1,44 @@
+"""Every SQL statement simindex runs, from the named blocks of the ``.sql`` files here.
+
+A block starts with ``-- name: <name>``. Blocks are templates for psycopg's ``sql.SQL``:
+``{placeholders}`` take identifiers or composed fragments (never user text), ``%(name)s``
+take values. Literal braces are doubled; a literal percent sign is doubled only in blocks
+run with values (DDL runs without, so its plpgsql ``%`` stays single).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from importlib import resources
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+PgConnection = psycopg.Connection[tuple[Any, ...]]
+"""A psycopg connection as simindex uses it (tuple rows)."""
+
+_BLOCK = re.compile(r"^-- name: (\S+)[^\n]*\n(.*?)(?=^-- name: |\Z)", re.MULTILINE | re.DOTALL)
+
+
+@functools.cache
+def _blocks() -> dict[str, str]:
+    blocks: dict[str, str] = {}
+    for entry in resources.files(__package__).iterdir():
+        if entry.name.endswith(".sql"):
+            for name, body in _BLOCK.findall(entry.read_text(encoding="utf-8")):
+                if name in blocks:
+                    raise RuntimeError(f"SQL block {name!r} is defined twice")
+                blocks[name] = body.strip()
+    return blocks
+
+
+def statement(block: str, /, **parts: sql.Composable) -> sql.Composed:
+    """The named block with its placeholders filled by identifiers or composed SQL."""
+    return sql.SQL(_blocks()[block]).format(**parts)
+
+
+def names() -> frozenset[str]:
+    """Every block name (for tests)."""
+    return frozenset(_blocks())

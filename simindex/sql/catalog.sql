@@ -1,0 +1,29 @@
+-- name: catalog_insert
+INSERT INTO {catalog} (name, source_schema, source_table, key_column, key_type, text_column,
+                       method, spec, spec_version)
+VALUES (%(name)s, %(source_schema)s, %(source_table)s, %(key_column)s, %(key_type)s,
+        %(text_column)s, %(method)s, %(spec)s::jsonb, %(spec_version)s)
+
+-- name: catalog_get
+SELECT name, source_schema, source_table, key_column, key_type, text_column, spec::text, state,
+       row_count, skipped_count, created_at, updated_at, built_at
+FROM {catalog} WHERE name = %(name)s
+
+-- name: catalog_lock
+-- Serialises builds and drops of one index.
+SELECT 1 FROM {catalog} WHERE name = %(name)s FOR UPDATE
+
+-- name: catalog_list
+SELECT name FROM {catalog} ORDER BY name
+
+-- name: catalog_set_state
+UPDATE {catalog} SET state = %(state)s, updated_at = now() WHERE name = %(name)s
+
+-- name: catalog_built
+UPDATE {catalog}
+SET state = 'ready', row_count = %(row_count)s, skipped_count = %(skipped_count)s,
+    built_at = now(), updated_at = now()
+WHERE name = %(name)s
+
+-- name: catalog_delete
+DELETE FROM {catalog} WHERE name = %(name)s

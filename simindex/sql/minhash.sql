@@ -1,0 +1,77 @@
+-- name: minhash_create_signatures
+-- The signature of each document, to verify band candidates (estimated Jaccard).
+CREATE TABLE {table} (
+    key {key_type} PRIMARY KEY,
+    signature bigint[] NOT NULL
+)
+
+-- name: minhash_create_bands
+-- One row per (document, band): equal (band, hash) pairs are LSH candidates.
+CREATE TABLE {table} (
+    band smallint NOT NULL,
+    hash bigint NOT NULL,
+    key {key_type} NOT NULL
+)
+
+-- name: minhash_create_band_index
+CREATE INDEX {index} ON {table} (band, hash) INCLUDE (key)
+
+-- name: minhash_create_band_key_index
+-- Deletes and updates find a document's bands by key.
+CREATE INDEX {index} ON {table} (key)
+
+-- name: minhash_copy_signatures
+COPY {table} (key, signature) FROM STDIN
+
+-- name: minhash_copy_bands
+COPY {table} (band, hash, key) FROM STDIN
+
+-- name: minhash_similar_function
+-- Candidates share a band with the query; each is verified by its share of equal slots.
+CREATE FUNCTION {function}(
+    signature bigint[], band_hashes bigint[], threshold double precision DEFAULT {threshold}
+)
+RETURNS TABLE (key {key_type}, similarity double precision)
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $body$
+    SELECT s.key, v.similarity
+    FROM (
+        SELECT DISTINCT b.key
+        FROM unnest($2) WITH ORDINALITY AS q(hash, band)
+        JOIN {bands} AS b ON b.band = q.band - 1 AND b.hash = q.hash
+    ) AS c
+    JOIN {signatures} AS s ON s.key = c.key
+    CROSS JOIN LATERAL (
+        SELECT count(*) FILTER (WHERE x = y)::double precision / {num_perm} AS similarity
+        FROM unnest(s.signature, $1) AS u(x, y)
+    ) AS v
+    WHERE v.similarity >= $3
+    ORDER BY v.similarity DESC, s.key
+$body$
+
+-- name: minhash_similar_key_function
+CREATE FUNCTION {function}(key {key_type}, threshold double precision DEFAULT {threshold})
+RETURNS TABLE (key {key_type}, similarity double precision)
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $body$
+    SELECT n.key, n.similarity
+    FROM {signatures} AS s
+    CROSS JOIN LATERAL (
+        SELECT array_agg(b.hash ORDER BY b.band) AS hashes FROM {bands} AS b WHERE b.key = $1
+    ) AS h
+    CROSS JOIN LATERAL {similar}(s.signature, h.hashes, $2) AS n
+    WHERE s.key = $1 AND n.key <> $1
+    ORDER BY n.similarity DESC, n.key
+$body$
+
+-- name: minhash_similar
+SELECT key, similarity FROM {function}(%(signature)s, %(band_hashes)s, %(threshold)s)
+ORDER BY similarity DESC, key
+
+-- name: minhash_similar_key
+SELECT key, similarity FROM {function}(%(key)s, %(threshold)s) ORDER BY similarity DESC, key
+
+-- name: minhash_signature_of_key
+SELECT signature FROM {table} WHERE key = %(key)s

@@ -1,0 +1,59 @@
+-- name: simhash_create_table
+-- One row per document: the fingerprint and one permuted copy per Manku table.
+CREATE TABLE {table} (
+    key {key_type} PRIMARY KEY,
+    fingerprint bigint NOT NULL,
+    {prefix_columns}
+)
+
+-- name: simhash_create_prefix_index
+-- Covering, so a range scan checks candidates without visiting the heap.
+CREATE INDEX {index} ON {table} ({column}) INCLUDE (fingerprint, key)
+
+-- name: simhash_copy
+COPY {table} (key, fingerprint, {columns}) FROM STDIN
+
+-- name: simhash_candidates
+-- One arm per Manku table: the rows sharing the query's permuted prefix, within the distance.
+-- UNION of the arms removes a row found by two tables.
+SELECT key, bit_count((fingerprint # {fingerprint})::bit(64))::integer AS distance
+FROM {table}
+WHERE {column} BETWEEN {low} AND {high}
+  AND bit_count((fingerprint # {fingerprint})::bit(64)) <= {max_distance}
+
+-- name: simhash_fingerprint_of_key
+SELECT fingerprint FROM {table} WHERE key = %(key)s
+
+-- name: simhash_near
+SELECT key, distance FROM {function}(%(fingerprint)s, %(max_distance)s) ORDER BY distance, key
+
+-- name: simhash_near_key
+SELECT key, distance FROM {function}(%(key)s, %(max_distance)s) ORDER BY distance, key
+
+-- name: simhash_near_function
+-- Typed per index, so the key comes back in the source key's own type.
+CREATE FUNCTION {function}(fingerprint bigint, max_distance integer DEFAULT {default_distance})
+RETURNS TABLE (key {key_type}, distance integer)
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $body$
+#variable_conflict use_column
+BEGIN
+    IF max_distance IS NULL OR max_distance < 0 OR max_distance > {default_distance} THEN
+        RAISE EXCEPTION 'max_distance must be from 0 to %, got %', {default_distance}, max_distance
+            USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY {query} ORDER BY 2, 1;
+END
+$body$
+
+-- name: simhash_near_key_function
+CREATE FUNCTION {function}(key {key_type}, max_distance integer DEFAULT {default_distance})
+RETURNS TABLE (key {key_type}, distance integer)
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $body$
+    SELECT n.key, n.distance
+    FROM {table} AS s, {near}(s.fingerprint, max_distance) AS n
+    WHERE s.key = $1 AND n.key <> $1
+$body$

@@ -1,0 +1,119 @@
+from __future__ import annotations
+
+import random
+
+import psycopg
+import pytest
+
+from simindex import errors
+from simindex.index import create_index
+from simindex.spec import MinHash, resolve
+from simindex.text import Shingling
+
+WORDS = [f"t{i}" for i in range(2000)]
+
+
+def corpus(seed: int, count: int) -> list[str]:
+    """Random texts, and for every tenth one a copy with a few words changed."""
+    rng = random.Random(seed)
+    texts = [" ".join(rng.choice(WORDS) for _ in range(80)) for _ in range(count)]
+    for i in range(0, count, 10):
+        words = texts[i].split()
+        for position in rng.sample(range(len(words)), 2):
+            words[position] = "edited"
+        texts.append(" ".join(words))
+    return texts
+
+
+def load(dsn: str, texts: list[str | None]) -> None:
+    with psycopg.connect(dsn) as conn:
+        conn.execute("CREATE TABLE notes (id integer PRIMARY KEY, body text)")
+        with conn.cursor().copy("COPY notes (id, body) FROM STDIN") as copy:
+            for key, text in enumerate(texts):
+                copy.write_row((key, text))
+
+
+@pytest.mark.parametrize("scheme", ["classic", "one_permutation"])
+def test_similar_finds_planted_copies(database_dsn: str, scheme: str) -> None:
+    texts: list[str | None] = [*corpus(1, 200), None, ""]
+    load(database_dsn, texts)
+    index = create_index(
+        database_dsn,
+        "notes",
+        "notes",
+        "body",
+        method=MinHash(0.7, 128, scheme),  # type: ignore[arg-type]
+    )
+    report = index.build()
+    assert (report.rows, report.skipped) == (220, 2)
+    for original in range(0, 200, 10):
+        copy = 200 + original // 10
+        found = index.similar(texts[original])
+        assert found[0].key == original and found[0].similarity == 1.0
+        assert copy in {match.key for match in found}
+        by_key = index.similar(key=original)
+        assert original not in {match.key for match in by_key}
+        assert copy in {match.key for match in by_key}
+    assert index.similar("") == []
+    with pytest.raises(errors.KeyNotIndexedError):
+        index.similar(key=220)
+
+
+def test_every_key_sharing_a_band_is_a_candidate(database_dsn: str) -> None:
+    texts: list[str | None] = list(corpus(2, 150))
+    load(database_dsn, texts)
+    method = MinHash(0.5, 64, num_bands=16, rows_per_band=4)
+    index = create_index(database_dsn, "notes", "notes", "body", method=method)
+    index.build()
+    spec = resolve(method)
+    values, _ = spec.minhash_values(texts)
+    bands = spec.design.band_hashes(values)  # type: ignore[union-attr]
+    for query in range(0, len(texts), 7):
+        sharing = {key for key in range(len(texts)) if (bands[key] == bands[query]).any()}
+        found = {match.key for match in index.similar(texts[query], threshold=0.0)}
+        assert found == sharing
+
+
+def test_exact_reranks_by_true_jaccard(database_dsn: str) -> None:
+    texts: list[str | None] = list(corpus(3, 100))
+    load(database_dsn, texts)
+    index = create_index(database_dsn, "notes", "notes", "body", method=MinHash(0.6))
+    index.build()
+    shingling = Shingling()
+    query = texts[0]
+    found = index.similar(query, exact=True)
+    for match in found:
+        a = set(shingling.hashes(query).tolist())
+        b = set(shingling.hashes(texts[match.key]).tolist())
+        assert match.similarity == pytest.approx(len(a & b) / len(a | b))
+        assert match.similarity >= 0.6
+    assert [m.similarity for m in found] == sorted((m.similarity for m in found), reverse=True)
+    assert 100 in {m.key for m in index.similar(key=0, exact=True)}
+
+
+def test_sql_function_by_key(database_dsn: str) -> None:
+    load(database_dsn, list(corpus(4, 50)))
+    create_index(database_dsn, "notes", "notes", "body", method=MinHash(0.7)).build()
+    with psycopg.connect(database_dsn) as conn:
+        rows = conn.execute(
+            "SELECT n.id, s.similarity FROM notes n "
+            "JOIN simindex.notes_similar_key_v1(0) s ON n.id = s.key"
+        ).fetchall()
+        by_name = conn.execute(
+            "SELECT key, similarity FROM simindex.similar_key_v1('notes', 0)"
+        ).fetchall()
+    assert by_name == rows
+    assert rows[0][0] == 50
+    assert 0.7 <= rows[0][1] <= 1.0
+
+
+def test_wrong_query_kind_is_refused(database_dsn: str) -> None:
+    load(database_dsn, list(corpus(5, 20)))
+    index = create_index(database_dsn, "notes", "notes", "body", method=MinHash())
+    index.build()
+    with pytest.raises(TypeError, match="MinHash index"):
+        index.near("text")
+    with pytest.raises(TypeError, match="exactly one"):
+        index.similar("a", key=1)
+    with pytest.raises(ValueError, match="threshold"):
+        index.similar("a", threshold=1.5)
