@@ -1,31 +1,78 @@
 """simindex: near-duplicate search that lives inside PostgreSQL.
 
 The fingerprint core (text shingling, SimHash, MinHash, index designs) is pure Python and
-numpy; it imports no database driver.
+numpy; it imports no database driver. The rest keeps indexes of an app's tables in
+PostgreSQL and queries them there.
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from simindex.bits import hamming_distance
 from simindex.design import LshDesign, MankuDesign, choose_lsh, choose_manku
 from simindex.errors import IncompatibleSignaturesError, SimindexError
-from simindex.migrate import migrate
 from simindex.minhash import MinHasher, MinHashSignature, Scheme
 from simindex.simhash import simhash, simhash_batch
+from simindex.spec import MinHash, SimHash
 from simindex.text import Shingling, normalize, tokenize
 
+if TYPE_CHECKING:
+    from simindex.build import BuildReport
+    from simindex.index import (
+        Index,
+        Match,
+        Similar,
+        create_index,
+        drop_index,
+        get_index,
+        list_indexes,
+    )
+    from simindex.migrate import migrate
+
+# The database side loads on first use, so fingerprinting alone never imports a driver.
+_LAZY = {
+    "BuildReport": "simindex.build",
+    "Index": "simindex.index",
+    "Match": "simindex.index",
+    "Similar": "simindex.index",
+    "create_index": "simindex.index",
+    "drop_index": "simindex.index",
+    "get_index": "simindex.index",
+    "list_indexes": "simindex.index",
+    "migrate": "simindex.migrate",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'simindex' has no attribute {name!r}")
+
+
 __all__ = [
+    "BuildReport",
     "IncompatibleSignaturesError",
+    "Index",
     "LshDesign",
     "MankuDesign",
+    "Match",
+    "MinHash",
     "MinHashSignature",
     "MinHasher",
     "Scheme",
     "Shingling",
+    "SimHash",
+    "Similar",
     "SimindexError",
     "choose_lsh",
     "choose_manku",
+    "create_index",
+    "drop_index",
+    "get_index",
     "hamming_distance",
+    "list_indexes",
     "migrate",
     "normalize",
     "simhash",

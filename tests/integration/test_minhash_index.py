@@ -1,13 +1,18 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from simindex import errors
-from simindex.index import create_index
+from simindex.index import create_index, store_for
+from simindex.minhash_store import MinHashStore
 from simindex.spec import MinHash, resolve
+from simindex.sql import statement
 from simindex.text import Shingling
 
 WORDS = [f"t{i}" for i in range(2000)]
@@ -117,3 +122,44 @@ def test_wrong_query_kind_is_refused(database_dsn: str) -> None:
         index.similar("a", key=1)
     with pytest.raises(ValueError, match="threshold"):
         index.similar("a", threshold=1.5)
+
+
+def plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield node
+    for child in node.get("Plans", []):
+        yield from plan_nodes(child)
+
+
+def test_band_and_signature_tables_are_read_by_index_scans(database_dsn: str) -> None:
+    texts: list[str | None] = list(corpus(6, 3000))
+    load(database_dsn, texts)
+    method = MinHash(0.8, 128)
+    index = create_index(database_dsn, "notes", "notes", "body", method=method)
+    index.build()
+    spec = resolve(method)
+    values, _ = spec.minhash_values(texts[:1])
+    with psycopg.connect(database_dsn) as conn:
+        info = index.info()
+        store = store_for("simindex", "notes", info.source, info.spec)
+        assert isinstance(store, MinHashStore)
+        # The very query of the SQL function, prepared with its parameters.
+        created = statement(
+            "minhash_similar_function",
+            function=store.similar_function,
+            key_type=sql.SQL("integer"),
+            threshold=sql.Literal(0.8),
+            signatures=store.signatures(),
+            bands=store.bands(),
+            num_perm=sql.Literal(128.0),
+        ).as_string(conn)
+        body = created.split("$body$")[1]
+        conn.execute(f"PREPARE similar_query(bigint[], bigint[], double precision) AS {body}")
+        plan = conn.execute(
+            sql.SQL("EXPLAIN (FORMAT JSON) EXECUTE similar_query({}, {}, 0.8)").format(
+                sql.Literal(store.stored_signatures(values[0]).tolist()),
+                sql.Literal(store.design.band_hashes(values)[0].tolist()),
+            )
+        ).fetchone()[0]  # type: ignore[index]
+    nodes = list(plan_nodes(plan[0]["Plan"]))
+    assert "Seq Scan" not in {node["Node Type"] for node in nodes}
+    assert {node.get("Relation Name") for node in nodes} >= {"notes_bands", "notes_signatures"}
