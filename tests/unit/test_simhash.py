@@ -103,3 +103,10 @@ def test_bad_weights_are_refused() -> None:
         simhash(hashes, np.ones(2))
     with pytest.raises(ValueError, match="finite"):
         simhash(hashes, np.array([1.0, np.nan, 1.0]))
+
+
+def test_long_documents_match_reference() -> None:
+    rng = np.random.default_rng(11)
+    for size in (254, 255, 256, 511, 1000):
+        hashes = rng.integers(0, 2**64, size, dtype=np.uint64, endpoint=False)
+        assert simhash(hashes) == reference(hashes.tolist())

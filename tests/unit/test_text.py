@@ -34,6 +34,28 @@ def test_ascii_fast_path_matches_the_unicode_rule(raw: str) -> None:
     assert tokenize(normalized) == text._TOKEN.findall(normalized)
 
 
+unicode_text = st.text(
+    alphabet=st.one_of(
+        st.characters(codec="utf-8"),
+        st.characters(min_codepoint=0x300, max_codepoint=0x36F),  # combining marks
+        st.characters(min_codepoint=0x3040, max_codepoint=0x30FF),  # kana (and voiced marks)
+        st.characters(min_codepoint=0x4E00, max_codepoint=0x4E40),  # ideographs
+        st.characters(min_codepoint=0xAC00, max_codepoint=0xAC40),  # hangul
+        st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF),  # lone surrogates
+        st.sampled_from(" _-.,\t\n\u00a0\u3000é©’"),
+    ),
+    max_size=120,
+)
+
+
+@given(unicode_text)
+@settings(max_examples=500)
+def test_fast_tokens_match_the_unicode_rule(raw: str) -> None:
+    expected = [token.encode("utf-8", "surrogatepass") for token in tokenize(normalize(raw))]
+    assert text._token_bytes(normalize(raw)) == expected
+    assert text._word_tokens(raw) == expected
+
+
 @given(st.text(max_size=200))
 def test_normalize_is_idempotent(raw: str) -> None:
     assert normalize(normalize(raw)) == normalize(raw)
