@@ -96,13 +96,7 @@ def build(
     workers: int | None = None,
     progress: Progress | None = None,
 ) -> BuildReport:
-    """Fingerprint every row of the source into fresh side tables and swap them in.
-
-    Parameters:
-        batch_size: rows per fetch, fingerprint task and COPY.
-        workers: processes computing fingerprints (default: all cores for large tables).
-        progress: called after each batch with (rows read, estimated total).
-    """
+    """See :meth:`simindex.index.Index.build`."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     started = time.perf_counter()

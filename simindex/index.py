@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import sql
@@ -32,6 +32,9 @@ from simindex.simhash_store import SimHashStore
 from simindex.source import Source, describe
 from simindex.spec import SPEC_VERSION, IndexSpec, Method, SimHash, resolve
 from simindex.sql import PgConnection, statement
+
+if TYPE_CHECKING:
+    from simindex.build import BuildReport, Progress
 
 Bind = Engine | Connection | str
 NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
@@ -252,11 +255,23 @@ class Index:
             )
         return info, store_for(self.index_schema, self.name, info.source, info.spec)
 
-    def build(self, **options: Any) -> Any:
-        """Backfill from the source table; see :func:`simindex.build.build`."""
+    def build(
+        self,
+        *,
+        batch_size: int = 2000,
+        workers: int | None = None,
+        progress: Progress | None = None,
+    ) -> BuildReport:
+        """Fill the index from the source table (again, safely, when it was built before).
+
+        Parameters:
+            batch_size: rows per fetch, fingerprint task and COPY.
+            workers: processes computing fingerprints (default: all cores for large tables).
+            progress: called after each batch with (rows read, the planner's row estimate).
+        """
         from simindex.build import build
 
-        return build(self, **options)
+        return build(self, batch_size=batch_size, workers=workers, progress=progress)
 
     def near(
         self,
