@@ -129,11 +129,10 @@ def _token_bytes(normalized: str) -> list[bytes]:
     pieces = data.translate(_UTF8_SEPARATORS).split()
     tokens: list[bytes] = []
     last = 0
-    for position, piece in enumerate(pieces):
-        if not piece.isascii():
-            tokens += pieces[last:position]
-            tokens += _translated(piece.decode("utf-8", "surrogatepass"))
-            last = position + 1
+    for position in [i for i, piece in enumerate(pieces) if not piece.isascii()]:
+        tokens += pieces[last:position]
+        tokens += _translated(pieces[position].decode("utf-8", "surrogatepass"))
+        last = position + 1
     tokens += pieces[last:]
     return tokens
 
