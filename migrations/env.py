@@ -23,7 +23,7 @@ from sqlalchemy.schema import CreateSchema
 
 from simindex.catalog import DEFAULT_SCHEMA, catalog_table, check_schema
 from simindex.errors import SimindexError
-from simindex.migrate import lock_key
+from simindex.schema import lock_key
 
 # bit_count(bigint), which SimHash queries use, arrived in PostgreSQL 14.
 MIN_SERVER_VERSION = (14,)

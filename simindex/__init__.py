@@ -29,7 +29,7 @@ if TYPE_CHECKING:
         get_index,
         list_indexes,
     )
-    from simindex.migrate import migrate
+    from simindex.schema import migrate
 
 # The database side loads on first use, so fingerprinting alone never imports a driver.
 _LAZY = {
@@ -41,7 +41,7 @@ _LAZY = {
     "drop_index": "simindex.index",
     "get_index": "simindex.index",
     "list_indexes": "simindex.index",
-    "migrate": "simindex.migrate",
+    "migrate": "simindex.schema",
 }
 
 

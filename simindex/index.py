@@ -195,32 +195,13 @@ def _get_row(conn: PgConnection, schema: str, name: str) -> IndexInfo | None:
     row = conn.execute(statement("catalog_get", catalog=catalog(schema)), {"name": name}).fetchone()
     if row is None:
         return None
-    (
-        name,
-        source_schema,
-        source_table,
-        key_column,
-        key_type,
-        text_column,
-        spec,
-        state,
-        row_count,
-        skipped_count,
-        created_at,
-        updated_at,
-        built_at,
-    ) = row
-    source = Source(0, source_schema, source_table, key_column, key_type, text_column)
-    return IndexInfo(
-        name,
-        source,
-        IndexSpec.from_json(spec),
-        state,
-        row_count,
-        skipped_count,
-        created_at,
-        updated_at,
-        built_at,
+    source = Source(0, *row[1:6])
+    return IndexInfo(row[0], source, IndexSpec.from_json(row[6]), *row[7:])
+
+
+def key_not_indexed(name: str, key: Any) -> KeyNotIndexedError:
+    return KeyNotIndexedError(
+        f"key {key!r} is not in index {name!r} (no such row, or its text is NULL or empty)"
     )
 
 
@@ -315,19 +296,18 @@ class Index:
             _, store = self._ready(conn)
             if not isinstance(store, SimHashStore):
                 raise TypeError(f"index {self.name!r} is a MinHash index: use similar(key=...)")
-            distance = self._distance(store, max_distance)
-            found = conn.execute(
-                statement("simhash_fingerprint_of_key", table=store.table()), {"key": key}
-            ).fetchone()
-            if found is None:
-                raise KeyNotIndexedError(
-                    f"key {key!r} is not in index {self.name!r} (no such row, or its text is "
-                    "NULL or empty)"
-                )
             rows = conn.execute(
                 statement("simhash_near_key", function=store.near_key_function),
-                {"key": key, "max_distance": distance},
+                {"key": key, "max_distance": self._distance(store, max_distance)},
             ).fetchall()
+            # An empty answer is common; only then is it worth asking whether the key exists.
+            if (
+                not rows
+                and not conn.execute(
+                    statement("simhash_fingerprint_of_key", table=store.table()), {"key": key}
+                ).fetchone()
+            ):
+                raise key_not_indexed(self.name, key)
         return [Match(found_key, found_distance) for found_key, found_distance in rows]
 
     @staticmethod

@@ -6,8 +6,7 @@ from typing import Any
 
 from psycopg import sql
 
-from simindex.errors import KeyNotIndexedError
-from simindex.index import Index, Similar, transaction
+from simindex.index import Index, Similar, key_not_indexed, transaction
 from simindex.minhash_store import MinHashStore
 from simindex.spec import IndexSpec, MinHash
 from simindex.sql import statement
@@ -47,18 +46,17 @@ def similar(
         # Exact re-ranking filters by the exact value, so it starts from every band candidate.
         floor = 0.0 if exact else limit
         if by_key:
-            found = conn.execute(
-                statement("minhash_signature_of_key", table=store.signatures()), {"key": key}
-            ).fetchone()
-            if found is None:
-                raise KeyNotIndexedError(
-                    f"key {key!r} is not in index {index.name!r} (no such row, or its text is "
-                    "NULL or empty)"
-                )
             rows = conn.execute(
                 statement("minhash_similar_key", function=store.similar_key_function),
                 {"key": key, "threshold": floor},
             ).fetchall()
+            if (
+                not rows
+                and not conn.execute(
+                    statement("minhash_signature_of_key", table=store.signatures()), {"key": key}
+                ).fetchone()
+            ):
+                raise key_not_indexed(index.name, key)
         else:
             values, lengths = info.spec.minhash_values([text])
             if not lengths[0]:

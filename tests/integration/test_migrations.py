@@ -31,7 +31,7 @@ import simindex
 from simindex.catalog import DEFAULT_SCHEMA, catalog_table
 from simindex.connection import connect
 from simindex.errors import SimindexError
-from simindex.migrate import (
+from simindex.schema import (
     alembic_config,
     current_revision,
     downgrade,
