@@ -76,7 +76,12 @@ def test_rebuild_is_safe_and_sees_changes(database_dsn: str, documents: str) -> 
         conn.execute("DELETE FROM documents WHERE id > 100")
     assert index.build().rows == 100
     assert index.info().row_count == 100
-    assert index.build(workers=2, batch_size=7).rows == 100
+    seen: list[tuple[int, int | None]] = []
+    report = index.build(
+        workers=2, batch_size=7, progress=lambda done, total: seen.append((done, total))
+    )
+    assert report.rows == 100
+    assert [done for done, _ in seen] == [*range(7, 100, 7), 100]
 
 
 def test_sql_function_joins_with_the_app_table(database_dsn: str, documents: str) -> None:
