@@ -104,6 +104,9 @@ def build(
     with transaction(index.bind) as conn:
         catalog = sql.Identifier(index.index_schema, "indexes")
         conn.execute(statement("catalog_lock", catalog=catalog), {"name": index.name})
+        # The VACUUM after the commit can only mark pages all-visible (for index-only scans)
+        # once the commit is known durable.
+        conn.execute(statement("synchronous_commit_local"))
         info = index._info(conn)
         source = describe(
             conn,

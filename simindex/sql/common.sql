@@ -18,3 +18,6 @@ DROP FUNCTION IF EXISTS {function}
 
 -- name: table_bytes
 SELECT pg_catalog.pg_total_relation_size(%(table)s::regclass)
+
+-- name: synchronous_commit_local
+SET LOCAL synchronous_commit = on

@@ -163,3 +163,16 @@ def test_band_and_signature_tables_are_read_by_index_scans(database_dsn: str) ->
     nodes = list(plan_nodes(plan[0]["Plan"]))
     assert "Seq Scan" not in {node["Node Type"] for node in nodes}
     assert {node.get("Relation Name") for node in nodes} >= {"notes_bands", "notes_signatures"}
+
+
+def test_text_keys_with_copy_special_characters(database_dsn: str) -> None:
+    texts = corpus(7, 30)
+    keys = [f"k\t{i}\\\n{'ü' * (i % 3)}" for i in range(len(texts))]
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute("CREATE TABLE notes (id text PRIMARY KEY, body text)")
+        with conn.cursor().copy("COPY notes (id, body) FROM STDIN") as copy:
+            for row in zip(keys, texts, strict=True):
+                copy.write_row(row)
+    index = create_index(database_dsn, "notes", "notes", "body", method=MinHash(0.7))
+    assert index.build().rows == len(texts)
+    assert keys[30] in {match.key for match in index.similar(key=keys[0])}

@@ -206,6 +206,7 @@ def plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
         ("uuid", lambda i: uuid.UUID(int=i)),
         ("text", lambda i: f"doc-{i:04d}"),
         ("varchar(20)", lambda i: f"v{i}"),
+        ("text", lambda i: f"tab\there\\back\nline\r{i} ünï"),
     ],
 )
 def test_key_types_and_odd_identifiers(database_dsn: str, key_type: str, make_key: Any) -> None:
