@@ -22,6 +22,7 @@ from urllib.parse import quote
 
 import psycopg
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 
 from simindex.errors import DatabaseUnavailableError
 
@@ -143,6 +144,24 @@ def local_postgres() -> Iterator[str]:
                 stop = ["stop", "--pgdata", str(data), "--mode=immediate", *_WAIT]
                 _run([str(bindir / "pg_ctl"), *stop], run_as=run_as, cwd=root)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def restart_local_postgres(dsn: str) -> None:
+    """Restart a server :func:`local_postgres` started, keeping its data: every connection is
+    closed on the way (for tests of clients that must reconnect)."""
+    host = conninfo_to_dict(dsn).get("host")
+    bindir = find_local_bindir()
+    root = Path(str(host)) if host else None
+    if bindir is None or root is None or not (root / "data" / "postmaster.pid").exists():
+        raise DatabaseUnavailableError(f"no running server from local_postgres() at {dsn!r}")
+    data, log = root / "data", root / "server.log"
+    _run_or_raise(
+        [str(bindir / "pg_ctl"), "restart", "--pgdata", str(data), "--log", str(log), *_WAIT],
+        what="pg_ctl restart",
+        run_as=_SERVER_OS_USER if os.geteuid() == 0 else None,
+        cwd=root,
+        log=log,
+    )
 
 
 @contextmanager

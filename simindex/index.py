@@ -32,6 +32,7 @@ from simindex.simhash_store import SimHashStore
 from simindex.source import Source, describe
 from simindex.spec import SPEC_VERSION, IndexSpec, Method, SimHash, resolve
 from simindex.sql import PgConnection, statement
+from simindex.triggers import Triggers
 
 if TYPE_CHECKING:
     from simindex.build import BuildReport, Progress
@@ -160,6 +161,7 @@ def create_index(
         store.create(conn)
         store.finish(conn)
         store.create_functions(conn)
+        Triggers(index_schema, name, source, store).install(conn)
     return Index(bind, name, index_schema=index_schema)
 
 
@@ -180,7 +182,11 @@ def drop_index(
             if missing_ok:
                 return
             raise IndexNotFoundError(f"no index named {name!r}")
-        store_for(index_schema, name, row.source, row.spec).drop(conn)
+        # Waits for a sync batch in flight; later batches skip the index.
+        conn.execute(statement("catalog_lock", catalog=catalog(index_schema)), {"name": name})
+        store = store_for(index_schema, name, row.source, row.spec)
+        Triggers(index_schema, name, row.source, store).remove(conn)
+        store.drop(conn)
         conn.execute(statement("catalog_delete", catalog=catalog(index_schema)), {"name": name})
 
 

@@ -7,7 +7,7 @@ the estimated Jaccard similarity of the stored signatures, in SQL.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,6 +15,7 @@ from numpy.typing import NDArray
 from psycopg import sql
 
 from simindex.bits import to_signed_array
+from simindex.copytext import field
 from simindex.design import LshDesign
 from simindex.sql import PgConnection, statement
 
@@ -98,16 +99,64 @@ class MinHashStore:
         staging: bool = False,
     ) -> None:
         """Write the signatures and band rows of documents (all with features)."""
+        fields = [field(key) for key in keys]
         stored = self.stored_signatures(values).tolist()
+        signatures = "".join(
+            f"{key}\t{{{','.join(map(str, signature))}}}\n"
+            for key, signature in zip(fields, stored, strict=True)
+        )
         band_hashes = self.design.band_hashes(values).tolist()
+        bands = "".join(
+            f"{band}\t{value}\t{key}\n"
+            for key, hashes in zip(fields, band_hashes, strict=True)
+            for band, value in enumerate(hashes)
+        )
         cursor = conn.cursor()
         query = statement("minhash_copy_signatures", table=self.signatures(staging))
         with cursor.copy(query) as copy:
-            for key, signature in zip(keys, stored, strict=True):
-                copy.write_row((key, signature))
+            copy.write(signatures)
         with cursor.copy(statement("minhash_copy_bands", table=self.bands(staging))) as copy:
-            for row in _band_rows(keys, band_hashes):
-                copy.write_row(row)
+            copy.write(bands)
+
+    def side_tables(self) -> list[sql.Identifier]:
+        """The live tables holding this index's rows (what a delete or truncate touches)."""
+        return [self.signatures(), self.bands()]
+
+    def upsert(
+        self, conn: PgConnection, keys: Sequence[object], values: NDArray[np.uint64]
+    ) -> None:
+        """Replace the signatures and band rows of ``keys`` (a delete and an insert)."""
+        if not keys:
+            return
+        self.delete(conn, keys)
+        key_type = self._key_type()
+        conn.execute(
+            statement(
+                "minhash_insert_signatures",
+                table=self.signatures(),
+                key_type=key_type,
+                num_perm=sql.Literal(self.num_perm),
+            ),
+            {"keys": list(keys), "values": self.stored_signatures(values).ravel().tolist()},
+        )
+        num_bands = self.design.num_bands
+        conn.execute(
+            statement("minhash_insert_bands", table=self.bands(), key_type=key_type),
+            {
+                "bands": list(range(num_bands)) * len(keys),
+                "hashes": self.design.band_hashes(values).ravel().tolist(),
+                "keys": [key for key in keys for _ in range(num_bands)],
+            },
+        )
+
+    def delete(self, conn: PgConnection, keys: Sequence[object]) -> None:
+        """Remove the signatures and band rows of ``keys`` (absent keys are no error)."""
+        if keys:
+            for table in self.side_tables():
+                conn.execute(
+                    statement("minhash_delete", table=table, key_type=self._key_type()),
+                    {"keys": list(keys)},
+                )
 
     def finish(self, conn: PgConnection, staging: bool = False) -> None:
         conn.execute(
@@ -156,11 +205,3 @@ class MinHashStore:
         for staging in (True, False):
             conn.execute(statement("drop_table", table=self.signatures(staging)))
             conn.execute(statement("drop_table", table=self.bands(staging)))
-
-
-def _band_rows(
-    keys: Sequence[object], band_hashes: list[list[int]]
-) -> Iterator[tuple[int, int, object]]:
-    for key, hashes in zip(keys, band_hashes, strict=True):
-        for band, value in enumerate(hashes):
-            yield band, value, key

@@ -18,6 +18,7 @@ from numpy.typing import NDArray
 from psycopg import sql
 
 from simindex.bits import BITS, MAX_UNSIGNED, to_signed_array
+from simindex.copytext import field
 from simindex.design import MankuDesign, MankuTable
 from simindex.sql import PgConnection, statement
 
@@ -152,9 +153,49 @@ class SimHashStore:
         query = statement(
             "simhash_copy", table=self.table(staging), columns=sql.SQL(", ").join(self.columns)
         )
+        lines = "".join(field(row[0]) + "\t" + "\t".join(map(str, row[1:])) + "\n" for row in rows)
         with conn.cursor().copy(query) as copy:
-            for row in rows:
-                copy.write_row(row)
+            copy.write(lines)
+
+    def side_tables(self) -> list[sql.Identifier]:
+        """The live tables holding this index's rows (what a delete or truncate touches)."""
+        return [self.table()]
+
+    def upsert(
+        self, conn: PgConnection, keys: Sequence[object], values: NDArray[np.uint64]
+    ) -> None:
+        """Write (or overwrite) the rows of ``keys`` with these fingerprints, in one statement."""
+        if not keys:
+            return
+        columns = list(zip(*self.rows(keys, values), strict=True))
+        params: dict[str, object] = {"keys": list(columns[0]), "fingerprints": list(columns[1])}
+        params |= {f"p{i}": list(column) for i, column in enumerate(columns[2:])}
+        conn.execute(
+            statement(
+                "simhash_upsert",
+                table=self.table(),
+                key_type=self._key_type(),
+                columns=sql.SQL(", ").join(self.columns),
+                arrays=sql.SQL(", ").join(
+                    [
+                        sql.SQL("{}::bigint[]").format(sql.Placeholder(f"p{i}"))
+                        for i in range(self.design.table_count)
+                    ]
+                ),
+                updates=sql.SQL(", ").join(
+                    sql.SQL("{0} = EXCLUDED.{0}").format(column) for column in self.columns
+                ),
+            ),
+            params,
+        )
+
+    def delete(self, conn: PgConnection, keys: Sequence[object]) -> None:
+        """Remove the rows of ``keys`` (absent keys are no error)."""
+        if keys:
+            conn.execute(
+                statement("simhash_delete", table=self.table(), key_type=self._key_type()),
+                {"keys": list(keys)},
+            )
 
     def finish(self, conn: PgConnection, staging: bool = False) -> None:
         """Prefix indexes, built once after a load (faster than maintaining them row by row)."""

@@ -75,3 +75,16 @@ SELECT key, similarity FROM {function}(%(key)s, %(threshold)s) ORDER BY similari
 
 -- name: minhash_signature_of_key
 SELECT signature FROM {table} WHERE key = %(key)s
+
+-- name: minhash_delete
+DELETE FROM {table} WHERE key = ANY(%(keys)s::{key_type}[])
+
+-- name: minhash_insert_signatures
+-- The signatures arrive as one flat array, num_perm values per key, in the keys' order.
+INSERT INTO {table} (key, signature)
+SELECT u.key, (%(values)s::bigint[])[(u.n - 1) * {num_perm} + 1 : u.n * {num_perm}]
+FROM unnest(%(keys)s::{key_type}[]) WITH ORDINALITY AS u (key, n)
+
+-- name: minhash_insert_bands
+INSERT INTO {table} (band, hash, key)
+SELECT * FROM unnest(%(bands)s::smallint[], %(hashes)s::bigint[], %(keys)s::{key_type}[])

@@ -36,6 +36,11 @@ CREATE FUNCTION {function}(fingerprint bigint, max_distance integer DEFAULT {def
 RETURNS TABLE (key {key_type}, distance integer)
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
+-- The query's shape never changes: plan it once per session, not per call (planning cost
+-- more than running it), and dedupe the few rows by sorting, not by a hash table sized for
+-- the generic plan's pessimistic row estimate.
+SET plan_cache_mode = force_generic_plan
+SET enable_hashagg = off
 AS $body$
 #variable_conflict use_column
 BEGIN
@@ -57,3 +62,12 @@ AS $body$
     FROM {table} AS s, {near}(s.fingerprint, max_distance) AS n
     WHERE s.key = $1 AND n.key <> $1
 $body$
+
+-- name: simhash_upsert
+-- The sync worker's write: rows as parallel arrays, one statement per batch.
+INSERT INTO {table} AS t (key, fingerprint, {columns})
+SELECT * FROM unnest(%(keys)s::{key_type}[], %(fingerprints)s::bigint[], {arrays})
+ON CONFLICT (key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, {updates}
+
+-- name: simhash_delete
+DELETE FROM {table} WHERE key = ANY(%(keys)s::{key_type}[])

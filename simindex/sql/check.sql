@@ -1,0 +1,25 @@
+-- name: check_simhash_rows
+-- Each source row (or a sample) beside what the index holds for it, read with a server-side
+-- cursor in the same snapshot as the orphan query.
+SELECT s.{key}, s.{text}::text, i.fingerprint, {stored_columns}
+FROM {source} AS s {sample}
+LEFT JOIN {table} AS i ON i.key = s.{key}
+
+-- name: check_minhash_rows
+SELECT s.{key}, s.{text}::text, g.signature, b.hashes
+FROM {source} AS s {sample}
+LEFT JOIN {signatures} AS g ON g.key = s.{key}
+LEFT JOIN LATERAL (
+    SELECT array_agg(x.hash ORDER BY x.band) AS hashes FROM {bands} AS x WHERE x.key = s.{key}
+) AS b ON true
+
+-- name: check_orphans
+-- Index rows (or a sample) whose source row is gone.
+SELECT DISTINCT i.key FROM {table} AS i {sample}
+WHERE NOT EXISTS (SELECT FROM {source} AS s WHERE s.{key} = i.key)
+
+-- name: check_sample
+TABLESAMPLE BERNOULLI ({percent})
+
+-- name: check_snapshot
+SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY

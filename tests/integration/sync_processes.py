@@ -1,0 +1,84 @@
+"""Entry points of the processes the sync tests start (spawned: importable, and light)."""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+from typing import Any
+
+import psycopg
+
+from simindex.sync import StopFlag, stop_on_signals, sync
+
+WORDS = [f"w{i}" for i in range(400)]
+
+
+def text(rng: random.Random) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(20, 40)))
+
+
+def worker(dsn: str, stop: StopFlag, batch_size: int, reports: Any) -> None:
+    """A --follow worker until ``stop`` is set; puts its report on the ``reports`` queue."""
+    report = sync(dsn, follow=True, stop=stop, batch_size=batch_size, heartbeat=1.0)
+    reports.put((report.taken, report.batches, report.reconnects, report.failed))
+
+
+def signalled_worker(dsn: str, batch_size: int) -> None:
+    """A --follow worker that SIGTERM or SIGINT ends, as the command line will run it."""
+    with stop_on_signals() as stop:
+        report = sync(dsn, follow=True, stop=stop, batch_size=batch_size, heartbeat=1.0)
+    print(f"batches={report.batches}", file=sys.stderr)
+
+
+def writer(dsn: str, seed: int, stop: StopFlag, key_range: tuple[int, int]) -> None:
+    """Random small transactions until ``stop``: inserts, updates of the text, of another column
+    and of the key, deletes, now and then several in one transaction or a rollback."""
+    rng = random.Random(seed)
+    low, high = key_range
+    with psycopg.connect(dsn, autocommit=False) as conn:
+        while not stop.is_set():
+            try:
+                for _ in range(rng.randint(1, 4)):
+                    _one_change(conn, rng, low, high)
+            except (psycopg.errors.UniqueViolation, psycopg.errors.DeadlockDetected):
+                conn.rollback()  # writers racing each other, as an app's would
+                continue
+            if rng.random() < 0.05:
+                conn.rollback()
+            else:
+                conn.commit()
+            time.sleep(rng.random() * 0.002)
+
+
+def _one_change(conn: psycopg.Connection[Any], rng: random.Random, low: int, high: int) -> None:
+    key = rng.randrange(low, high)
+    action = rng.random()
+    if action < 0.35:
+        body = None if rng.random() < 0.05 else text(rng)
+        conn.execute(
+            "INSERT INTO documents (id, body, note) VALUES (%s, %s, 'new') "
+            "ON CONFLICT (id) DO UPDATE SET body = EXCLUDED.body",
+            (key, body),
+        )
+    elif action < 0.6:
+        # A near-duplicate edit: a few words of the current text changed.
+        conn.execute(
+            "UPDATE documents SET body = regexp_replace(body, 'w' || %s || ' ', 'w' || %s || ' ') "
+            "WHERE id = %s",
+            (rng.randrange(400), rng.randrange(400), key),
+        )
+    elif action < 0.75:
+        conn.execute("UPDATE documents SET note = note || 'x' WHERE id = %s", (key,))
+    elif action < 0.8:
+        conn.execute(
+            "UPDATE documents SET id = %s WHERE id = %s AND NOT EXISTS "
+            "(SELECT FROM documents WHERE id = %s)",
+            (key + 1, key, key + 1) if key + 1 < high else (key - 1, key, key - 1),
+        )
+    elif action < 0.95:
+        conn.execute("DELETE FROM documents WHERE id = %s", (key,))
+    else:
+        conn.execute(
+            "DELETE FROM documents WHERE id BETWEEN %s AND %s", (key, min(key + 5, high - 1))
+        )

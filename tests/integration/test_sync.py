@@ -1,0 +1,486 @@
+"""Triggers, the queue and the sync worker: every change reaches the index, nothing is lost."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import pytest
+from sqlalchemy import create_engine
+
+from simindex import errors
+from simindex.check import check, repair
+from simindex.embedded import find_local_bindir, local_postgres, restart_local_postgres
+from simindex.index import Index, create_index, drop_index
+from simindex.schema import migrate
+from simindex.spec import Method, MinHash, SimHash
+from simindex.sync import failed_items, queue_counts, sync
+from tests.integration import sync_processes
+
+METHODS: dict[str, Method] = {"simhash": SimHash(max_distance=3), "minhash": MinHash(0.7)}
+
+
+def run(dsn: str, *statements: str) -> None:
+    with psycopg.connect(dsn) as conn:
+        for query in statements:
+            conn.execute(query)
+
+
+def scalar(dsn: str, query: str) -> Any:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(query).fetchone()
+    assert row is not None
+    return row[0]
+
+
+def indexed_keys(dsn: str, index: Index) -> set[Any]:
+    table = "docs_simhash" if index.info().spec.kind == "simhash" else "docs_signatures"
+    with psycopg.connect(dsn) as conn:
+        return {key for (key,) in conn.execute(f"SELECT key FROM simindex.{table}")}
+
+
+def body(rng: random.Random) -> str:
+    return sync_processes.text(rng)
+
+
+@pytest.fixture
+def documents(database_dsn: str) -> str:
+    rng = random.Random(3)
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute("CREATE TABLE documents (id integer PRIMARY KEY, body text, note text)")
+        with conn.cursor().copy("COPY documents (id, body, note) FROM STDIN") as copy:
+            for key in range(1, 101):
+                copy.write_row((key, body(rng), "n"))
+    return "documents"
+
+
+@pytest.fixture(params=sorted(METHODS))
+def index(request: pytest.FixtureRequest, database_dsn: str, documents: str) -> Index:
+    created = create_index(database_dsn, "docs", documents, "body", method=METHODS[request.param])
+    created.build()
+    return created
+
+
+def assert_in_step(dsn: str, index: Index) -> None:
+    report = check(dsn, index.name)
+    assert (report.missing, report.stale, report.orphaned) == ([], [], [])
+    assert report.ok
+
+
+# -- triggers
+
+
+def test_create_index_installs_triggers_and_drop_removes_them(
+    database_dsn: str, documents: str
+) -> None:
+    create_index(database_dsn, "docs", documents, "body")
+    triggers = (
+        "SELECT string_agg(tgname, ' ' ORDER BY tgname) FROM pg_trigger WHERE NOT tgisinternal"
+    )
+    assert scalar(database_dsn, triggers) == (
+        "simindex_docs_delete simindex_docs_insert simindex_docs_truncate simindex_docs_update"
+    )
+    assert scalar(
+        database_dsn,
+        "SELECT bool_and(prosecdef AND proconfig @> '{\"search_path=pg_catalog, pg_temp\"}') "
+        "FROM pg_proc WHERE proname LIKE 'docs\\_%\\_v1' AND prorettype = 'trigger'::regtype",
+    )
+    drop_index(database_dsn, "docs")
+    assert scalar(database_dsn, triggers) is None
+    assert scalar(database_dsn, "SELECT count(*) FROM pg_class WHERE relname LIKE 'docs%'") == 0
+    run(database_dsn, "INSERT INTO documents VALUES (500, 'still writable', 'n')")
+
+
+def test_changes_are_queued_and_sync_applies_them(database_dsn: str, index: Index) -> None:
+    assert queue_counts(database_dsn, "docs") == (0, 0)
+    rng = random.Random(5)
+    run(
+        database_dsn,
+        f"INSERT INTO documents VALUES (101, '{body(rng)}', 'n'), (102, '{body(rng)}', 'n')",
+        f"UPDATE documents SET body = '{body(rng)}' WHERE id = 1",
+        "UPDATE documents SET note = 'other column' WHERE id BETWEEN 2 AND 50",
+        "UPDATE documents SET body = body WHERE id = 3",  # the same text: nothing to do
+        "UPDATE documents SET id = 1000 WHERE id = 4",
+    )
+    assert queue_counts(database_dsn, "docs") == (5, 0)  # 101, 102, 1, 4 and 1000
+    assert {101, 102, 1000}.isdisjoint(indexed_keys(database_dsn, index))
+
+    report = sync(database_dsn)
+    assert (report.taken, report.indexed, report.removed, report.failed) == (5, 4, 1, 0)
+    assert queue_counts(database_dsn, "docs") == (0, 0)
+    keys = indexed_keys(database_dsn, index)
+    assert {101, 102, 1000} <= keys and 4 not in keys
+    assert_in_step(database_dsn, index)
+    assert sync(database_dsn).taken == 0
+
+
+def test_a_delete_reaches_the_index_at_once(database_dsn: str, index: Index) -> None:
+    run(database_dsn, "DELETE FROM documents WHERE id <= 10")
+    assert indexed_keys(database_dsn, index).isdisjoint(range(1, 11))
+    assert len(indexed_keys(database_dsn, index)) == 90
+    assert_in_step(database_dsn, index)
+    assert sync(database_dsn).removed == 10  # queued too, for a worker racing the delete
+
+
+def test_truncate_empties_the_index(database_dsn: str, index: Index) -> None:
+    run(database_dsn, "INSERT INTO documents VALUES (200, 'pending', 'n')", "TRUNCATE documents")
+    assert indexed_keys(database_dsn, index) == set()
+    sync(database_dsn)
+    assert indexed_keys(database_dsn, index) == set()
+    assert_in_step(database_dsn, index)
+
+
+def test_a_key_changed_many_times_is_processed_once(database_dsn: str, index: Index) -> None:
+    for round_ in range(5):
+        run(
+            database_dsn, f"UPDATE documents SET body = 'version {round_} of the text' WHERE id = 7"
+        )
+    assert sync(database_dsn).taken == 1
+    if index.info().spec.kind == "simhash":
+        assert [match.key for match in index.near("version 4 of the text", max_distance=0)] == [7]
+    else:
+        assert [match.key for match in index.similar("version 4 of the text")] == [7]
+
+
+def test_the_writers_role_needs_no_rights_on_simindex(database_dsn: str, index: Index) -> None:
+    run(
+        database_dsn,
+        "CREATE ROLE simindex_test_app",
+        "GRANT ALL ON documents TO simindex_test_app",
+    )
+    try:
+        run(
+            database_dsn,
+            "SET ROLE simindex_test_app; "
+            "INSERT INTO documents VALUES (300, 'written by the app', 'n'); "
+            "UPDATE documents SET body = 'changed by the app' WHERE id = 1; "
+            "DELETE FROM documents WHERE id = 2; "
+            "TRUNCATE documents",
+        )
+    finally:
+        run(database_dsn, "DROP OWNED BY simindex_test_app; DROP ROLE simindex_test_app")
+
+
+# -- bad rows
+
+
+def test_bad_rows_each_have_a_defined_outcome(database_dsn: str, index: Index) -> None:
+    run(
+        database_dsn,
+        "UPDATE documents SET body = NULL WHERE id = 1",
+        "UPDATE documents SET body = '' WHERE id = 2",
+        "UPDATE documents SET body = E' \\t\\n ' WHERE id = 3",
+        "UPDATE documents SET body = '!!! ...' WHERE id = 4",
+        # 50 MB: over the default max_text_bytes, so it is never even read.
+        "UPDATE documents SET body = repeat('large text ', 5000000) WHERE id = 5",
+        "INSERT INTO documents VALUES (6000, 'a new row', 'n')",
+    )
+    started = time.perf_counter()
+    report = sync(database_dsn)
+    assert time.perf_counter() - started < 5
+    assert (report.taken, report.indexed, report.removed, report.failed) == (6, 1, 4, 1)
+    keys = indexed_keys(database_dsn, index)
+    assert keys.isdisjoint({1, 2, 3, 4, 5}) and 6000 in keys
+    [(key, error, attempts, _)] = failed_items(database_dsn, "docs")
+    assert (key, attempts) == (5, 1)
+    assert "55000000 bytes, over max_text_bytes=16777216" in error
+    assert queue_counts(database_dsn, "docs") == (0, 1)
+
+    # A retry with the same limit fails again; with a larger one it goes through.
+    run(database_dsn, "UPDATE documents SET body = repeat('x y ', 600) WHERE id = 5")
+    assert sync(database_dsn, max_text_bytes=1000).failed == 1
+    [(_, error, attempts, _)] = failed_items(database_dsn, "docs")
+    assert attempts == 2 and "2400 bytes" in error
+    assert sync(database_dsn, retry_failed=True, max_text_bytes=None).indexed == 1
+    assert failed_items(database_dsn, "docs") == []
+    assert_in_step(database_dsn, index)
+
+
+@pytest.mark.parametrize("column_type", ["varchar(20000)", "character(12)", "citext"])
+def test_other_string_types(database_dsn: str, column_type: str) -> None:
+    if column_type == "citext":
+        run(database_dsn, "CREATE EXTENSION IF NOT EXISTS citext")
+    run(
+        database_dsn,
+        f"CREATE TABLE notes (id bigint PRIMARY KEY, body {column_type})",
+        "INSERT INTO notes VALUES (1, 'Hello World'), (2, 'another one')",
+    )
+    index = create_index(database_dsn, "notes", "notes", "body")
+    index.build()
+    run(database_dsn, "UPDATE notes SET body = 'HELLO WORLD' WHERE id = 1")
+    # Compared as text, so a change of case is queued even where citext calls it equal.
+    assert queue_counts(database_dsn, "notes") == (1, 0)
+    run(database_dsn, "INSERT INTO notes VALUES (3, 'Hello World')")
+    assert sync(database_dsn).indexed == 2
+    assert [match.key for match in index.near_key(1)] == [3]
+    assert check(database_dsn, "notes").ok
+
+
+def test_a_failing_row_never_blocks_the_queue(database_dsn: str, index: Index) -> None:
+    side = "docs_simhash" if index.info().spec.kind == "simhash" else "docs_signatures"
+    # A real failure inside PostgreSQL, for one key only.
+    run(
+        database_dsn,
+        "CREATE FUNCTION refuse_13() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        "IF NEW.key = 13 THEN RAISE EXCEPTION 'key 13 is refused'; END IF; RETURN NEW; END $$",
+        f"CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON simindex.{side} "
+        "FOR EACH ROW EXECUTE FUNCTION refuse_13()",
+        "UPDATE documents SET body = body || ' more' WHERE id BETWEEN 10 AND 20",
+    )
+    report = sync(database_dsn, batch_size=4)
+    assert (report.taken, report.indexed, report.failed) == (11, 10, 1)
+    [(key, error, _, _)] = failed_items(database_dsn, "docs")
+    assert key == 13 and "RaiseException" in error and "key 13 is refused" in error
+    assert queue_counts(database_dsn, "docs") == (0, 1)
+    assert check(database_dsn, "docs").stale == [13]
+
+    run(database_dsn, f"DROP TRIGGER refuse ON simindex.{side}")
+    assert sync(database_dsn).taken == 0  # failed items wait for a retry
+    report = sync(database_dsn, retry_failed=True)
+    assert (report.taken, report.indexed, report.failed) == (1, 1, 0)
+    assert queue_counts(database_dsn, "docs") == (0, 0)
+    assert_in_step(database_dsn, index)
+
+
+# -- workers
+
+
+def test_workers_share_the_queue_without_doing_anything_twice(
+    database_dsn: str, documents: str
+) -> None:
+    create_index(database_dsn, "docs", documents, "body").build()
+    run(
+        database_dsn,
+        "INSERT INTO documents SELECT g, 'text number ' || g, 'n' "
+        "FROM generate_series(101, 3100) AS g",
+    )
+    start = threading.Barrier(3)
+    reports = []
+
+    def work() -> None:
+        start.wait()
+        reports.append(sync(database_dsn, batch_size=25))
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sum(report.taken for report in reports) == 3000
+    assert all(report.batches > 0 for report in reports)
+    assert queue_counts(database_dsn, "docs") == (0, 0)
+    assert check(database_dsn, "docs").ok
+
+
+def test_follow_wakes_on_notify(database_dsn: str, index: Index) -> None:
+    stop = threading.Event()
+    options = {"follow": True, "stop": stop, "heartbeat": 60.0}
+    thread = threading.Thread(target=sync, args=(database_dsn,), kwargs=options)
+    thread.start()
+    try:
+        for key in range(1001, 1006):
+            run(database_dsn, f"INSERT INTO documents VALUES ({key}, 'notified text {key}', 'n')")
+            started = time.monotonic()
+            while key not in indexed_keys(database_dsn, index):
+                assert time.monotonic() - started < 5, "not woken"
+                time.sleep(0.02)
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    assert not thread.is_alive()
+
+
+def test_sync_in_the_callers_transaction(database_dsn: str, index: Index) -> None:
+    run(database_dsn, "INSERT INTO documents VALUES (700, 'in a transaction', 'n')")
+    engine = create_engine("postgresql+psycopg://", creator=lambda: psycopg.connect(database_dsn))
+    try:
+        with engine.connect() as connection:
+            assert sync(connection).indexed == 1
+            connection.rollback()
+        assert queue_counts(database_dsn, "docs") == (1, 0)
+        with engine.connect() as connection:
+            sync(connection)
+            connection.commit()
+        assert queue_counts(database_dsn, "docs") == (0, 0)
+        with engine.connect() as connection, pytest.raises(ValueError, match="follow"):
+            sync(connection, follow=True)
+    finally:
+        engine.dispose()
+
+
+def test_sync_refuses_bad_arguments(database_dsn: str) -> None:
+    with pytest.raises(errors.IndexNotFoundError):
+        sync(database_dsn, ["nothing"])
+    with pytest.raises(ValueError, match="batch_size"):
+        sync(database_dsn, batch_size=0)
+    with pytest.raises(ValueError, match="index name"):
+        sync(database_dsn, ["Bad-Name"])
+
+
+def wait_for(condition: Callable[[], bool], *, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+# -- crashes, signals, restarts
+
+SPAWN = multiprocessing.get_context("spawn")
+
+
+def slow_batches(dsn: str, seconds: float) -> None:
+    """Every write of the index sleeps: a worker is inside a batch most of the time."""
+    run(
+        dsn,
+        "CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS "
+        f"$$ BEGIN PERFORM pg_sleep({seconds}); RETURN NULL; END $$",
+        "CREATE TRIGGER slow AFTER INSERT OR UPDATE ON simindex.docs_simhash "
+        "FOR EACH STATEMENT EXECUTE FUNCTION slow()",
+    )
+
+
+def sleeping_backend(dsn: str) -> int | None:
+    pid = scalar(
+        dsn,
+        "SELECT min(pid) FROM pg_stat_activity "
+        "WHERE wait_event = 'PgSleep' AND datname = current_database()",
+    )
+    return int(pid) if pid is not None else None
+
+
+def backend_gone(dsn: str, pid: int) -> bool:
+    return not scalar(dsn, f"SELECT count(*) FROM pg_stat_activity WHERE pid = {pid}")
+
+
+@pytest.fixture
+def queued(database_dsn: str, documents: str) -> int:
+    """A built SimHash index with 200 more rows queued, batches slowed down."""
+    create_index(database_dsn, "docs", documents, "body").build()
+    run(
+        database_dsn,
+        "INSERT INTO documents SELECT g, 'queued text ' || g, 'n' FROM generate_series(101, 300) g",
+    )
+    slow_batches(database_dsn, 0.3)
+    return 200
+
+
+def queued_keys(dsn: str) -> set[int]:
+    with psycopg.connect(dsn) as conn:
+        return {key for (key,) in conn.execute("SELECT key FROM simindex.docs_queue")}
+
+
+def test_kill_9_mid_batch_loses_nothing(database_dsn: str, queued: int) -> None:
+    index = Index(database_dsn, "docs")
+    stop = SPAWN.Event()
+    reports = SPAWN.Queue()
+    process = SPAWN.Process(target=sync_processes.worker, args=(database_dsn, stop, 10, reports))
+    process.start()
+    try:
+        wait_for(lambda: queue_counts(database_dsn, "docs")[0] < queued, seconds=20)
+        wait_for(lambda: sleeping_backend(database_dsn) is not None, seconds=5)
+        backend = sleeping_backend(database_dsn)
+        assert backend is not None
+        os.kill(process.pid or 0, signal.SIGKILL)
+        process.join(timeout=10)
+    finally:
+        if process.is_alive():
+            process.kill()
+    assert process.exitcode == -signal.SIGKILL
+    # The server rolls the batch back when it notices its client is gone.
+    wait_for(lambda: backend_gone(database_dsn, backend), seconds=10)
+    new_keys = set(range(101, 101 + queued))
+    done = indexed_keys(database_dsn, index) & new_keys
+    waiting = queued_keys(database_dsn)
+    assert done and waiting
+    assert done | waiting == new_keys and not done & waiting
+    run(database_dsn, "DROP TRIGGER slow ON simindex.docs_simhash")
+    assert sync(database_dsn).taken == len(waiting)
+    assert_in_step(database_dsn, index)
+
+
+def test_sigterm_finishes_the_batch_and_exits(database_dsn: str, queued: int) -> None:
+    process = SPAWN.Process(target=sync_processes.signalled_worker, args=(database_dsn, 10))
+    process.start()
+    try:
+        wait_for(lambda: queue_counts(database_dsn, "docs")[0] < queued, seconds=20)
+        wait_for(lambda: sleeping_backend(database_dsn) is not None, seconds=5)
+        before = queue_counts(database_dsn, "docs")[0]
+        os.kill(process.pid or 0, signal.SIGTERM)
+        process.join(timeout=10)
+    finally:
+        if process.is_alive():
+            process.kill()
+    assert process.exitcode == 0
+    # The batch in flight was committed, and no other started (unless the signal came just as
+    # one began: a batch takes 0.3 s, the measurement a few milliseconds).
+    assert before - queue_counts(database_dsn, "docs")[0] in (10, 20)
+
+
+@pytest.mark.skipif(find_local_bindir() is None, reason="needs this machine's PostgreSQL binaries")
+def test_follow_reconnects_after_a_server_restart() -> None:
+    with local_postgres() as dsn:
+        migrate(dsn)
+        run(dsn, "CREATE TABLE documents (id integer PRIMARY KEY, body text, note text)")
+        index = create_index(dsn, "docs", "documents", "body")
+        index.build()
+        stop = threading.Event()
+        reports = []
+        thread = threading.Thread(
+            target=lambda: reports.append(sync(dsn, follow=True, stop=stop, heartbeat=0.5))
+        )
+        thread.start()
+        try:
+            run(dsn, "INSERT INTO documents VALUES (1, 'before the restart', 'n')")
+            wait_for(lambda: indexed_keys(dsn, index) == {1}, seconds=5)
+            restart_local_postgres(dsn)
+            run(dsn, "INSERT INTO documents VALUES (2, 'after the restart', 'n')")
+            wait_for(lambda: indexed_keys(dsn, index) == {1, 2}, seconds=15)
+        finally:
+            stop.set()
+            thread.join(timeout=10)
+        assert not thread.is_alive()
+        assert reports[0].reconnects >= 1
+        assert check(dsn, "docs").ok
+
+
+# -- check and repair
+
+
+def test_check_finds_and_repair_fixes(database_dsn: str, index: Index) -> None:
+    simhash = index.info().spec.kind == "simhash"
+    side = "docs_simhash" if simhash else "docs_signatures"
+    stored = "fingerprint = fingerprint # 1" if simhash else "signature[1] = signature[1] + 1"
+    run(
+        database_dsn,
+        # Behind the triggers' back: what a bug, a restore or a manual edit could leave.
+        "ALTER TABLE documents DISABLE TRIGGER USER",
+        "INSERT INTO documents VALUES (500, 'never indexed', 'n')",
+        "DELETE FROM documents WHERE id = 9",
+        "UPDATE documents SET body = NULL WHERE id = 8",
+        "ALTER TABLE documents ENABLE TRIGGER USER",
+        f"UPDATE simindex.{side} SET {stored} WHERE key = 7",
+    )
+    if not simhash:
+        run(database_dsn, "DELETE FROM simindex.docs_bands WHERE key = 6 AND band = 0")
+    report = check(database_dsn, "docs")
+    assert report.checked == 100
+    assert report.missing == [500]
+    assert sorted(report.stale) == ([7] if simhash else [6, 7])
+    assert sorted(report.orphaned) == [8, 9]
+    assert not report.ok
+    sampled = check(database_dsn, "docs", sample=0.5)
+    assert 20 < sampled.checked < 80
+    assert set(sampled.stale) <= set(report.stale)
+
+    assert repair(database_dsn, "docs") == report
+    assert_in_step(database_dsn, index)
+    with pytest.raises(ValueError, match="fraction"):
+        check(database_dsn, "docs", sample=0)
