@@ -1,0 +1,167 @@
+"""Index an ORM session's writes inside its own transaction (opt-in).
+
+Without this, the triggers queue every written key and a worker (:func:`simindex.sync.sync`)
+indexes it after the commit. With a tracked session, the commit first brings the index rows of
+the keys *this transaction* queued up to date and consumes their queue entries, on the
+session's connection and before the COMMIT: a query right after the commit sees the new
+fingerprints, and the worker finds nothing of this transaction left to do.
+
+It is the worker's code path (:func:`simindex.sync.load_target` and
+:func:`simindex.sync.process`), run in the session's transaction, so rows are indexed, removed
+or recorded as failed exactly as a worker would. What stays for the worker:
+
+* an index being built or dropped while the session commits (its entries stay queued);
+* entries queued inside a savepoint of a REPEATABLE READ or SERIALIZABLE transaction;
+* keys another transaction queued; a tracked commit never takes those.
+
+The session's database role needs the worker's rights on simindex's schema (the triggers run
+as their owner; this path does not).
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import sql
+from sqlalchemy import event
+from sqlalchemy.orm import Session, scoped_session, sessionmaker
+
+from simindex.catalog import DEFAULT_SCHEMA, check_schema
+from simindex.errors import IndexNotFoundError
+from simindex.index import catalog
+from simindex.sql import PgConnection, statement
+from simindex.sync import DEFAULT_MAX_TEXT_BYTES, load_target, process, take_keys
+
+Tracked = TypeVar(
+    "Tracked", bound="Session | sessionmaker[Any] | scoped_session[Any] | type[Session]"
+)
+
+_listeners: weakref.WeakKeyDictionary[Any, _Listener] = weakref.WeakKeyDictionary()
+
+
+class _Listener:
+    """The ``before_commit`` hook of one tracked target."""
+
+    __slots__ = ("__weakref__", "max_text_bytes", "schema")  # SQLAlchemy holds listeners weakly
+
+    def __init__(self, schema: str, max_text_bytes: int) -> None:
+        self.schema = schema
+        self.max_text_bytes = max_text_bytes
+
+    def __call__(self, session: Session) -> None:
+        if session.in_nested_transaction():
+            return  # a savepoint: the outer commit does it, once
+        session.flush()  # before_commit comes before commit's own flush
+        index_changes(
+            session.connection().connection.driver_connection,
+            index_schema=self.schema,
+            max_text_bytes=self.max_text_bytes,
+        )
+
+
+def track(
+    target: Tracked,
+    *,
+    index_schema: str = DEFAULT_SCHEMA,
+    max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
+) -> Tracked:
+    """Index what sessions of ``target`` write before each of their commits; returns ``target``.
+
+    Parameters:
+        target: a Session, a sessionmaker, a scoped_session or a Session class (every session
+            it makes, or every instance of the class, is tracked).
+        index_schema: the schema simindex was migrated into.
+        max_text_bytes: texts longer than this become failed items instead of being read, as in
+            :func:`simindex.sync.sync`.
+
+    Tracking a target again with the same arguments changes nothing; with other arguments it
+    raises ValueError (call :func:`untrack` first).
+    """
+    check_schema(index_schema)
+    limit = max_text_bytes
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise ValueError(f"max_text_bytes must be a non-negative int, got {limit!r}")
+    _check_target(target)
+    existing = _listeners.get(target)
+    if existing is not None:
+        if (existing.schema, existing.max_text_bytes) != (index_schema, max_text_bytes):
+            raise ValueError(
+                f"{target!r} is tracked with index_schema={existing.schema!r}, "
+                f"max_text_bytes={existing.max_text_bytes}; untrack it first"
+            )
+        return target
+    listener = _Listener(index_schema, max_text_bytes)
+    event.listen(target, "before_commit", listener)
+    _listeners[target] = listener
+    return target
+
+
+def untrack(target: Session | sessionmaker[Any] | scoped_session[Any] | type[Session]) -> None:
+    """Stop tracking ``target`` (nothing happens if it is not tracked)."""
+    listener = _listeners.pop(target, None)
+    if listener is not None:
+        event.remove(target, "before_commit", listener)
+
+
+def is_tracked(target: Session | sessionmaker[Any] | scoped_session[Any] | type[Session]) -> bool:
+    """Whether :func:`track` registered ``target`` itself."""
+    return target in _listeners
+
+
+def index_changes(
+    conn: Any,
+    *,
+    index_schema: str = DEFAULT_SCHEMA,
+    max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
+) -> int:
+    """Index the keys this transaction queued, in it, and consume their entries; how many.
+
+    ``conn`` is the psycopg connection of the transaction (for a SQLAlchemy Connection:
+    ``connection.connection.driver_connection``). Nothing is committed here.
+    """
+    if not isinstance(conn, psycopg.Connection):
+        raise TypeError(f"simindex needs the psycopg (version 3) driver, got {type(conn).__name__}")
+    pg: PgConnection = conn
+    if not _scalar(pg, statement("session_wrote")):
+        return 0  # nothing written: no trigger fired
+    regclass = sql.Identifier(index_schema, "indexes").as_string(pg)
+    if not _scalar(pg, statement("session_catalog_exists"), {"catalog": regclass}):
+        return 0  # simindex is not migrated into this database
+    names = [
+        str(name)
+        for (name,) in pg.execute(statement("catalog_list", catalog=catalog(index_schema)))
+    ]
+    taken = 0
+    for name in names:
+        try:
+            target = load_target(pg, index_schema, name)
+        except IndexNotFoundError:
+            continue  # dropped since the list was read
+        if target is None:
+            continue  # being built or dropped: the worker takes the entries afterwards
+        keys = [
+            key for (key,) in pg.execute(statement("session_own_keys", queue=target.triggers.queue))
+        ]
+        if keys:
+            keys = take_keys(pg, target, keys)
+            taken += process(pg, target, keys, max_text_bytes=max_text_bytes).taken
+    return taken
+
+
+def _scalar(conn: PgConnection, query: sql.Composed, params: dict[str, Any] | None = None) -> Any:
+    row = conn.execute(query, params).fetchone()
+    assert row is not None
+    return row[0]
+
+
+def _check_target(target: object) -> None:
+    if isinstance(target, (Session, sessionmaker, scoped_session)):
+        return
+    if isinstance(target, type) and issubclass(target, Session):
+        return
+    raise TypeError(
+        "track() takes a Session, a sessionmaker, a scoped_session or a Session class, "
+        f"got {type(target).__name__}"
+    )
