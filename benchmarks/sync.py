@@ -1,0 +1,573 @@
+"""Sync worker throughput, commit-to-searchable latency and trigger overhead of simindex.
+
+    python benchmarks/sync.py [--quick] [--embedded|--local] [--output PATH]
+
+Starts a throwaway PostgreSQL (embedded by default, ``--local`` for this machine's binaries),
+sets a few reloadable settings (``ALTER SYSTEM`` + reload), migrates, and measures:
+
+1. **throughput**: a SimHash index created and built on an empty table, then the rows inserted
+   (COPY, 5,000 rows per transaction; the triggers queue them), then the queue drained by 1 and
+   2 spawned, warmed-up processes each calling
+   ``sync(dsn, [name], batch_size=..., follow=False)``, timed
+   from a start event to the last one's return; then ``Index.build(workers=1|2)`` on the same
+   rows, and the fingerprinting alone in this process (no database), for the per-core rate;
+2. **latency**: one ``sync(dsn, follow=True, stop=...)`` process; a writer process inserting one
+   row per autocommit transaction at a paced rate; a poller process querying
+   ``SELECT key FROM simindex.<name>_simhash WHERE key > <all seen below>`` every
+   ``POLL_SLEEP`` s. A key's latency is the start of the first poll that saw it minus the
+   moment its INSERT returned (CLOCK_MONOTONIC, shared by the processes): an upper bound, off
+   by at most one poll period plus one poll;
+3. **trigger overhead**: the same 10k-row INSERT, and 1,000 one-row INSERT transactions, into a
+   table with an index and into a twin without (queue drained between rounds, untimed).
+
+Prints tables and writes every figure to ``benchmarks/results/sync.json``. Not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import multiprocessing
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from importlib import metadata
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Event
+from pathlib import Path
+from typing import Any
+
+import corpus
+import psycopg
+from psycopg import sql
+
+import simindex
+from simindex.build import fingerprint_batch
+from simindex.embedded import embedded_postgres, local_postgres
+from simindex.index import create_index, drop_index
+from simindex.sync import queue_counts, sync
+
+Conn = psycopg.Connection[tuple[Any, ...]]
+STARTED = time.perf_counter()
+SETTINGS = {"synchronous_commit": "on", "jit": "off", "work_mem": "64MB"}
+TARGETS = {"sync_vs_build_per_core": 0.8, "latency_p50_ms": 50.0, "latency_p99_ms": 250.0}
+POLL_SLEEP = 0.001
+INSERT_CHUNK = 5000
+SPAWN = multiprocessing.get_context("spawn")
+
+
+def log(message: str) -> None:
+    print(f"[{time.perf_counter() - STARTED:6.1f} s] {message}", file=sys.stderr, flush=True)
+
+
+def machine() -> dict[str, Any]:
+    cpu = "unknown"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    versions = {}
+    for package in ("simindex", "numpy", "psycopg", "sqlalchemy", "embedded-postgres"):
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            versions[package] = metadata.version(package)
+    return {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpu_model": cpu,
+        "cpu_count": os.cpu_count(),
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+        "versions": versions,
+    }
+
+
+@contextlib.contextmanager
+def server(kind: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    with embedded_postgres() if kind == "embedded" else local_postgres() as dsn:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            for name, value in SETTINGS.items():
+                conn.execute(
+                    sql.SQL("ALTER SYSTEM SET {} = {}").format(
+                        sql.Identifier(name), sql.Literal(value)
+                    )
+                )
+            conn.execute("SELECT pg_reload_conf()")
+            time.sleep(0.2)
+            shown = ("synchronous_commit", "fsync", "full_page_writes", "jit", "shared_buffers")
+            info = {
+                "kind": kind,
+                "version": str(one(conn, "SELECT version()")),
+                "settings": {n: str(one(conn, "SELECT current_setting(%s)", (n,))) for n in shown},
+            }
+        yield dsn, info
+
+
+def one(conn: Conn, query: Any, params: Any = None) -> Any:
+    row = conn.execute(query, params).fetchone()
+    return None if row is None else row[0]
+
+
+def make_table(conn: Conn, table: str) -> None:
+    conn.execute(sql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(sql.Identifier(table)))
+    conn.execute(
+        sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, body text)").format(sql.Identifier(table))
+    )
+
+
+def copy_rows(conn: Conn, table: str, texts: Sequence[str], first: int = 1) -> float:
+    """COPY the texts as ids first.., INSERT_CHUNK rows per transaction; seconds taken."""
+    started = time.perf_counter()
+    copy = sql.SQL("COPY {} (id, body) FROM STDIN").format(sql.Identifier(table))
+    for start in range(0, len(texts), INSERT_CHUNK):
+        with conn.transaction(), conn.cursor().copy(copy) as out:
+            for offset, text in enumerate(texts[start : start + INSERT_CHUNK]):
+                out.write_row((first + start + offset, text))
+    return time.perf_counter() - started
+
+
+# -- 1. throughput
+
+
+def drain_worker(
+    dsn: str, name: str, spec_json: str, batch_size: int, go: Event, out: Queue[Any]
+) -> None:
+    queue_counts(dsn, name)  # warm up: imports, a first connection, a first fingerprint
+    fingerprint_batch(spec_json, ["a warm up text of a few words"])
+    go.wait()
+    started = time.monotonic()
+    report = sync(dsn, [name], batch_size=batch_size, follow=False)
+    out.put((started, time.monotonic(), report.taken, report.batches, report.seconds))
+
+
+def timed_drain(
+    dsn: str, name: str, spec_json: str, workers: int, batch_size: int
+) -> dict[str, Any]:
+    go, out = SPAWN.Event(), SPAWN.Queue()
+    procs = [
+        SPAWN.Process(target=drain_worker, args=(dsn, name, spec_json, batch_size, go, out))
+        for _ in range(workers)
+    ]
+    for proc in procs:
+        proc.start()
+    time.sleep(3.0)  # spawn and import before the clock starts
+    began = time.monotonic()
+    go.set()
+    results = [out.get(timeout=3600) for _ in procs]
+    for proc in procs:
+        proc.join()
+    seconds = max(r[1] for r in results) - began
+    taken = sum(r[2] for r in results)
+    batches = sum(r[3] for r in results)
+    return {
+        "workers": workers,
+        "batch_size": batch_size,
+        "rows": taken,
+        "batches": batches,
+        "seconds": round(seconds, 3),
+        "rows_per_s": round(taken / seconds, 1),
+        "ms_per_batch": round(1000 * seconds * workers / max(batches, 1), 2),
+        "per_worker_taken": [r[2] for r in results],
+    }
+
+
+def throughput(dsn: str, label: str, texts: list[str], batch_sizes: list[int]) -> dict[str, Any]:
+    name, table = f"tp_{label}", f"tp_{label}_docs"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        make_table(conn, table)
+    index = create_index(dsn, name, table, "body")
+    index.build()
+    spec_json = index.info().spec.to_json()
+    runs = []
+    for workers, batch_size in [(1, batch_sizes[0]), (2, batch_sizes[0])] + [
+        (1, b) for b in batch_sizes[1:]
+    ]:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("TRUNCATE {}").format(sql.Identifier(table)))
+            sync(dsn, [name])  # the truncated keys' entries, if any
+            insert_s = copy_rows(conn, table, texts)
+            conn.execute(sql.SQL("VACUUM ANALYZE {}").format(sql.Identifier(table)))
+        queued = queue_counts(dsn, name)[0]
+        run = timed_drain(dsn, name, spec_json, workers, batch_size)
+        run["queued"] = queued
+        run["insert_seconds"] = round(insert_s, 3)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            side = sql.Identifier("simindex", f"{name}_simhash")
+            run["side_rows"] = one(conn, sql.SQL("SELECT count(*) FROM {}").format(side))
+        log(
+            f"{label}: sync {workers} worker(s) batch {batch_size}: {run['rows_per_s']:,.0f} rows/s"
+        )
+        runs.append(run)
+    builds = {}
+    for workers in (1, 2):
+        report = index.build(workers=workers)
+        builds[f"workers_{workers}"] = {
+            "rows": report.rows,
+            "seconds": round(report.seconds, 3),
+            "rows_per_s": round(report.rows / report.seconds, 1),
+        }
+        log(f"{label}: build workers={workers}: {report.rows / report.seconds:,.0f} rows/s")
+    started = time.perf_counter()
+    for start in range(0, len(texts), batch_sizes[0]):
+        fingerprint_batch(spec_json, list(texts[start : start + batch_sizes[0]]))
+    compute_s = time.perf_counter() - started
+    drop_index(dsn, name)
+    build_rate = builds["workers_1"]["rows_per_s"]
+    sync_rate = runs[0]["rows_per_s"]
+    return {
+        "rows": len(texts),
+        "mean_chars": round(sum(map(len, texts)) / len(texts)),
+        "sync": runs,
+        "build": builds,
+        "fingerprint_only_rows_per_s": round(len(texts) / compute_s, 1),
+        "sync_1_worker_vs_build_workers_1": round(sync_rate / build_rate, 3),
+        "target": TARGETS["sync_vs_build_per_core"],
+    }
+
+
+# -- 2. latency
+
+
+def follow_worker(dsn: str, stop: Event, out: Queue[Any]) -> None:
+    report = sync(dsn, follow=True, stop=stop, heartbeat=1.0)
+    out.put((report.taken, report.batches, report.reconnects))
+
+
+def writer(dsn: str, table: str, texts: list[str], rate: float, go: Event, out: Queue[Any]) -> None:
+    query = sql.SQL("INSERT INTO {} (id, body) VALUES (%s, %s)").format(sql.Identifier(table))
+    committed: list[float] = []
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SELECT 1")
+        go.wait()
+        began = time.monotonic()
+        for i, text in enumerate(texts):
+            delay = began + i / rate - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            conn.execute(query, (i + 1, text), prepare=True)
+            committed.append(time.monotonic())
+    out.put(committed)
+
+
+def poller(dsn: str, name: str, count: int, done: Event, out: Queue[Any]) -> None:
+    side = sql.Identifier("simindex", f"{name}_simhash")
+    query = sql.SQL("SELECT key FROM {} WHERE key > %s").format(side)
+    seen: dict[int, float] = {}
+    low, polls, busy = 0, 0, 0.0
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        finish = None
+        while len(seen) < count:
+            start = time.monotonic()
+            for (key,) in conn.execute(query, (low,), prepare=True).fetchall():
+                seen.setdefault(key, start)
+            busy += time.monotonic() - start
+            polls += 1
+            while low + 1 in seen:
+                low += 1
+            if done.is_set():
+                finish = finish or time.monotonic() + 10
+                if time.monotonic() > finish:
+                    break
+            time.sleep(POLL_SLEEP)
+    out.put((seen, polls, busy))
+
+
+def percentiles(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+
+    def at(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
+
+    return {
+        "p50": at(0.5),
+        "p95": at(0.95),
+        "p99": at(0.99),
+        "max": round(ordered[-1], 2),
+        "mean": round(statistics.fmean(ordered), 2),
+    }
+
+
+def latency(dsn: str, texts: list[str], rate: float) -> dict[str, Any]:
+    name, table = "lat", "lat_docs"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        make_table(conn, table)
+    create_index(dsn, name, table, "body").build()
+    stop, done, go = SPAWN.Event(), SPAWN.Event(), SPAWN.Event()
+    follow_out, write_out, poll_out = SPAWN.Queue(), SPAWN.Queue(), SPAWN.Queue()
+    follow = SPAWN.Process(target=follow_worker, args=(dsn, stop, follow_out))
+    follow.start()
+    with psycopg.connect(dsn, autocommit=True) as conn:  # wait until it listens
+        while not one(conn, "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN%'"):
+            time.sleep(0.05)
+    procs = [
+        SPAWN.Process(target=writer, args=(dsn, table, texts, rate, go, write_out)),
+        SPAWN.Process(target=poller, args=(dsn, name, len(texts), done, poll_out)),
+    ]
+    for proc in procs:
+        proc.start()
+    time.sleep(3.0)
+    go.set()
+    committed: list[float] = write_out.get(timeout=3600)
+    done.set()
+    seen, polls, busy = poll_out.get(timeout=120)
+    stop.set()
+    taken, batches, reconnects = follow_out.get(timeout=60)
+    for proc in [*procs, follow]:
+        proc.join()
+    drop_index(dsn, name)
+    ms = [1000 * (seen[i + 1] - t) for i, t in enumerate(committed) if i + 1 in seen]
+    span = committed[-1] - committed[0]
+    stats = percentiles(ms)
+    return {
+        "rows": len(texts),
+        "target_rate_per_s": rate,
+        "achieved_rate_per_s": round((len(committed) - 1) / span, 1),
+        "seen": len(ms),
+        "latency_ms": stats,
+        "follow_worker": {
+            "taken": taken,
+            "batches": batches,
+            "rows_per_batch": round(taken / max(batches, 1), 2),
+            "reconnects": reconnects,
+        },
+        "poller": {
+            "sleep_s": POLL_SLEEP,
+            "polls": polls,
+            "mean_poll_ms": round(1000 * busy / max(polls, 1), 3),
+            "method": "first poll (start time) whose snapshot holds the key, minus the "
+            "monotonic time the writer's autocommit INSERT returned",
+        },
+        "targets": {"p50_ms": TARGETS["latency_p50_ms"], "p99_ms": TARGETS["latency_p99_ms"]},
+    }
+
+
+# -- 3. trigger overhead
+
+
+def overhead(dsn: str, texts: list[str], singles: int, rounds: int) -> dict[str, Any]:
+    name = "ovh"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        make_table(conn, "ovh_indexed")
+        make_table(conn, "ovh_plain")
+        create_index(dsn, name, "ovh_indexed", "body").build()
+        bulk: dict[str, list[float]] = {"ovh_indexed": [], "ovh_plain": []}
+        single: dict[str, list[float]] = {"ovh_indexed": [], "ovh_plain": []}
+        next_key = 1
+        for _ in range(rounds):
+            for table in ("ovh_plain", "ovh_indexed"):
+                query = sql.SQL(
+                    "INSERT INTO {} (id, body) SELECT * FROM unnest(%s::bigint[], %s::text[])"
+                ).format(sql.Identifier(table))
+                keys = list(range(next_key, next_key + len(texts)))
+                next_key += len(texts)
+                started = time.perf_counter()
+                conn.execute(query, (keys, texts))
+                bulk[table].append(time.perf_counter() - started)
+                one_row = sql.SQL("INSERT INTO {} (id, body) VALUES (%s, %s)").format(
+                    sql.Identifier(table)
+                )
+                started = time.perf_counter()
+                for i in range(singles):
+                    conn.execute(one_row, (next_key + i, texts[i % len(texts)]), prepare=True)
+                single[table].append(time.perf_counter() - started)
+                next_key += singles
+            sync(dsn, [name], batch_size=2000)
+    drop_index(dsn, name)
+    plain_bulk, idx_bulk = (
+        statistics.median(bulk["ovh_plain"]),
+        statistics.median(bulk["ovh_indexed"]),
+    )
+    plain_one, idx_one = (
+        statistics.median(single["ovh_plain"]),
+        statistics.median(single["ovh_indexed"]),
+    )
+    return {
+        "rounds": rounds,
+        "bulk_rows": len(texts),
+        "bulk_ms": {"plain": round(1000 * plain_bulk, 1), "indexed": round(1000 * idx_bulk, 1)},
+        "bulk_ratio": round(idx_bulk / plain_bulk, 3),
+        "single_transactions": singles,
+        "single_us_per_insert": {
+            "plain": round(1e6 * plain_one / singles, 1),
+            "indexed": round(1e6 * idx_one / singles, 1),
+        },
+        "single_ratio": round(idx_one / plain_one, 3),
+        "note": "median over rounds; no LISTENer connected (NOTIFY queues nothing then)",
+    }
+
+
+# -- report
+
+
+@dataclass(frozen=True, slots=True)
+class Sizes:
+    short_rows: int = 50000
+    long_rows: int = 2800
+    batch_sizes: list[int] = field(default_factory=lambda: [500, 100, 2000])
+    latency_rate: float = 200.0
+    latency_seconds: float = 20.0
+    overhead_bulk_rows: int = 10000
+    overhead_singles: int = 1000
+    overhead_rounds: int = 5
+
+    @classmethod
+    def quick(cls) -> Sizes:
+        return cls(3000, 300, [500], 200.0, 5.0, 10000, 1000, 1)
+
+
+def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
+    print(f"\n{title}")
+    for line in [header, ["-" * w for w in widths], *rows]:
+        print(
+            "  ".join(
+                str(c).rjust(w) if i else str(c).ljust(w)
+                for i, (c, w) in enumerate(zip(line, widths, strict=True))
+            )
+        )
+
+
+def print_report(report: dict[str, Any]) -> None:
+    version = report["server"]["version"].split(" on ")[0]
+    rows = []
+    for label, part in report["throughput"].items():
+        for run in part["sync"]:
+            rows.append(
+                [
+                    f"{label} sync w={run['workers']} b={run['batch_size']}",
+                    f"{run['rows']:,}",
+                    f"{run['rows_per_s']:,.0f}",
+                    f"{run['ms_per_batch']:.1f}",
+                ]
+            )
+        for key, build in part["build"].items():
+            rows.append(
+                [f"{label} build {key}", f"{build['rows']:,}", f"{build['rows_per_s']:,.0f}", "-"]
+            )
+        rows.append(
+            [
+                f"{label} fingerprint only",
+                f"{part['rows']:,}",
+                f"{part['fingerprint_only_rows_per_s']:,.0f}",
+                "-",
+            ]
+        )
+    print_table(
+        f"Sync throughput ({version}, {report['machine']['cpu_count']} cores)",
+        ["run", "rows", "rows/s", "ms/batch"],
+        rows,
+    )
+    lat = report["latency"]
+    s = lat["latency_ms"]
+    print_table(
+        f"Commit-to-searchable, {lat['achieved_rate_per_s']:.0f} writes/s, {lat['rows']:,} rows",
+        ["p50 ms", "p95 ms", "p99 ms", "max ms", "rows/batch", "poll ms"],
+        [
+            [
+                f"{s['p50']:.1f}",
+                f"{s['p95']:.1f}",
+                f"{s['p99']:.1f}",
+                f"{s['max']:.1f}",
+                f"{lat['follow_worker']['rows_per_batch']:.2f}",
+                f"{lat['poller']['mean_poll_ms']:.2f}",
+            ]
+        ],
+    )
+    o = report["overhead"]
+    print_table(
+        "Trigger overhead on the app's INSERT",
+        ["insert", "plain", "indexed", "ratio"],
+        [
+            [
+                f"{o['bulk_rows']:,} rows, one statement (ms)",
+                f"{o['bulk_ms']['plain']:.1f}",
+                f"{o['bulk_ms']['indexed']:.1f}",
+                f"{o['bulk_ratio']:.2f}",
+            ],
+            [
+                f"{o['single_transactions']:,} one-row transactions (us each)",
+                f"{o['single_us_per_insert']['plain']:.0f}",
+                f"{o['single_us_per_insert']['indexed']:.0f}",
+                f"{o['single_ratio']:.2f}",
+            ],
+        ],
+    )
+    print_table(
+        "Targets",
+        ["figure", "target", "measured", "met"],
+        [[row[0], row[1], row[2], "yes" if row[3] else "NO"] for row in report["targets"]],
+    )
+
+
+def targets(report: dict[str, Any]) -> list[list[Any]]:
+    out: list[list[Any]] = []
+    for label, part in report["throughput"].items():
+        ratio = part["sync_1_worker_vs_build_workers_1"]
+        out.append(
+            [
+                f"{label}: sync 1 worker / build per core",
+                "≥ 0.80",
+                f"{ratio:.2f}",
+                ratio >= TARGETS["sync_vs_build_per_core"],
+            ]
+        )
+    s = report["latency"]["latency_ms"]
+    out.append(["latency p50 ms", "≤ 50", f"{s['p50']:.1f}", s["p50"] <= 50])
+    out.append(["latency p99 ms", "≤ 250", f"{s['p99']:.1f}", s["p99"] <= 250])
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="small sizes: under a minute")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--embedded", dest="server", action="store_const", const="embedded")
+    group.add_argument("--local", dest="server", action="store_const", const="local")
+    parser.add_argument("--output", type=Path, default=Path(__file__).parent / "results/sync.json")
+    parser.set_defaults(server="embedded")
+    args = parser.parse_args(argv)
+    sizes = Sizes.quick() if args.quick else Sizes()
+    report: dict[str, Any] = {
+        "benchmark": "sync",
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": " ".join(["python", "benchmarks/sync.py", *sys.argv[1:]]),
+        "machine": machine(),
+        "sizes": asdict(sizes),
+        "targets_spec": TARGETS,
+    }
+    short = corpus.short_texts(max(sizes.short_rows, sizes.overhead_bulk_rows))
+    long = corpus.long_texts(sizes.long_rows)
+    with server(args.server) as (dsn, info):
+        report["server"] = info
+        log(f"{info['version'].split(' on ')[0]}; migrating")
+        simindex.migrate(dsn)
+        report["throughput"] = {
+            "short": throughput(dsn, "short", short[: sizes.short_rows], sizes.batch_sizes),
+            "long": throughput(dsn, "long", long, sizes.batch_sizes[:1]),
+        }
+        log("latency")
+        count = int(sizes.latency_rate * sizes.latency_seconds)
+        report["latency"] = latency(dsn, short[:count], sizes.latency_rate)
+        log("trigger overhead")
+        report["overhead"] = overhead(
+            dsn,
+            short[: sizes.overhead_bulk_rows],
+            sizes.overhead_singles,
+            sizes.overhead_rounds,
+        )
+    report["targets"] = targets(report)
+    report["elapsed_seconds"] = round(time.perf_counter() - STARTED, 1)
+    report["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    print_report(report)
+    print(f"\nwritten: {args.output} ({report['elapsed_seconds']:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
