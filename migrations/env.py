@@ -15,6 +15,7 @@ can fail on a unique violation).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from alembic import context
 from sqlalchemy import MetaData, text
@@ -38,16 +39,19 @@ def target_schema() -> str:
     return check_schema(schema)
 
 
+def options(schema: str) -> dict[str, Any]:
+    """What both modes tell Alembic: the schema, its version table, and what to compare."""
+    return {
+        "version_table_schema": schema,
+        "target_metadata": target_metadata(schema),
+        "include_schemas": True,
+        "include_name": only_schema(schema),
+        "compare_server_default": True,
+    }
+
+
 def run_offline(schema: str) -> None:
-    context.configure(
-        dialect_name="postgresql",
-        literal_binds=True,
-        version_table_schema=schema,
-        target_metadata=target_metadata(schema),
-        include_schemas=True,
-        include_name=only_schema(schema),
-        compare_server_default=True,
-    )
+    context.configure(dialect_name="postgresql", literal_binds=True, **options(schema))
     with context.begin_transaction():
         context.execute(f"SELECT pg_advisory_xact_lock({lock_key(schema)})")
         context.execute(CreateSchema(schema, if_not_exists=True))
@@ -65,14 +69,7 @@ def run_online(connection: Connection, schema: str) -> None:
     # transaction it does not own and leaves committing to whoever does.
     connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": lock_key(schema)})
     connection.execute(CreateSchema(schema, if_not_exists=True))
-    context.configure(
-        connection=connection,
-        version_table_schema=schema,
-        target_metadata=target_metadata(schema),
-        include_schemas=True,
-        include_name=only_schema(schema),
-        compare_server_default=True,
-    )
+    context.configure(connection=connection, **options(schema))
     with context.begin_transaction():
         context.run_migrations()
 

@@ -8,7 +8,7 @@ leaves committing to them; otherwise it commits its own.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -351,8 +351,3 @@ class Index:
     def drop(self) -> None:
         """Remove this index (see :func:`drop_index`)."""
         drop_index(self.bind, self.name, index_schema=self.index_schema)
-
-
-def keys_and_texts(rows: Sequence[tuple[Any, Any]]) -> tuple[list[Any], list[str | None]]:
-    """Split fetched (key, text) rows into two lists."""
-    return [row[0] for row in rows], [row[1] for row in rows]

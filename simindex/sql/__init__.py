@@ -37,8 +37,3 @@ def _blocks() -> dict[str, str]:
 def statement(block: str, /, **parts: sql.Composable) -> sql.Composed:
     """The named block with its placeholders filled by identifiers or composed SQL."""
     return sql.SQL(_blocks()[block]).format(**parts)
-
-
-def names() -> frozenset[str]:
-    """Every block name (for tests)."""
-    return frozenset(_blocks())
