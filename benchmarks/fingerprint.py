@@ -38,7 +38,6 @@ os.environ.update(
 import argparse
 import cProfile
 import gc
-import importlib.metadata
 import io
 import json
 import platform
@@ -58,6 +57,7 @@ import numpy as np
 import rensa
 import simhash as simhash_package
 import xxhash
+from machine import cpu_model, package_versions
 from numpy.typing import NDArray
 
 from simindex.minhash import MinHasher, Scheme
@@ -637,19 +637,8 @@ def pin_one_core(cpu: int | None) -> list[int]:
 
 
 def machine(pinned: list[int]) -> dict[str, object]:
-    model = ""
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.partition(":")[2].strip()
-                break
-    versions = {}
-    for package in ("simindex", "numpy", "xxhash", "datasketch", "simhash", "rensa"):
-        try:
-            versions[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            versions[package] = "unknown"
+    model = cpu_model()
+    versions = package_versions(("simindex", "numpy", "xxhash", "datasketch", "simhash", "rensa"))
     return {
         "python": sys.version,
         "implementation": platform.python_implementation(),

