@@ -90,6 +90,12 @@ class MankuTable:
             result |= moved << np.uint64(dst)
         return result
 
+    @property
+    def prefix_mask(self) -> int:
+        """The fingerprint bits (in their own, unpermuted places) that form this table's prefix:
+        two fingerprints share the prefix exactly when their XOR has none of them set."""
+        return sum(mask << src for src, mask, _ in self.moves[: self.prefix_blocks])
+
     def prefix_range(self, fingerprint: int) -> tuple[int, int]:
         """Unsigned bounds of the permuted values that share the query's prefix."""
         suffix = (1 << (BITS - self.prefix_bits)) - 1

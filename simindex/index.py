@@ -36,6 +36,7 @@ from simindex.triggers import Triggers
 
 if TYPE_CHECKING:
     from simindex.build import BuildReport, Progress
+    from simindex.pairs import NearPair, PairsProgress, SimilarPair
 
 Bind = Engine | Connection | str
 NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
@@ -347,6 +348,24 @@ class Index:
         from simindex.similar import similar
 
         return similar(self, text=text, key=key, threshold=threshold, exact=exact)
+
+    def pairs(
+        self,
+        *,
+        max_distance: int | None = None,
+        threshold: float | None = None,
+        progress: PairsProgress | None = None,
+    ) -> Iterator[NearPair | SimilarPair]:
+        """Every pair of rows within ``max_distance`` bits (SimHash) or at or above
+        ``threshold`` estimated Jaccard similarity (MinHash), each pair once, ``left < right``.
+
+        Found by self-joins in SQL and streamed through a server-side cursor, in one
+        transaction held open while you iterate. ``progress`` is called after each Manku table
+        or band with (parts done, parts in all).
+        """
+        from simindex.pairs import pairs
+
+        return pairs(self, max_distance=max_distance, threshold=threshold, progress=progress)
 
     def drop(self) -> None:
         """Remove this index (see :func:`drop_index`)."""

@@ -48,6 +48,10 @@ class MinHashStore:
     def similar_key_function(self) -> sql.Identifier:
         return sql.Identifier(self.schema, f"{self.name}_similar_key_v1")
 
+    @property
+    def pairs_function(self) -> sql.Identifier:
+        return sql.Identifier(self.schema, f"{self.name}_pairs_v1")
+
     def _key_type(self) -> sql.Composable:
         # format_type output from the catalog: a type name PostgreSQL itself quoted.
         return sql.SQL(self.key_type)
@@ -85,6 +89,53 @@ class MinHashStore:
                 similar=self.similar_function,
                 **common,
             )
+        )
+        conn.execute(
+            statement(
+                "pairs_function",
+                function=self.pairs_function,
+                parameter=sql.SQL("threshold"),
+                parameter_type=sql.SQL("double precision"),
+                default=sql.Literal(self.threshold),
+                lowest=sql.Literal(0),
+                highest=sql.Literal(1),
+                key_type=self._key_type(),
+                score=sql.SQL("similarity"),
+                score_type=sql.SQL("double precision"),
+                query=sql.SQL("\nUNION ALL\n").join(
+                    self.pairs_query(band, sql.SQL("$1")) for band in range(self.design.num_bands)
+                ),
+            )
+        )
+
+    def pairs_query(
+        self,
+        band: int,
+        threshold: sql.Composable,
+        bands: sql.Composable | None = None,
+        signatures: sql.Composable | None = None,
+    ) -> sql.Composed:
+        """All pairs that band ``band`` finds and no earlier band does, verified."""
+
+        def values(of: int) -> tuple[sql.Composable, sql.Composable]:
+            start = of * self.design.rows_per_band
+            return sql.Literal(start + 1), sql.Literal(start + self.design.rows_per_band)
+
+        earlier = [
+            sql.SQL("\n  AND sa.signature[{0}:{1}] <> sb.signature[{0}:{1}]").format(*values(b))
+            for b in range(band)
+        ]
+        low, high = values(band)
+        return statement(
+            "minhash_pairs",
+            bands=bands if bands is not None else self.bands(),
+            signatures=signatures if signatures is not None else self.signatures(),
+            num_perm=sql.Literal(float(self.num_perm)),
+            band=sql.Literal(band),
+            low=low,
+            high=high,
+            earlier=sql.Composed(earlier),
+            threshold=threshold,
         )
 
     def stored_signatures(self, values: NDArray[np.uint64]) -> NDArray[np.int64]:
@@ -200,7 +251,7 @@ class MinHashStore:
         conn.execute(statement("drop_table", table=self.bands(staging=True)))
 
     def drop(self, conn: PgConnection) -> None:
-        for function in (self.similar_key_function, self.similar_function):
+        for function in (self.pairs_function, self.similar_key_function, self.similar_function):
             conn.execute(statement("drop_function", function=function))
         for staging in (True, False):
             conn.execute(statement("drop_table", table=self.signatures(staging)))

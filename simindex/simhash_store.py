@@ -73,6 +73,10 @@ class SimHashStore:
     def near_key_function(self) -> sql.Identifier:
         return sql.Identifier(self.schema, f"{self.name}_near_key_v1")
 
+    @property
+    def pairs_function(self) -> sql.Identifier:
+        return sql.Identifier(self.schema, f"{self.name}_pairs_v1")
+
     def _key_type(self) -> sql.Composable:
         # format_type output from the catalog: a type name PostgreSQL itself quoted.
         return sql.SQL(self.key_type)
@@ -111,6 +115,24 @@ class SimHashStore:
                 near=self.near_function,
             )
         )
+        conn.execute(
+            statement(
+                "pairs_function",
+                function=self.pairs_function,
+                parameter=sql.SQL("max_distance"),
+                parameter_type=sql.SQL("integer"),
+                default=sql.Literal(self.design.max_distance),
+                lowest=sql.Literal(0),
+                highest=sql.Literal(self.design.max_distance),
+                key_type=self._key_type(),
+                score=sql.SQL("distance"),
+                score_type=sql.SQL("integer"),
+                query=sql.SQL("\nUNION ALL\n").join(
+                    self.pairs_query(position, sql.SQL("$1"))
+                    for position in range(self.design.table_count)
+                ),
+            )
+        )
 
     def candidates_query(
         self, fingerprint: sql.Composable, max_distance: sql.Composable
@@ -135,6 +157,26 @@ class SimHashStore:
                 )
             )
         return sql.SQL("\nUNION\n").join(arms)
+
+    def pairs_query(
+        self, position: int, max_distance: sql.Composable, table: sql.Composable | None = None
+    ) -> sql.Composed:
+        """All pairs that Manku table ``position`` finds and no earlier table does."""
+        tables = self.design.tables
+        earlier = [
+            sql.SQL("\n  AND ((a.fingerprint # b.fingerprint) & {}) <> 0").format(
+                _bigint(other.prefix_mask)
+            )
+            for other in tables[:position]
+        ]
+        return statement(
+            "simhash_pairs",
+            table=table if table is not None else self.table(),
+            column=self.columns[position],
+            shift=sql.Literal(BITS - tables[position].prefix_bits),
+            max_distance=max_distance,
+            earlier=sql.Composed(earlier),
+        )
 
     def rows(
         self, keys: Sequence[object], fingerprints: NDArray[np.uint64]
@@ -241,7 +283,7 @@ class SimHashStore:
         conn.execute(statement("drop_table", table=self.table(staging=True)))
 
     def drop(self, conn: PgConnection) -> None:
-        for function in (self.near_key_function, self.near_function):
+        for function in (self.pairs_function, self.near_key_function, self.near_function):
             conn.execute(statement("drop_function", function=function))
         for staging in (True, False):
             conn.execute(statement("drop_table", table=self.table(staging)))

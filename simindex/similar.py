@@ -12,7 +12,7 @@ from simindex.spec import IndexSpec, MinHash
 from simindex.sql import statement
 
 
-def _threshold(spec: IndexSpec, threshold: float | None) -> float:
+def check_threshold(spec: IndexSpec, threshold: float | None) -> float:
     assert isinstance(spec.method, MinHash)
     if threshold is None:
         return spec.method.threshold
@@ -42,7 +42,7 @@ def similar(
         info, store = index._ready(conn)
         if not isinstance(store, MinHashStore):
             raise TypeError(f"index {index.name!r} is a SimHash index: use near()")
-        limit = _threshold(info.spec, threshold)
+        limit = check_threshold(info.spec, threshold)
         # Exact re-ranking filters by the exact value, so it starts from every band candidate.
         floor = 0.0 if exact else limit
         if by_key:

@@ -1,0 +1,91 @@
+"""Every near-duplicate pair of an index, found in SQL and streamed.
+
+SimHash: two fingerprints within k bits agree on the prefix of at least one Manku table, so a
+self-join of the side table on each table's prefix (a hash join on ``p >> shift``) finds every
+pair; a pair is reported by the first table that finds it only. MinHash: a self-join of the
+band table on each band, verified by the signatures, each pair reported by the first band the
+two rows share. Rows come through a server-side cursor: memory stays flat however many pairs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import sql
+
+from simindex.index import Index, transaction
+from simindex.minhash_store import MinHashStore
+from simindex.simhash_store import SimHashStore
+from simindex.similar import check_threshold
+from simindex.sql import PgConnection, statement
+
+PairsProgress = Callable[[int, int], None]
+"""Called after each Manku table or band with (parts done, parts in all)."""
+
+_FETCH_ROWS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class NearPair:
+    """Two rows of a SimHash index within ``distance`` bits; ``left < right``."""
+
+    left: Any
+    right: Any
+    distance: int
+
+
+@dataclass(frozen=True, slots=True)
+class SimilarPair:
+    """Two rows of a MinHash index with this estimated Jaccard ``similarity``; ``left < right``."""
+
+    left: Any
+    right: Any
+    similarity: float
+
+
+def pairs_queries(
+    index: Index,
+    conn: PgConnection,
+    *,
+    max_distance: int | None,
+    threshold: float | None,
+    simhash_table: sql.Composable | None = None,
+) -> tuple[SimHashStore | MinHashStore, list[sql.Composed]]:
+    """The store and one query per Manku table or band, with the limit checked."""
+    info, store = index._ready(conn)
+    if isinstance(store, SimHashStore):
+        if threshold is not None:
+            raise TypeError(f"index {index.name!r} is a SimHash index: give max_distance")
+        limit = sql.Literal(Index._distance(store, max_distance))
+        return store, [
+            store.pairs_query(position, limit, simhash_table)
+            for position in range(store.design.table_count)
+        ]
+    if max_distance is not None:
+        raise TypeError(f"index {index.name!r} is a MinHash index: give threshold")
+    floor = sql.Literal(check_threshold(info.spec, threshold))
+    return store, [store.pairs_query(band, floor) for band in range(store.design.num_bands)]
+
+
+def pairs(
+    index: Index,
+    *,
+    max_distance: int | None = None,
+    threshold: float | None = None,
+    progress: PairsProgress | None = None,
+) -> Iterator[NearPair | SimilarPair]:
+    """See :meth:`simindex.index.Index.pairs`."""
+    with transaction(index.bind) as conn:
+        store, queries = pairs_queries(index, conn, max_distance=max_distance, threshold=threshold)
+        make = NearPair if isinstance(store, SimHashStore) else SimilarPair
+        conn.execute(statement("pairs_work_mem"))
+        for done, query in enumerate(queries, 1):
+            with conn.cursor(name=f"simindex_pairs_{done}") as cursor:
+                cursor.itersize = _FETCH_ROWS
+                cursor.execute(query)
+                for left, right, score in cursor:
+                    yield make(left, right, score)
+            if progress is not None:
+                progress(done, len(queries))

@@ -1,0 +1,48 @@
+-- name: simhash_pairs
+-- One Manku table's share of all pairs: rows with the same prefix, within the distance, each
+-- pair once (left < right) and only in the first table that finds it (the "earlier" conditions rule out
+-- pairs whose fingerprints also agree on an earlier table's prefix bits).
+SELECT a.key AS left_key, b.key AS right_key,
+    bit_count((a.fingerprint # b.fingerprint)::bit(64))::integer AS distance
+FROM {table} AS a
+JOIN {table} AS b ON (a.{column} >> {shift}) = (b.{column} >> {shift}) AND a.key < b.key
+WHERE bit_count((a.fingerprint # b.fingerprint)::bit(64)) <= {max_distance}{earlier}
+
+-- name: minhash_pairs
+-- One band's share of all pairs: rows sharing the band (the same signature values, not just
+-- the same band hash), verified by estimated Jaccard, each pair once (left < right) and only
+-- in the first band they share (the "earlier" conditions rule out pairs equal on an earlier band).
+SELECT a.key AS left_key, b.key AS right_key, v.similarity
+FROM {bands} AS a
+JOIN {bands} AS b ON b.band = a.band AND b.hash = a.hash AND a.key < b.key
+JOIN {signatures} AS sa ON sa.key = a.key
+JOIN {signatures} AS sb ON sb.key = b.key
+CROSS JOIN LATERAL (
+    SELECT count(*) FILTER (WHERE x = y)::double precision / {num_perm} AS similarity
+    FROM unnest(sa.signature, sb.signature) AS u(x, y)
+) AS v
+WHERE a.band = {band} AND b.band = {band}
+  AND sa.signature[{low}:{high}] = sb.signature[{low}:{high}]{earlier}
+  AND v.similarity >= {threshold}
+
+-- name: pairs_function
+-- Every pair, for SQL callers: the arms of the Python path, in one function.
+CREATE FUNCTION {function}({parameter} {parameter_type} DEFAULT {default})
+RETURNS TABLE (left_key {key_type}, right_key {key_type}, {score} {score_type})
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+SET work_mem = '256MB'
+AS $body$
+#variable_conflict use_column
+BEGIN
+    IF {parameter} IS NULL OR {parameter} < {lowest} OR {parameter} > {highest} THEN
+        RAISE EXCEPTION '{parameter} must be from % to %, got %', {lowest}, {highest},
+            {parameter} USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY {query};
+END
+$body$
+
+-- name: pairs_work_mem
+-- The self-joins hash a whole side table; give them room instead of spilling to disk.
+SET LOCAL work_mem = '256MB'
