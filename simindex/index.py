@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from simindex.bits import MAX_UNSIGNED, to_signed
 from simindex.catalog import DEFAULT_SCHEMA, check_schema
+from simindex.cluster_store import ClusterStore
 from simindex.connection import connect
 from simindex.errors import (
     IndexExistsError,
@@ -36,6 +37,13 @@ from simindex.triggers import Triggers
 
 if TYPE_CHECKING:
     from simindex.build import BuildReport, Progress
+    from simindex.clusters import (
+        ClusterMember,
+        ClusterMethod,
+        ClusterProgress,
+        ClusterReport,
+        Survivor,
+    )
     from simindex.pairs import NearPair, PairsProgress, SimilarPair
 
 Bind = Engine | Connection | str
@@ -188,6 +196,7 @@ def drop_index(
         store = store_for(index_schema, name, row.source, row.spec)
         Triggers(index_schema, name, row.source, store).remove(conn)
         store.drop(conn)
+        ClusterStore(index_schema, name).drop(conn)
         conn.execute(statement("catalog_delete", catalog=catalog(index_schema)), {"name": name})
 
 
@@ -366,6 +375,53 @@ class Index:
         from simindex.pairs import pairs
 
         return pairs(self, max_distance=max_distance, threshold=threshold, progress=progress)
+
+    def clusters(
+        self,
+        *,
+        method: ClusterMethod = "pairs",
+        max_distance: int | None = None,
+        threshold: float | None = None,
+        bottom_k: int = 4,
+        progress: ClusterProgress | None = None,
+    ) -> ClusterReport:
+        """Group the rows into clusters and write them to ``<index_schema>.<name>_clusters``
+        ``(key, cluster_id)``, replacing the last run's.
+
+        A cluster's id is its smallest key; a row with no near-duplicate is its own cluster.
+        ``method="pairs"`` (default): connected components of :meth:`pairs` at
+        ``max_distance``/``threshold``, computed inside PostgreSQL. ``method="bottom_k"``: rows
+        whose ``bottom_k`` smallest feature hashes are the same (no comparisons; seed 000).
+        """
+        from simindex.clusters import clusters
+
+        return clusters(
+            self,
+            method=method,
+            max_distance=max_distance,
+            threshold=threshold,
+            bottom_k=bottom_k,
+            progress=progress,
+        )
+
+    def cluster_members(self, *, min_size: int = 2) -> Iterator[ClusterMember]:
+        """The rows of clusters with at least ``min_size`` rows, biggest clusters first, as
+        written by the last :meth:`clusters` (streamed)."""
+        from simindex.clusters import members
+
+        return members(self, min_size=min_size)
+
+    def survivors(self, *, prefer: str = "smallest_key") -> Iterator[Survivor]:
+        """Every row of a cluster with more than one row, flagged ``survivor`` for the one to
+        keep (the others are the duplicates to delete or export).
+
+        ``prefer``: ``smallest_key``, ``largest_key``, ``longest_text``, ``shortest_text``,
+        ``newest:<column>`` or ``oldest:<column>`` (a column of the source table, e.g. a
+        timestamp); ties go to the smallest key. In SQL: ``<name>_survivors_v1(prefer)``.
+        """
+        from simindex.clusters import survivors
+
+        return survivors(self, prefer=prefer)
 
     def drop(self) -> None:
         """Remove this index (see :func:`drop_index`)."""

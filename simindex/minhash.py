@@ -261,3 +261,19 @@ class MinHasher:
             source = candidates[np.arange(len(empty)), nonempty[candidates].argmax(axis=1)]
             values[empty] = values[source]
         return values
+
+
+def bottom_k_key(hashes: NDArray[np.uint64], k: int) -> int | None:
+    """The stable cluster key of seed 000: the XOR of the ``k`` smallest distinct feature hashes
+    (all of them for a smaller set); None for a text with no features.
+
+    Two sets share the key with probability about J**k (J their Jaccard similarity), and
+    adding or removing a feature changes it only if that feature is among the k smallest, so
+    a row's key, unlike a cluster found by comparisons, never depends on other rows.
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be a positive int, got {k!r}")
+    if not len(hashes):
+        return None
+    smallest = _distinct(hashes)[:k]
+    return int(np.bitwise_xor.reduce(smallest))

@@ -122,7 +122,7 @@ def test_top_bit_fingerprints_pair_across_the_sign_boundary(
     assert (900001, 900002) in found
 
 
-def _texts(count: int, seed: int = 5) -> list[str]:
+def planted_texts(count: int, seed: int = 5) -> list[str]:
     rng = random.Random(seed)
     texts: list[str] = []
     while len(texts) < count:
@@ -137,7 +137,7 @@ def _texts(count: int, seed: int = 5) -> list[str]:
 
 
 def test_minhash_pairs_equal_band_sharing_brute_force(database_dsn: str) -> None:
-    texts = _texts(600)
+    texts = planted_texts(600)
     with psycopg.connect(database_dsn) as conn:
         conn.execute("CREATE TABLE notes (id text PRIMARY KEY, body text)")
         with conn.cursor().copy("COPY notes (id, body) FROM STDIN") as copy:

@@ -1,0 +1,61 @@
+"""The objects holding an index's clusters: the ``<name>_clusters`` table and the
+``<name>_survivors_v1`` function, made by the first :meth:`simindex.index.Index.clusters`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from psycopg import sql
+
+from simindex.source import Source
+from simindex.sql import PgConnection, statement
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterStore:
+    """Names and statements of one index's cluster objects in ``schema``."""
+
+    schema: str
+    name: str
+
+    @property
+    def table_name(self) -> str:
+        return f"{self.name}_clusters"
+
+    @property
+    def table(self) -> sql.Identifier:
+        return sql.Identifier(self.schema, self.table_name)
+
+    @property
+    def survivors_function(self) -> sql.Identifier:
+        return sql.Identifier(self.schema, f"{self.name}_survivors_v1")
+
+    def create(self, conn: PgConnection, source: Source) -> None:
+        """The table and the survivors function, if they are not there yet."""
+        # format_type output from the catalog: a type name PostgreSQL itself quoted.
+        key_type = sql.SQL(source.key_type)
+        conn.execute(statement("clusters_create_table", table=self.table, key_type=key_type))
+        conn.execute(
+            statement(
+                "clusters_create_cluster_index",
+                index=sql.Identifier(f"{self.table_name}_cluster_id"),
+                table=self.table,
+            )
+        )
+        conn.execute(
+            statement(
+                "clusters_survivors_function",
+                function=self.survivors_function,
+                key_type=key_type,
+                text_column=sql.Literal(source.text_column),
+                clusters_schema=sql.Literal(self.schema),
+                clusters_table=sql.Literal(self.table_name),
+                source_schema=sql.Literal(source.schema),
+                source_table=sql.Literal(source.table),
+                key_column=sql.Literal(source.key_column),
+            )
+        )
+
+    def drop(self, conn: PgConnection) -> None:
+        conn.execute(statement("drop_function", function=self.survivors_function))
+        conn.execute(statement("drop_table", table=self.table))

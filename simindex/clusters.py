@@ -1,0 +1,254 @@
+"""Clusters of near-duplicates, written to the index's ``<name>_clusters`` table.
+
+``method="pairs"``: connected components of the all-pairs graph (:mod:`simindex.pairs`),
+computed inside PostgreSQL by label propagation with pointer jumping over temporary tables, so
+the Python process holds nothing but a counter. SimHash rows with equal fingerprints are
+collapsed to one node first, so a thousand exact copies cost one node, not half a million
+pairs.
+
+``method="bottom_k"``: the stable min-hash cluster key of seed 000 -- the XOR of the k
+smallest feature hashes of a row -- computed per row with no comparisons; rows with equal keys
+form a cluster.
+
+Either way a cluster's id is its smallest key, and a row with no near-duplicate is a cluster of
+its own: an unrelated new row never changes another row's cluster id.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from psycopg import sql
+
+from simindex.bits import to_signed
+from simindex.cluster_store import ClusterStore
+from simindex.copytext import field
+from simindex.errors import IndexNotReadyError
+from simindex.index import Index, transaction
+from simindex.minhash import bottom_k_key
+from simindex.minhash_store import MinHashStore
+from simindex.pairs import pairs_queries
+from simindex.simhash_store import SimHashStore
+from simindex.sql import PgConnection, statement
+
+ClusterProgress = Callable[[str, int, int | None], None]
+"""Called with (step, done, total or None): steps are "pairs", "components" and "rows"."""
+
+ClusterMethod = Literal["pairs", "bottom_k"]
+_MAX_ROUNDS = 1000
+_READ_ROWS = 5000
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterReport:
+    """What a clustering run wrote."""
+
+    method: str
+    rows: int
+    clusters: int
+    duplicate_rows: int
+    largest: int
+    pairs: int
+    rounds: int
+    seconds: float
+
+
+def clusters(
+    index: Index,
+    *,
+    method: ClusterMethod = "pairs",
+    max_distance: int | None = None,
+    threshold: float | None = None,
+    bottom_k: int = 4,
+    progress: ClusterProgress | None = None,
+) -> ClusterReport:
+    """See :meth:`simindex.index.Index.clusters`."""
+    if method not in ("pairs", "bottom_k"):
+        raise ValueError(f"method must be 'pairs' or 'bottom_k', got {method!r}")
+    started = time.perf_counter()
+    report = _no_progress if progress is None else progress
+    with transaction(index.bind) as conn:
+        info, store = index._ready(conn)
+        target = ClusterStore(index.index_schema, index.name)
+        target.create(conn, info.source)
+        key_type = sql.SQL(info.source.key_type)
+        if method == "bottom_k":
+            if max_distance is not None or threshold is not None:
+                raise TypeError("bottom_k clusters take no max_distance or threshold")
+            rows = _bottom_k(index, conn, target, key_type, bottom_k, report)
+            edges = rounds = 0
+        else:
+            edges, rounds = _components(
+                index, conn, store, key_type, max_distance, threshold, report
+            )
+            conn.execute(statement("clusters_truncate", table=target.table))
+            members = (
+                statement("clusters_simhash_members", side=store.table())
+                if isinstance(store, SimHashStore)
+                else statement("clusters_minhash_members", side=store.signatures())
+            )
+            rows = conn.execute(
+                statement("clusters_replace", table=target.table, members=members)
+            ).rowcount
+        report("rows", rows, rows)
+        summary = conn.execute(statement("clusters_summary", table=target.table)).fetchone()
+    assert summary is not None
+    total, cluster_count, largest, duplicate_rows = (int(value) for value in summary)
+    return ClusterReport(
+        method=method,
+        rows=total,
+        clusters=cluster_count,
+        duplicate_rows=duplicate_rows,
+        largest=largest,
+        pairs=edges,
+        rounds=rounds,
+        seconds=round(time.perf_counter() - started, 3),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterMember:
+    """One row of a cluster of ``size`` rows."""
+
+    cluster_id: Any
+    key: Any
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Survivor:
+    """One row of a cluster of ``cluster_size`` > 1 rows, and whether it is the one to keep."""
+
+    cluster_id: Any
+    key: Any
+    cluster_size: int
+    survivor: bool
+
+
+def members(index: Index, *, min_size: int = 2) -> Iterator[ClusterMember]:
+    """See :meth:`simindex.index.Index.cluster_members`."""
+    if isinstance(min_size, bool) or not isinstance(min_size, int) or min_size < 1:
+        raise ValueError(f"min_size must be a positive int, got {min_size!r}")
+    with transaction(index.bind) as conn:
+        target = _existing(index, conn)
+        with conn.cursor(name="simindex_cluster_members") as cursor:
+            cursor.itersize = _READ_ROWS
+            cursor.execute(
+                statement("clusters_members", table=target.table), {"min_size": min_size}
+            )
+            for cluster_id, key, size in cursor:
+                yield ClusterMember(cluster_id, key, int(size))
+
+
+def survivors(index: Index, *, prefer: str = "smallest_key") -> Iterator[Survivor]:
+    """See :meth:`simindex.index.Index.survivors`."""
+    if not isinstance(prefer, str):
+        raise TypeError(f"prefer must be a str, got {type(prefer).__name__}")
+    with transaction(index.bind) as conn:
+        target = _existing(index, conn)
+        with conn.cursor(name="simindex_survivors") as cursor:
+            cursor.itersize = _READ_ROWS
+            cursor.execute(
+                statement("clusters_survivors", function=target.survivors_function),
+                {"prefer": prefer},
+            )
+            for cluster_id, key, size, survivor in cursor:
+                yield Survivor(cluster_id, key, int(size), bool(survivor))
+
+
+def _existing(index: Index, conn: PgConnection) -> ClusterStore:
+    index._info(conn)
+    target = ClusterStore(index.index_schema, index.name)
+    qualified = target.table.as_string(conn)
+    if not conn.execute(statement("clusters_exists"), {"table": qualified}).fetchone()[0]:  # type: ignore[index]
+        raise IndexNotReadyError(
+            f"index {index.name!r} has no clusters yet: run clusters() (or `simindex clusters "
+            f"{index.name}`) first"
+        )
+    return target
+
+
+def _no_progress(step: str, done: int, total: int | None) -> None:
+    pass
+
+
+def _components(
+    index: Index,
+    conn: PgConnection,
+    store: SimHashStore | MinHashStore,
+    key_type: sql.Composable,
+    max_distance: int | None,
+    threshold: float | None,
+    progress: ClusterProgress,
+) -> tuple[int, int]:
+    """Fill the temporary node/label tables; (pairs used, propagation rounds)."""
+    conn.execute(statement("pairs_work_mem"))
+    side: sql.Composable | None = None
+    if isinstance(store, SimHashStore):
+        conn.execute(statement("clusters_representatives", side=store.table()))
+        side = sql.Identifier("simindex_representatives")
+    _, queries = pairs_queries(
+        index, conn, max_distance=max_distance, threshold=threshold, simhash_table=side
+    )
+    conn.execute(statement("clusters_edges", key_type=key_type))
+    edges = 0
+    for done, query in enumerate(queries, 1):
+        edges += conn.execute(statement("clusters_insert_edges", pairs=query)).rowcount
+        progress("pairs", done, len(queries))
+    for block in ("nodes", "nodes_index", "links", "labels", "labels_key", "analyze"):
+        conn.execute(statement(f"clusters_{block}"))
+    rounds = 0
+    while True:
+        rounds += 1
+        if rounds > _MAX_ROUNDS:
+            raise RuntimeError(f"label propagation did not settle in {_MAX_ROUNDS} rounds")
+        changed = conn.execute(statement("clusters_propagate")).rowcount
+        while conn.execute(statement("clusters_jump")).rowcount:
+            pass
+        progress("components", rounds, None)
+        if not changed:
+            return edges, rounds
+
+
+def _bottom_k(
+    index: Index,
+    conn: PgConnection,
+    target: ClusterStore,
+    key_type: sql.Composable,
+    k: int,
+    progress: ClusterProgress,
+) -> int:
+    """Compute every row's bottom-k key from its text and group rows by it."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"bottom_k must be a positive int, got {k!r}")
+    info = index._info(conn)
+    shingling = info.spec.method.shingling
+    source = info.source
+    conn.execute(statement("clusters_bottom_k_keys", key_type=key_type))
+    read = 0
+    with conn.cursor(name="simindex_bottom_k") as reader:
+        reader.itersize = _READ_ROWS
+        reader.execute(
+            statement(
+                "source_read",
+                key=sql.Identifier(source.key_column),
+                text=sql.Identifier(source.text_column),
+                table=sql.Identifier(source.schema, source.table),
+            )
+        )
+        # A COPY cannot run while the cursor is mid-fetch: one short COPY per batch.
+        while batch := reader.fetchmany(_READ_ROWS):
+            lines = []
+            for key, text in batch:
+                value = bottom_k_key(shingling.hashes(text), k)
+                if value is not None:
+                    lines.append(f"{field(key)}\t{to_signed(value)}\n")
+            with conn.cursor().copy(statement("clusters_bottom_k_copy")) as copy:
+                copy.write("".join(lines))
+            read += len(batch)
+            progress("rows", read, None)
+    conn.execute(statement("clusters_truncate", table=target.table))
+    return int(conn.execute(statement("clusters_bottom_k_replace", table=target.table)).rowcount)

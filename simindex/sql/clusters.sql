@@ -1,0 +1,154 @@
+-- name: clusters_create_table
+-- Each indexed row's cluster: the smallest key of its connected component (or its own key).
+CREATE TABLE IF NOT EXISTS {table} (
+    key {key_type} PRIMARY KEY,
+    cluster_id {key_type} NOT NULL
+)
+
+-- name: clusters_create_cluster_index
+CREATE INDEX IF NOT EXISTS {index} ON {table} (cluster_id)
+
+-- name: clusters_representatives
+-- SimHash rows with equal fingerprints are one node: the pairs among them are implied.
+CREATE TEMP TABLE simindex_representatives ON COMMIT DROP AS
+SELECT DISTINCT ON (fingerprint) * FROM {side} ORDER BY fingerprint, key
+
+-- name: clusters_edges
+CREATE TEMP TABLE simindex_edges (a {key_type} NOT NULL, b {key_type} NOT NULL) ON COMMIT DROP
+
+-- name: clusters_insert_edges
+INSERT INTO simindex_edges (a, b) SELECT p.left_key, p.right_key FROM ({pairs}) AS p
+
+-- name: clusters_nodes
+-- Dense ids in key order, so the smallest id of a component is its smallest key.
+CREATE TEMP TABLE simindex_nodes ON COMMIT DROP AS
+SELECT row_number() OVER (ORDER BY n.key) AS id, n.key
+FROM (SELECT a FROM simindex_edges UNION SELECT b FROM simindex_edges) AS n (key)
+
+-- name: clusters_nodes_index
+CREATE UNIQUE INDEX ON simindex_nodes (key)
+
+-- name: clusters_links
+CREATE TEMP TABLE simindex_links ON COMMIT DROP AS
+SELECT x.id AS a, y.id AS b
+FROM simindex_edges AS e
+JOIN simindex_nodes AS x ON x.key = e.a
+JOIN simindex_nodes AS y ON y.key = e.b
+
+-- name: clusters_labels
+CREATE TEMP TABLE simindex_labels ON COMMIT DROP AS SELECT id, id AS label FROM simindex_nodes
+
+-- name: clusters_labels_key
+ALTER TABLE simindex_labels ADD PRIMARY KEY (id)
+
+-- name: clusters_analyze
+ANALYZE simindex_links, simindex_labels
+
+-- name: clusters_propagate
+-- Every node takes the smallest label among itself and its neighbours.
+UPDATE simindex_labels AS l SET label = m.label
+FROM (
+    SELECT n.id, min(n.label) AS label
+    FROM (
+        SELECT k.a AS id, x.label FROM simindex_links AS k JOIN simindex_labels AS x ON x.id = k.b
+        UNION ALL
+        SELECT k.b, x.label FROM simindex_links AS k JOIN simindex_labels AS x ON x.id = k.a
+    ) AS n
+    GROUP BY n.id
+) AS m
+WHERE m.id = l.id AND m.label < l.label
+
+-- name: clusters_jump
+-- Pointer jumping: take the label of one's label, so long chains settle in a few rounds.
+UPDATE simindex_labels AS l SET label = p.label
+FROM simindex_labels AS p
+WHERE p.id = l.label AND p.label < l.label
+
+-- name: clusters_replace
+-- Every indexed row: its node's component's smallest key, or its node's own key.
+INSERT INTO {table} (key, cluster_id)
+SELECT m.key, coalesce(c.cluster_id, m.node)
+FROM ({members}) AS m
+LEFT JOIN (
+    SELECT n.key, first.key AS cluster_id
+    FROM simindex_labels AS l
+    JOIN simindex_nodes AS n ON n.id = l.id
+    JOIN simindex_nodes AS first ON first.id = l.label
+) AS c ON c.key = m.node
+
+-- name: clusters_simhash_members
+SELECT s.key, r.key AS node
+FROM {side} AS s JOIN simindex_representatives AS r ON r.fingerprint = s.fingerprint
+
+-- name: clusters_minhash_members
+SELECT s.key, s.key AS node FROM {side} AS s
+
+-- name: clusters_bottom_k_keys
+CREATE TEMP TABLE simindex_bottom_k (key {key_type} NOT NULL, bottom_k bigint NOT NULL)
+ON COMMIT DROP
+
+-- name: clusters_bottom_k_copy
+COPY simindex_bottom_k (key, bottom_k) FROM STDIN
+
+-- name: clusters_bottom_k_replace
+-- Rows with the same bottom-k key form a cluster, named by its smallest key.
+INSERT INTO {table} (key, cluster_id)
+SELECT key, first_value(key) OVER (PARTITION BY bottom_k ORDER BY key) FROM simindex_bottom_k
+
+-- name: clusters_truncate
+TRUNCATE {table}
+
+-- name: clusters_summary
+SELECT count(*), count(DISTINCT cluster_id),
+    coalesce(max(size), 0), count(*) FILTER (WHERE size > 1)
+FROM (SELECT cluster_id, count(*) OVER (PARTITION BY cluster_id) AS size FROM {table}) AS c
+
+-- name: clusters_members
+-- Rows in clusters of at least min_size, a cluster's rows together.
+SELECT cluster_id, key, size
+FROM (
+    SELECT cluster_id, key, count(*) OVER (PARTITION BY cluster_id) AS size FROM {table}
+) AS c
+WHERE size >= %(min_size)s
+ORDER BY size DESC, cluster_id, key
+
+-- name: clusters_survivors_function
+-- Every row of a cluster with more than one row, and whether it is the one to keep.
+-- prefer: smallest_key, largest_key, longest_text, shortest_text, newest:<column>,
+-- oldest:<column> (a column of the source table).
+CREATE OR REPLACE FUNCTION {function}(prefer text DEFAULT 'smallest_key')
+RETURNS TABLE (cluster_id {key_type}, key {key_type}, cluster_size bigint, survivor boolean)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $body$
+DECLARE
+    ordering text;
+BEGIN
+    ordering := CASE
+        WHEN prefer = 'smallest_key' THEN 'c.key'
+        WHEN prefer = 'largest_key' THEN 'c.key DESC'
+        WHEN prefer = 'longest_text' THEN format('length(s.%I) DESC NULLS LAST, c.key', {text_column})
+        WHEN prefer = 'shortest_text' THEN format('length(s.%I) NULLS LAST, c.key', {text_column})
+        WHEN prefer LIKE 'newest:_%' THEN format('s.%I DESC NULLS LAST, c.key', substr(prefer, 8))
+        WHEN prefer LIKE 'oldest:_%' THEN format('s.%I NULLS LAST, c.key', substr(prefer, 8))
+    END;
+    IF ordering IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'prefer must be smallest_key, '
+            || 'largest_key, longest_text, shortest_text, newest:<column> or oldest:<column>, '
+            || 'got ' || coalesce(quote_literal(prefer), 'NULL');
+    END IF;
+    RETURN QUERY EXECUTE format(
+        'SELECT c.cluster_id, c.key, c.size, '
+        || 'row_number() OVER (PARTITION BY c.cluster_id ORDER BY ' || ordering || ') = 1 '
+        || 'FROM (SELECT k.cluster_id, k.key, count(*) OVER (PARTITION BY k.cluster_id) AS size '
+        || 'FROM %I.%I AS k) AS c JOIN %I.%I AS s ON s.%I = c.key WHERE c.size > 1 '
+        || 'ORDER BY c.cluster_id, 4 DESC, c.key',
+        {clusters_schema}, {clusters_table}, {source_schema}, {source_table}, {key_column});
+END
+$body$
+
+-- name: clusters_exists
+SELECT pg_catalog.to_regclass(%(table)s) IS NOT NULL
+
+-- name: clusters_survivors
+SELECT cluster_id, key, cluster_size, survivor FROM {function}(%(prefer)s)

@@ -1,0 +1,223 @@
+"""Clusters: the brute-force components, stable ids, bottom-k keys and survivors."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import uuid
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+
+from simindex import errors
+from simindex.bits import hamming_distance
+from simindex.index import Index, create_index
+from simindex.minhash import bottom_k_key
+from simindex.simhash_store import SimHashStore
+from simindex.spec import MinHash, SimHash
+from tests.integration.test_pairs import planted_fingerprints, planted_texts
+
+
+def components(keys: list[Any], pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
+    """Brute force: each key's smallest connected key."""
+    parent = {key: key for key in keys}
+
+    def root(key: Any) -> Any:
+        while parent[key] != key:
+            key = parent[key]
+        return key
+
+    for a, b in pairs:
+        first, second = sorted((root(a), root(b)))
+        parent[second] = first
+    return {key: root(key) for key in keys}
+
+
+def write_fingerprints(index: Index, dsn: str, values: dict[int, int]) -> None:
+    info = index.info()
+    store = SimHashStore(index.index_schema, index.name, info.source.key_type, info.spec.design)  # type: ignore[arg-type]
+    with psycopg.connect(dsn) as conn:
+        store.upsert(conn, list(values), np.array(list(values.values()), dtype=np.uint64))
+
+
+def stored_clusters(dsn: str, name: str) -> dict[Any, Any]:
+    with psycopg.connect(dsn) as conn:
+        return dict(conn.execute(f"SELECT key, cluster_id FROM simindex.{name}_clusters"))
+
+
+@pytest.fixture
+def simhash_index(database_dsn: str) -> Index:
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute(
+            "CREATE TABLE documents (id bigint PRIMARY KEY, body text, updated_at integer)"
+        )
+    index = create_index(database_dsn, "docs", "documents", "body", method=SimHash(max_distance=3))
+    index.build()
+    return index
+
+
+def test_simhash_clusters_are_the_components_of_all_pairs(
+    simhash_index: Index, database_dsn: str
+) -> None:
+    values = planted_fingerprints(1200)
+    rng = random.Random(11)
+    # A chain: each link 2 bits from the one before, the ends far apart.
+    chain = rng.getrandbits(64)
+    for key in range(50_001, 50_041):
+        values[key] = chain
+        chain ^= (1 << rng.randrange(64)) | (1 << rng.randrange(64))
+    write_fingerprints(simhash_index, database_dsn, values)
+    steps: list[str] = []
+    report = simhash_index.clusters(progress=lambda step, done, total: steps.append(step))
+    expected = components(
+        sorted(values),
+        [
+            (a, b)
+            for (a, x), (b, y) in itertools.combinations(sorted(values.items()), 2)
+            if hamming_distance(x, y) <= 3
+        ],
+    )
+    assert stored_clusters(database_dsn, "docs") == expected
+    assert expected[50_040] == 50_001
+    assert (report.method, report.rows) == ("pairs", len(values))
+    assert report.clusters == len(set(expected.values()))
+    sizes: dict[int, int] = defaultdict(int)
+    for cluster_id in expected.values():
+        sizes[cluster_id] += 1
+    assert report.largest == max(sizes.values()) >= 40
+    assert report.duplicate_rows == sum(size for size in sizes.values() if size > 1)
+    assert {"pairs", "components", "rows"} <= set(steps) and report.rounds >= 2
+
+    members = list(simhash_index.cluster_members(min_size=2))
+    assert {m.key for m in members} == {k for k, c in expected.items() if sizes[c] > 1}
+    assert members[0].size == report.largest
+    assert all(m.cluster_id == expected[m.key] for m in members)
+
+
+def test_an_unrelated_new_row_changes_no_cluster_id(
+    simhash_index: Index, database_dsn: str
+) -> None:
+    values = planted_fingerprints(500, seed=8)
+    write_fingerprints(simhash_index, database_dsn, values)
+    simhash_index.clusters()
+    before = stored_clusters(database_dsn, "docs")
+    far = next(
+        candidate
+        for candidate in iter(lambda: random.Random(99).getrandbits(64), None)
+        if all(hamming_distance(candidate, v) > 3 for v in values.values())
+    )
+    write_fingerprints(simhash_index, database_dsn, {0: far})
+    simhash_index.clusters()
+    after = stored_clusters(database_dsn, "docs")
+    assert after.pop(0) == 0
+    assert after == before
+
+
+def test_survivors_by_rule_and_the_sql_delete(simhash_index: Index, database_dsn: str) -> None:
+    with pytest.raises(errors.IndexNotReadyError, match="no clusters yet"):
+        list(simhash_index.survivors())
+    base = "the quick brown fox jumps over the lazy dog and runs far away into the woods " * 3
+    rows = [
+        (1, base, 30),
+        (2, base + "again", 10),
+        (3, base + "again and again", 20),
+        (4, "a completely different text about databases and their many indexes", 5),
+    ]
+    with psycopg.connect(database_dsn) as conn:
+        conn.cursor().executemany("INSERT INTO documents VALUES (%s, %s, %s)", rows)
+    simhash_index.build()
+    simhash_index.clusters()
+    kept = {
+        prefer: {s.key for s in simhash_index.survivors(prefer=prefer) if s.survivor}
+        for prefer in (
+            "smallest_key",
+            "largest_key",
+            "longest_text",
+            "shortest_text",
+            "newest:updated_at",
+            "oldest:updated_at",
+        )
+    }
+    assert kept == {
+        "smallest_key": {1},
+        "largest_key": {3},
+        "longest_text": {3},
+        "shortest_text": {1},
+        "newest:updated_at": {1},
+        "oldest:updated_at": {2},
+    }
+    everyone = list(simhash_index.survivors())
+    assert sorted(s.key for s in everyone) == [1, 2, 3]
+    assert all(s.cluster_id == 1 and s.cluster_size == 3 for s in everyone)
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="prefer must be"):
+        list(simhash_index.survivors(prefer="best"))
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute(
+            "DELETE FROM documents AS d USING simindex.docs_survivors_v1('longest_text') AS s "
+            "WHERE d.id = s.key AND NOT s.survivor"
+        )
+        left = [row[0] for row in conn.execute("SELECT id FROM documents ORDER BY id")]
+    assert left == [3, 4]
+
+
+def test_minhash_clusters_match_the_pairs(database_dsn: str) -> None:
+    texts = planted_texts(400, seed=21)
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute("CREATE TABLE notes (id uuid PRIMARY KEY, body text)")
+        keys = [str(uuid.UUID(int=random.Random(n).getrandbits(128))) for n in range(len(texts))]
+        conn.cursor().executemany(
+            "INSERT INTO notes VALUES (%s, %s)", list(zip(keys, texts, strict=True))
+        )
+    index = create_index(database_dsn, "notes", "notes", "body", method=MinHash(threshold=0.6))
+    index.build()
+    pairs = [(p.left, p.right) for p in index.pairs()]
+    report = index.clusters()
+    found = stored_clusters(database_dsn, "notes")
+    with psycopg.connect(database_dsn) as conn:
+        all_keys = [row[0] for row in conn.execute("SELECT id FROM notes")]
+    assert found == components(sorted(all_keys), pairs)
+    assert report.pairs == len(pairs) > 20
+    assert report.duplicate_rows > 0
+
+
+def test_bottom_k_clusters_group_equal_keys(simhash_index: Index, database_dsn: str) -> None:
+    texts = [*planted_texts(300, seed=4), "", "   "]
+    with psycopg.connect(database_dsn) as conn:
+        conn.cursor().executemany(
+            "INSERT INTO documents (id, body) VALUES (%s, %s)",
+            [(n, t) for n, t in enumerate(texts, 1)] + [(len(texts) + 1, None)],
+        )
+    simhash_index.build()
+    with pytest.raises(ValueError, match="bottom_k must be a positive int"):
+        simhash_index.clusters(method="bottom_k", bottom_k=0)
+    report = simhash_index.clusters(method="bottom_k", bottom_k=2)
+    shingling = simhash_index.info().spec.method.shingling
+    by_key: dict[int, list[int]] = defaultdict(list)
+    for number, text in enumerate(texts, 1):
+        value = bottom_k_key(shingling.hashes(text), 2)
+        if value is not None:
+            by_key[value].append(number)
+    expected = {n: min(group) for group in by_key.values() for n in group}
+    assert stored_clusters(database_dsn, "docs") == expected
+    assert report.rows == len(texts) - 2 and report.clusters == len(by_key) < len(texts) - 2
+    with pytest.raises(TypeError, match="no max_distance"):
+        simhash_index.clusters(method="bottom_k", max_distance=2)
+    with pytest.raises(ValueError, match="method must be"):
+        simhash_index.clusters(method="kmeans")  # type: ignore[arg-type]
+
+
+def test_drop_removes_the_cluster_objects(simhash_index: Index, database_dsn: str) -> None:
+    simhash_index.clusters()
+    simhash_index.drop()
+    with psycopg.connect(database_dsn) as conn:
+        left = conn.execute(
+            "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = 'simindex' AND c.relname LIKE 'docs%'"
+        ).fetchone()
+        functions = conn.execute(
+            "SELECT count(*) FROM pg_proc WHERE proname LIKE 'docs%'"
+        ).fetchone()
+    assert left == (0,) and functions == (0,)
