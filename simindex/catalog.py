@@ -25,6 +25,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 DEFAULT_SCHEMA = "simindex"
 METHODS = ("simhash", "minhash")
 STATES = ("created", "building", "ready", "failed")
+CLUSTERINGS = ("pairs", "bottom_k", "leader")
 NAME_MAX_LENGTH = 63
 # PostgreSQL truncates identifiers to 63 bytes (NAMEDATALEN - 1).
 _IDENTIFIER_MAX_BYTES = 63
@@ -74,6 +75,8 @@ def catalog_table(metadata: MetaData, schema: str = DEFAULT_SCHEMA) -> Table:
         Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
         Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
         Column("built_at", DateTime(timezone=True), nullable=True),
+        # How the clusters table was last filled; "leader" ones are kept up to date by sync.
+        Column("clustering", Text, nullable=True),
         PrimaryKeyConstraint("id", name="indexes_pkey"),
         UniqueConstraint("name", name="indexes_name_key"),
         CheckConstraint(
@@ -83,6 +86,9 @@ def catalog_table(metadata: MetaData, schema: str = DEFAULT_SCHEMA) -> Table:
         CheckConstraint(f"state IN ({_sql_list(STATES)})", name="indexes_state_check"),
         CheckConstraint("jsonb_typeof(spec) = 'object'", name="indexes_spec_check"),
         CheckConstraint("spec_version >= 1", name="indexes_spec_version_check"),
+        CheckConstraint(
+            f"clustering IN ({_sql_list(CLUSTERINGS)})", name="indexes_clustering_check"
+        ),
         CheckConstraint("row_count >= 0 AND skipped_count >= 0", name="indexes_counts_check"),
         schema=schema,
     )

@@ -1,12 +1,16 @@
-"""The objects holding an index's clusters: the ``<name>_clusters`` table and the
-``<name>_survivors_v1`` function, made by the first :meth:`simindex.index.Index.clusters`."""
+"""The objects holding an index's clusters: the ``<name>_clusters`` table, the
+``<name>_survivors_v1`` function (both made by the first :meth:`simindex.index.Index.clusters`)
+and, for leader clustering, the ``<name>_cluster_rows_v1`` function sync calls."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from psycopg import sql
 
+from simindex.minhash_store import MinHashStore
+from simindex.simhash_store import SimHashStore
 from simindex.source import Source
 from simindex.sql import PgConnection, statement
 
@@ -29,6 +33,50 @@ class ClusterStore:
     @property
     def survivors_function(self) -> sql.Identifier:
         return sql.Identifier(self.schema, f"{self.name}_survivors_v1")
+
+    @property
+    def assign_function(self) -> sql.Identifier:
+        """Leader clustering of written rows, called by sync while the index's clustering is
+        ``leader``."""
+        return sql.Identifier(self.schema, f"{self.name}_cluster_rows_v1")
+
+    def create_assign_function(
+        self, conn: PgConnection, source: Source, store: SimHashStore | MinHashStore
+    ) -> None:
+        common = {
+            "function": self.assign_function,
+            "key_type": sql.SQL(source.key_type),
+            "table": self.table,
+        }
+        if isinstance(store, SimHashStore):
+            query = statement(
+                "clusters_simhash_assign_function", near_key=store.near_key_function, **common
+            )
+        else:
+            query = statement(
+                "clusters_minhash_assign_function",
+                similar_key=store.similar_key_function,
+                **common,
+            )
+        conn.execute(query)
+
+    def assign(self, conn: PgConnection, key_type: str, keys: Sequence[object]) -> None:
+        """Put written rows into clusters (leader clustering)."""
+        if keys:
+            conn.execute(
+                statement(
+                    "clusters_assign", function=self.assign_function, key_type=sql.SQL(key_type)
+                ),
+                {"keys": list(keys)},
+            )
+
+    def forget(self, conn: PgConnection, key_type: str, keys: Sequence[object]) -> None:
+        """Remove rows that left the index."""
+        if keys:
+            conn.execute(
+                statement("clusters_forget", table=self.table, key_type=sql.SQL(key_type)),
+                {"keys": list(keys)},
+            )
 
     def create(self, conn: PgConnection, source: Source) -> None:
         """The table and the survivors function, if they are not there yet."""
@@ -57,5 +105,6 @@ class ClusterStore:
         )
 
     def drop(self, conn: PgConnection) -> None:
+        conn.execute(statement("drop_function", function=self.assign_function))
         conn.execute(statement("drop_function", function=self.survivors_function))
         conn.execute(statement("drop_table", table=self.table))

@@ -37,7 +37,7 @@ from simindex.sql import PgConnection, statement
 ClusterProgress = Callable[[str, int, int | None], None]
 """Called with (step, done, total or None): steps are "pairs", "components" and "rows"."""
 
-ClusterMethod = Literal["pairs", "bottom_k"]
+ClusterMethod = Literal["pairs", "leader", "bottom_k"]
 _MAX_ROUNDS = 1000
 _READ_ROWS = 5000
 
@@ -66,8 +66,8 @@ def clusters(
     progress: ClusterProgress | None = None,
 ) -> ClusterReport:
     """See :meth:`simindex.index.Index.clusters`."""
-    if method not in ("pairs", "bottom_k"):
-        raise ValueError(f"method must be 'pairs' or 'bottom_k', got {method!r}")
+    if method not in ("pairs", "leader", "bottom_k"):
+        raise ValueError(f"method must be 'pairs', 'leader' or 'bottom_k', got {method!r}")
     started = time.perf_counter()
     report = _no_progress if progress is None else progress
     with transaction(index.bind) as conn:
@@ -81,8 +81,19 @@ def clusters(
             rows = _bottom_k(index, conn, target, key_type, bottom_k, report)
             edges = rounds = 0
         else:
+            if method == "leader" and (max_distance is not None or threshold is not None):
+                raise TypeError(
+                    "leader clusters use the index's own max_distance or threshold, as sync does"
+                )
             edges, rounds = _components(
-                index, conn, store, key_type, max_distance, threshold, report
+                index,
+                conn,
+                store,
+                key_type,
+                max_distance,
+                threshold,
+                report,
+                leader=method == "leader",
             )
             conn.execute(statement("clusters_truncate", table=target.table))
             members = (
@@ -94,6 +105,12 @@ def clusters(
                 statement("clusters_replace", table=target.table, members=members)
             ).rowcount
         report("rows", rows, rows)
+        if method == "leader":
+            target.create_assign_function(conn, info.source, store)
+        conn.execute(
+            statement("clusters_set_method", catalog=sql.Identifier(index.index_schema, "indexes")),
+            {"method": method, "name": index.name},
+        )
         summary = conn.execute(statement("clusters_summary", table=target.table)).fetchone()
     assert summary is not None
     total, cluster_count, largest, duplicate_rows = (int(value) for value in summary)
@@ -134,10 +151,13 @@ def members(index: Index, *, min_size: int = 2) -> Iterator[ClusterMember]:
         raise ValueError(f"min_size must be a positive int, got {min_size!r}")
     with transaction(index.bind) as conn:
         target = _existing(index, conn)
+        _, store = index._ready(conn)
+        side = store.table() if isinstance(store, SimHashStore) else store.signatures()
         with conn.cursor(name="simindex_cluster_members") as cursor:
             cursor.itersize = _READ_ROWS
             cursor.execute(
-                statement("clusters_members", table=target.table), {"min_size": min_size}
+                statement("clusters_members", table=target.table, side=side),
+                {"min_size": min_size},
             )
             for cluster_id, key, size in cursor:
                 yield ClusterMember(cluster_id, key, int(size))
@@ -183,8 +203,15 @@ def _components(
     max_distance: int | None,
     threshold: float | None,
     progress: ClusterProgress,
+    *,
+    leader: bool,
 ) -> tuple[int, int]:
-    """Fill the temporary node/label tables; (pairs used, propagation rounds)."""
+    """Fill the temporary node/label tables; (pairs used, rounds).
+
+    Components: every node takes the smallest label around it until none changes. Leader:
+    every node starts from its nearest earlier neighbour's label; pointer jumping then carries
+    each chain's first node's label down it.
+    """
     conn.execute(statement("pairs_work_mem"))
     side: sql.Composable | None = None
     if isinstance(store, SimHashStore):
@@ -194,12 +221,20 @@ def _components(
         index, conn, max_distance=max_distance, threshold=threshold, simhash_table=side
     )
     conn.execute(statement("clusters_edges", key_type=key_type))
+    rank = sql.SQL("p.distance" if isinstance(store, SimHashStore) else "-p.similarity")
     edges = 0
     for done, query in enumerate(queries, 1):
-        edges += conn.execute(statement("clusters_insert_edges", pairs=query)).rowcount
+        edges += conn.execute(statement("clusters_insert_edges", pairs=query, rank=rank)).rowcount
         progress("pairs", done, len(queries))
-    for block in ("nodes", "nodes_index", "links", "labels", "labels_key", "analyze"):
+    labels = "leader_labels" if leader else "labels"
+    for block in ("nodes", "nodes_index", "links", labels, "labels_key", "analyze"):
         conn.execute(statement(f"clusters_{block}"))
+    if leader:
+        rounds = 0
+        while conn.execute(statement("clusters_jump")).rowcount:
+            rounds += 1
+        progress("components", rounds, rounds)
+        return edges, rounds
     rounds = 0
     while True:
         rounds += 1

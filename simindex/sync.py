@@ -42,6 +42,7 @@ from sqlalchemy.engine import Connection
 
 from simindex.build import fingerprint_batch
 from simindex.catalog import DEFAULT_SCHEMA, check_schema
+from simindex.cluster_store import ClusterStore
 from simindex.connection import connect
 from simindex.errors import IndexNotFoundError
 from simindex.index import Bind, catalog, check_name, store_for
@@ -105,6 +106,8 @@ class Target:
     spec: IndexSpec
     store: SimHashStore | MinHashStore
     triggers: Triggers
+    # Set while the index keeps leader clusters: each written row joins its nearest cluster.
+    leader_clusters: ClusterStore | None = None
 
 
 def load_target(conn: PgConnection, schema: str, name: str) -> Target | None:
@@ -123,7 +126,8 @@ def load_target(conn: PgConnection, schema: str, name: str) -> Target | None:
     source = Source(0, *row[:5])
     spec = IndexSpec.from_json(row[5])
     store = store_for(schema, name, source, spec)
-    return Target(name, source, spec, store, Triggers(schema, name, source, store))
+    clusters = ClusterStore(schema, name) if row[6] == "leader" else None
+    return Target(name, source, spec, store, Triggers(schema, name, source, store), clusters)
 
 
 def take(conn: PgConnection, target: Target, limit: int) -> list[Any]:
@@ -292,6 +296,9 @@ def _write_rows(
 ) -> None:
     target.store.delete(conn, remove)
     target.store.upsert(conn, keys, values)
+    if target.leader_clusters is not None:
+        target.leader_clusters.forget(conn, target.source.key_type, remove)
+        target.leader_clusters.assign(conn, target.source.key_type, keys)
     done = [key for key in remove if key not in still_failed] + keys
     if done:
         conn.execute(

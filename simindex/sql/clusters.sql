@@ -14,10 +14,15 @@ CREATE TEMP TABLE simindex_representatives ON COMMIT DROP AS
 SELECT DISTINCT ON (fingerprint) * FROM {side} ORDER BY fingerprint, key
 
 -- name: clusters_edges
-CREATE TEMP TABLE simindex_edges (a {key_type} NOT NULL, b {key_type} NOT NULL) ON COMMIT DROP
+-- rank: lower is nearer (the distance, or minus the similarity).
+CREATE TEMP TABLE simindex_edges (
+    a {key_type} NOT NULL,
+    b {key_type} NOT NULL,
+    rank double precision NOT NULL
+) ON COMMIT DROP
 
 -- name: clusters_insert_edges
-INSERT INTO simindex_edges (a, b) SELECT p.left_key, p.right_key FROM ({pairs}) AS p
+INSERT INTO simindex_edges (a, b, rank) SELECT p.left_key, p.right_key, {rank} FROM ({pairs}) AS p
 
 -- name: clusters_nodes
 -- Dense ids in key order, so the smallest id of a component is its smallest key.
@@ -30,13 +35,23 @@ CREATE UNIQUE INDEX ON simindex_nodes (key)
 
 -- name: clusters_links
 CREATE TEMP TABLE simindex_links ON COMMIT DROP AS
-SELECT x.id AS a, y.id AS b
+SELECT x.id AS a, y.id AS b, e.rank
 FROM simindex_edges AS e
 JOIN simindex_nodes AS x ON x.key = e.a
 JOIN simindex_nodes AS y ON y.key = e.b
 
 -- name: clusters_labels
 CREATE TEMP TABLE simindex_labels ON COMMIT DROP AS SELECT id, id AS label FROM simindex_nodes
+
+-- name: clusters_leader_labels
+-- Leader clustering in key order: each node follows its nearest neighbour among the earlier
+-- (smaller) keys, ties to the smallest; a node with none leads its own cluster.
+CREATE TEMP TABLE simindex_labels ON COMMIT DROP AS
+SELECT n.id, coalesce(p.parent, n.id) AS label
+FROM simindex_nodes AS n
+LEFT JOIN (
+    SELECT DISTINCT ON (b) b AS id, a AS parent FROM simindex_links ORDER BY b, rank, a
+) AS p ON p.id = n.id
 
 -- name: clusters_labels_key
 ALTER TABLE simindex_labels ADD PRIMARY KEY (id)
@@ -95,6 +110,59 @@ COPY simindex_bottom_k (key, bottom_k) FROM STDIN
 INSERT INTO {table} (key, cluster_id)
 SELECT key, first_value(key) OVER (PARTITION BY bottom_k ORDER BY key) FROM simindex_bottom_k
 
+-- name: clusters_set_method
+UPDATE {catalog} SET clustering = %(method)s, updated_at = now() WHERE name = %(name)s
+
+-- name: clusters_forget
+DELETE FROM {table} WHERE key = ANY(%(keys)s::{key_type}[])
+
+-- name: clusters_assign
+SELECT {function}(%(keys)s::{key_type}[])
+
+-- name: clusters_simhash_assign_function
+-- Sync's share of leader clustering: each written row, in key order, joins the cluster of its
+-- nearest clustered neighbour within the index's distance, or leads a cluster of its own.
+CREATE OR REPLACE FUNCTION {function}(keys {key_type}[])
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $body$
+DECLARE
+    row_key {key_type};
+BEGIN
+    FOR row_key IN SELECT DISTINCT u.k FROM unnest(keys) AS u(k) ORDER BY 1 LOOP
+        INSERT INTO {table} AS t (key, cluster_id)
+        SELECT row_key, coalesce((
+            SELECT c.cluster_id FROM {near_key}(row_key) AS n
+            JOIN {table} AS c ON c.key = n.key
+            ORDER BY n.distance, n.key LIMIT 1
+        ), row_key)
+        ON CONFLICT (key) DO UPDATE SET cluster_id = EXCLUDED.cluster_id;
+    END LOOP;
+END
+$body$
+
+-- name: clusters_minhash_assign_function
+CREATE OR REPLACE FUNCTION {function}(keys {key_type}[])
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $body$
+DECLARE
+    row_key {key_type};
+BEGIN
+    FOR row_key IN SELECT DISTINCT u.k FROM unnest(keys) AS u(k) ORDER BY 1 LOOP
+        INSERT INTO {table} AS t (key, cluster_id)
+        SELECT row_key, coalesce((
+            SELECT c.cluster_id FROM {similar_key}(row_key) AS n
+            JOIN {table} AS c ON c.key = n.key
+            ORDER BY n.similarity DESC, n.key LIMIT 1
+        ), row_key)
+        ON CONFLICT (key) DO UPDATE SET cluster_id = EXCLUDED.cluster_id;
+    END LOOP;
+END
+$body$
+
 -- name: clusters_truncate
 TRUNCATE {table}
 
@@ -104,10 +172,13 @@ SELECT count(*), count(DISTINCT cluster_id),
 FROM (SELECT cluster_id, count(*) OVER (PARTITION BY cluster_id) AS size FROM {table}) AS c
 
 -- name: clusters_members
--- Rows in clusters of at least min_size, a cluster's rows together.
+-- Rows in clusters of at least min_size, a cluster's rows together; rows deleted from the
+-- index since the clusters were made are left out.
 SELECT cluster_id, key, size
 FROM (
-    SELECT cluster_id, key, count(*) OVER (PARTITION BY cluster_id) AS size FROM {table}
+    SELECT c.cluster_id, c.key, count(*) OVER (PARTITION BY c.cluster_id) AS size
+    FROM {table} AS c
+    WHERE EXISTS (SELECT FROM {side} AS s WHERE s.key = c.key)
 ) AS c
 WHERE size >= %(min_size)s
 ORDER BY size DESC, cluster_id, key

@@ -18,6 +18,7 @@ from simindex.index import Index, create_index
 from simindex.minhash import bottom_k_key
 from simindex.simhash_store import SimHashStore
 from simindex.spec import MinHash, SimHash
+from simindex.sync import sync
 from tests.integration.test_pairs import planted_fingerprints, planted_texts
 
 
@@ -221,3 +222,68 @@ def test_drop_removes_the_cluster_objects(simhash_index: Index, database_dsn: st
             "SELECT count(*) FROM pg_proc WHERE proname LIKE 'docs%'"
         ).fetchone()
     assert left == (0,) and functions == (0,)
+
+
+def leader_oracle(values: dict[int, int], max_distance: int) -> dict[int, int]:
+    """Sequential leader clustering in key order: join the nearest earlier row's cluster."""
+    cluster: dict[int, int] = {}
+    for key in sorted(values):
+        earlier = [
+            (hamming_distance(values[key], values[other]), other)
+            for other in cluster
+            if hamming_distance(values[key], values[other]) <= max_distance
+        ]
+        cluster[key] = cluster[min(earlier)[1]] if earlier else key
+    return cluster
+
+
+def test_leader_clusters_follow_the_nearest_earlier_row(
+    simhash_index: Index, database_dsn: str
+) -> None:
+    values = planted_fingerprints(800, seed=17)
+    write_fingerprints(simhash_index, database_dsn, values)
+    with pytest.raises(TypeError, match="index's own max_distance"):
+        simhash_index.clusters(method="leader", max_distance=2)
+    report = simhash_index.clusters(method="leader")
+    assert report.method == "leader"
+    assert stored_clusters(database_dsn, "docs") == leader_oracle(values, 3)
+    with psycopg.connect(database_dsn) as conn:
+        assert conn.execute(
+            "SELECT clustering FROM simindex.indexes WHERE name = 'docs'"
+        ).fetchone() == ("leader",)
+
+
+def test_sync_keeps_leader_clusters(simhash_index: Index, database_dsn: str) -> None:
+    texts = planted_texts(200, seed=31)
+    with psycopg.connect(database_dsn) as conn:
+        conn.cursor().executemany(
+            "INSERT INTO documents (id, body) VALUES (%s, %s)", list(enumerate(texts, 1))
+        )
+    simhash_index.build()
+    simhash_index.clusters(method="leader")
+    before = stored_clusters(database_dsn, "docs")
+    target = texts[9]  # an exact copy: distance 0 to row 10
+    assert {m.key for m in simhash_index.near(target)} >= {10}
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute(
+            "INSERT INTO documents (id, body) VALUES (1001, %s), (1002, %s)",
+            (target, "nothing like any other text here at all, quite unique words"),
+        )
+    sync(database_dsn)
+    after = stored_clusters(database_dsn, "docs")
+    assert after[1001] == before[10]
+    assert after[1002] == 1002
+    assert {k: after[k] for k in before} == before
+
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute("UPDATE documents SET body = 'a fresh text with new words' WHERE id = 1001")
+        conn.execute("UPDATE documents SET body = NULL WHERE id = 1002")
+    sync(database_dsn)
+    after = stored_clusters(database_dsn, "docs")
+    assert after[1001] == 1001 and 1002 not in after
+
+    simhash_index.clusters()  # another method: sync stops maintaining the clusters
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute("INSERT INTO documents (id, body) VALUES (1003, %s)", (target,))
+    sync(database_dsn)
+    assert 1003 not in stored_clusters(database_dsn, "docs")
