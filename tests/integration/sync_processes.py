@@ -31,13 +31,17 @@ def signalled_worker(dsn: str, batch_size: int) -> None:
     print(f"batches={report.batches}", file=sys.stderr)
 
 
-def writer(dsn: str, seed: int, stop: StopFlag, key_range: tuple[int, int]) -> None:
-    """Random small transactions until ``stop``: inserts, updates of the text, of another column
-    and of the key, deletes, now and then several in one transaction or a rollback."""
+def writer(
+    dsn: str, seed: int, stop: StopFlag, key_range: tuple[int, int], min_commits: int = 100
+) -> None:
+    """Random small transactions until ``stop`` (but at least ``min_commits``, however late a
+    loaded machine starts this process): inserts, updates of the text, of another column and
+    of the key, deletes, now and then several in one transaction or a rollback."""
     rng = random.Random(seed)
     low, high = key_range
+    commits = 0
     with psycopg.connect(dsn, autocommit=False) as conn:
-        while not stop.is_set():
+        while commits < min_commits or not stop.is_set():
             try:
                 for _ in range(rng.randint(1, 4)):
                     _one_change(conn, rng, low, high)
@@ -48,6 +52,7 @@ def writer(dsn: str, seed: int, stop: StopFlag, key_range: tuple[int, int]) -> N
                 conn.rollback()
             else:
                 conn.commit()
+                commits += 1
             time.sleep(rng.random() * 0.002)
 
 
