@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import shlex
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -256,7 +257,7 @@ def _closing_lines(index_schema: str, outcomes: Sequence[Outcome], *, kept: bool
         f"  JOIN {schema}.near_key_v1('{simhash.name}', {example}) AS n ON n.key = d.id;",
     ]
     names = " ".join(o.name for o in outcomes)
-    option = "" if index_schema == DEFAULT_SCHEMA else f" --schema {index_schema}"
+    option = "" if index_schema == DEFAULT_SCHEMA else f" --schema {shlex.quote(index_schema)}"
     if not kept:
         return [
             "",
