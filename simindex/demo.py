@@ -268,8 +268,8 @@ def _closing_lines(index_schema: str, outcomes: Sequence[Outcome], *, kept: bool
         ]
     return [
         "",
-        f"The table {_table_name()} and indexes {', '.join(o.name for o in outcomes)} are in "
-        "your database. Ask:",
+        f"The table {_table_name()} and the indexes {', '.join(o.name for o in outcomes)}",
+        "stay in your database. Ask:",
         "",
         *query,
         "",

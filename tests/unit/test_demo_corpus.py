@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import fnmatch
 import re
 import subprocess
 import sys
+import tomllib
 from importlib import resources
+from pathlib import Path
 
 import numpy as np
 
@@ -65,3 +68,12 @@ def test_importing_the_demo_reads_no_corpus() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "0"
+
+
+def test_the_corpus_and_its_readme_ship_in_the_wheel() -> None:
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    patterns = tomllib.loads(pyproject.read_text(encoding="utf-8"))["tool"]["setuptools"][
+        "package-data"
+    ]["simindex"]
+    for name in (CORPUS, "README.md"):
+        assert any(fnmatch.fnmatch(f"data/{name}", pattern) for pattern in patterns), name
