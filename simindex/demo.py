@@ -24,7 +24,6 @@ from psycopg import sql
 from simindex.catalog import DEFAULT_SCHEMA, check_schema
 from simindex.errors import IndexExistsError, IndexNotFoundError, SimindexError
 from simindex.index import Index, create_index, drop_index, store_for, transaction
-from simindex.minhash_store import MinHashStore
 from simindex.spec import Method, MinHash, SimHash
 from simindex.sql import PgConnection, statement
 
@@ -156,40 +155,21 @@ def _index(dsn: str, index_schema: str, name: str, method: Method) -> Outcome:
     store = store_for(index_schema, name, info.source, info.spec)
     with transaction(dsn) as conn:
         side_table_bytes = sum(_bytes(conn, table) for table in store.side_tables())
-        started = time.perf_counter()
-        function = (
-            store.similar_key_function
-            if isinstance(store, MinHashStore)
-            else store.near_key_function
-        )
-        groups = near_duplicate_groups(conn, function)
-        group_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    groups = near_duplicate_groups(index)
+    group_seconds = time.perf_counter() - started
     return Outcome(
         name, method, report.seconds, report.rows, side_table_bytes, groups, group_seconds
     )
 
 
-def near_duplicate_groups(conn: PgConnection, key_function: sql.Identifier) -> list[list[int]]:
-    """Rows of the demo table linked through an index, as groups, largest first.
-
-    Every row is looked up once, in one statement, with the index's own key function
-    (``<name>_near_key_v1`` or ``<name>_similar_key_v1``); rows linked directly or through
-    others form one group. A stand-in until indexes offer clusters themselves.
-    """
-    parent: dict[int, int] = {}
-
-    def root(key: int) -> int:
-        while parent.setdefault(key, key) != key:
-            parent[key] = parent[parent[key]]
-            key = parent[key]
-        return key
-
-    pairs = conn.execute(statement("demo_pairs", table=_table(), function=key_function))
-    for first, second in pairs:
-        parent[root(first)] = root(second)
+def near_duplicate_groups(index: Index) -> list[list[int]]:
+    """The index's clusters of more than one row (connected components of all its pairs,
+    found in SQL), largest first."""
+    index.clusters()
     groups: dict[int, list[int]] = defaultdict(list)
-    for key in parent:
-        groups[root(key)].append(key)
+    for member in index.cluster_members(min_size=2):
+        groups[member.cluster_id].append(member.key)
     return sorted((sorted(group) for group in groups.values()), key=lambda g: (-len(g), g[0]))
 
 
@@ -214,14 +194,14 @@ def _report(
         _step_line(o.name, o.rows, o.build_seconds, o.side_table_bytes, _describe(o.method))
         for o in outcomes
     ]
-    lines += ["", "Groups of near-duplicates (each row looked up once; linked rows form a group):"]
+    lines += ["", "Clusters of near-duplicates (all pairs, then connected components, in SQL):"]
     lines += [
-        f"  {o.name:<14}{len(o.groups):>7,} groups of {sum(map(len, o.groups)):,} rows, "
-        f"{o.rows:,} lookups in {o.group_seconds:.2f} s"
+        f"  {o.name:<14}{len(o.groups):>7,} clusters of {sum(map(len, o.groups)):,} rows "
+        f"in {o.group_seconds:.2f} s"
         for o in outcomes
     ]
     for outcome in outcomes:
-        lines += ["", f"The largest groups {outcome.name} found ({_describe(outcome.method)}):"]
+        lines += ["", f"The largest clusters {outcome.name} found ({_describe(outcome.method)}):"]
         for group in outcome.groups[:GROUPS_SHOWN]:
             lines += _group_lines(group, by_id)
     lines += _closing_lines(index_schema, outcomes, kept=kept)

@@ -15,9 +15,5 @@ COPY {table} (id, package, title, body) FROM STDIN
 -- name: demo_count
 SELECT count(*) FROM {table}
 
--- name: demo_pairs
--- Each row's neighbours through the index's own key function: one indexed lookup per row.
-SELECT d.id, n.key FROM {table} AS d CROSS JOIN LATERAL {function}(d.id) AS n WHERE d.id < n.key
-
 -- name: demo_rows
 SELECT id, package, title, body FROM {table} WHERE id = ANY(%(ids)s) ORDER BY id
