@@ -1,0 +1,355 @@
+"""An index's neighbours as SQLAlchemy selectables that join the app's own models.
+
+Each function returns the table-valued call of one index's own SQL function
+(``<index_schema>.<name>_near_v1`` and its siblings: :mod:`simindex.simhash_store`,
+:mod:`simindex.minhash_store`), with a ``key`` column typed like the source table's key and a
+``distance`` (SimHash) or ``similarity`` (MinHash) column::
+
+    near = near_key(session, "docs_body", 42)
+    stmt = select(Document, near.c.distance).join(near, Document.id == near.c.key)
+
+The function is named by its quoted identifiers and every argument is a bound parameter, so
+the selectable composes like a table (WHERE, ORDER BY, LIMIT, subqueries, LATERAL) and its
+statements cache. Rows come unordered: order by ``distance`` or ``similarity``.
+
+A query by text fingerprints the text here, with the index's spec from the catalog, so it
+needs a bind. A query by key needs only the index's name: with a bind it first checks the
+index (it exists, is built, has this method, allows ``max_distance``) and types ``key`` from
+the catalog; with ``bind=None`` it costs no round trip, and the database checks when the
+statement runs.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from sqlalchemy import BigInteger, Double, Integer, column, literal
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql.base import PGDialect
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.orm import QueryableAttribute, Session
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.functions import Function
+from sqlalchemy.sql.selectable import TableValuedAlias
+from sqlalchemy.sql.sqltypes import NullType
+from sqlalchemy.types import TypeEngine
+
+from simindex.bits import MAX_UNSIGNED, to_signed
+from simindex.catalog import DEFAULT_SCHEMA, check_schema
+from simindex.index import Index, IndexInfo, check_name, transaction
+from simindex.minhash_store import MinHashStore
+from simindex.simhash_store import SimHashStore
+
+QueryBind = Engine | Connection | Session | str
+"""Where the catalog is read: an Engine, a Connection, an ORM Session or a DSN."""
+
+KeyType = TypeEngine[Any] | type[TypeEngine[Any]] | ColumnElement[Any] | QueryableAttribute[Any]
+"""The ``key`` column's type, or a column (or mapped attribute) whose type it takes."""
+
+_TYPE_ARGUMENTS = re.compile(r"\(.*?\)")
+
+
+class _IndexFunction(Function[Any]):
+    """A call of one index's SQL function; its name and schema are always quoted."""
+
+    inherit_cache = True  # the name and schema are part of Function's cache key
+
+
+@compiles(_IndexFunction)
+def _compile_index_function(element: _IndexFunction, compiler: SQLCompiler, **kw: Any) -> str:
+    # Function's own rendering leaves a schema unquoted unless it holds odd characters, which
+    # would fold "MySchema" to lower case: quote both parts, always.
+    quote = compiler.preparer.quote_identifier
+    (schema,) = element.packagenames
+    return f"{quote(schema)}.{quote(element.name)}{compiler.function_argspec(element, **kw)}"
+
+
+def near(
+    bind: QueryBind,
+    name: str,
+    text: str | None = None,
+    *,
+    fingerprint: int | None = None,
+    max_distance: int | None = None,
+    key_type: KeyType | None = None,
+    index_schema: str = DEFAULT_SCHEMA,
+) -> TableValuedAlias:
+    """Rows whose SimHash is within ``max_distance`` bits of a text's (or of a fingerprint's):
+    columns ``key`` and ``distance``.
+
+    Parameters:
+        bind: where the index's spec is read, to fingerprint the text.
+        name: the index.
+        text, fingerprint: exactly one; a text without features (empty, only punctuation)
+            finds no rows.
+        max_distance: defaults to, and may not exceed, the index's.
+        key_type: the ``key`` column's SQLAlchemy type, or a column or mapped attribute whose
+            type it takes (default: the type of the source key, from the catalog).
+        index_schema: the schema simindex was migrated into.
+    """
+    if (text is None) == (fingerprint is None):
+        raise TypeError("give exactly one of text= or fingerprint=")
+    if text is not None and not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    if fingerprint is not None and (
+        isinstance(fingerprint, bool) or not isinstance(fingerprint, int)
+    ):
+        raise TypeError(f"fingerprint must be an int, got {type(fingerprint).__name__}")
+    if fingerprint is not None and not 0 <= fingerprint <= MAX_UNSIGNED:
+        raise ValueError(f"fingerprint must be an unsigned 64-bit int, got {fingerprint}")
+    info, store = _ready(_required(bind, "near"), name, index_schema)
+    if not isinstance(store, SimHashStore):
+        raise TypeError(f"index {name!r} is a MinHash index: use similar()")
+    distance = _distance(max_distance, store.design.max_distance)
+    stored: int | None = None  # NULL: a text without features has no neighbours
+    if fingerprint is not None:
+        stored = to_signed(fingerprint)
+    else:
+        values, present = info.spec.simhash_values([text])
+        if present[0]:
+            stored = to_signed(int(values[0]))
+    return _call(
+        _function(index_schema, name, "near"),
+        [literal(stored, BigInteger()), literal(distance, Integer())],
+        _key_type(key_type, info),
+        column("distance", Integer()),
+    )
+
+
+def near_key(
+    bind: QueryBind | None,
+    name: str,
+    key: Any,
+    *,
+    max_distance: int | None = None,
+    key_type: KeyType | None = None,
+    index_schema: str = DEFAULT_SCHEMA,
+) -> TableValuedAlias:
+    """Rows within ``max_distance`` bits of the row with ``key`` (itself excluded): columns
+    ``key`` and ``distance``. A key not in the index finds no rows.
+
+    Parameters:
+        bind: where the index is checked and its key type read; None builds the selectable
+            without a round trip.
+        name: the index.
+        key: a key value, or a SQL expression such as a column (for a LATERAL join).
+        max_distance: defaults to, and may not exceed, the index's.
+        key_type: the ``key`` column's SQLAlchemy type, or a column or mapped attribute whose
+            type it takes (default: the source key's type from the catalog; without a bind,
+            the type of ``key``).
+        index_schema: the schema simindex was migrated into.
+    """
+    check_name(name)
+    check_schema(index_schema)
+    limit: int | None = None
+    info: IndexInfo | None = None
+    if bind is not None:
+        info, store = _ready(bind, name, index_schema)
+        if not isinstance(store, SimHashStore):
+            raise TypeError(f"index {name!r} is a MinHash index: use similar_key()")
+        limit = store.design.max_distance
+    distance = _distance(max_distance, limit)
+    return _by_key(
+        _function(index_schema, name, "near_key"),
+        key,
+        key_type,
+        info,
+        None if distance is None else literal(distance, Integer()),
+        column("distance", Integer()),
+    )
+
+
+def similar(
+    bind: QueryBind,
+    name: str,
+    text: str,
+    *,
+    threshold: float | None = None,
+    key_type: KeyType | None = None,
+    index_schema: str = DEFAULT_SCHEMA,
+) -> TableValuedAlias:
+    """Rows whose estimated Jaccard similarity to a text reaches ``threshold``: columns ``key``
+    and ``similarity``.
+
+    Candidates share an LSH band with the text and are verified with the stored signatures,
+    as :meth:`simindex.Index.similar` without ``exact``.
+
+    Parameters:
+        bind: where the index's spec is read, to compute the text's signature.
+        name: the index.
+        text: the query; a text without features finds no rows.
+        threshold: from 0 to 1 (default: the index's).
+        key_type: the ``key`` column's SQLAlchemy type, or a column or mapped attribute whose
+            type it takes (default: the type of the source key, from the catalog).
+        index_schema: the schema simindex was migrated into.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    info, store = _ready(_required(bind, "similar"), name, index_schema)
+    if not isinstance(store, MinHashStore):
+        raise TypeError(f"index {name!r} is a SimHash index: use near()")
+    limit = _threshold(threshold, store.threshold)
+    signature: list[int] | None = None  # NULLs: a text without features has no neighbours
+    band_hashes: list[int] | None = None
+    values, lengths = info.spec.minhash_values([text])
+    if lengths[0]:
+        signature = store.stored_signatures(values[0]).tolist()
+        band_hashes = store.design.band_hashes(values[:1])[0].tolist()
+    return _call(
+        _function(index_schema, name, "similar"),
+        [
+            literal(signature, ARRAY(BigInteger())),
+            literal(band_hashes, ARRAY(BigInteger())),
+            literal(limit, Double()),
+        ],
+        _key_type(key_type, info),
+        column("similarity", Double()),
+    )
+
+
+def similar_key(
+    bind: QueryBind | None,
+    name: str,
+    key: Any,
+    *,
+    threshold: float | None = None,
+    key_type: KeyType | None = None,
+    index_schema: str = DEFAULT_SCHEMA,
+) -> TableValuedAlias:
+    """Rows whose estimated Jaccard similarity to the row with ``key`` reaches ``threshold``
+    (itself excluded): columns ``key`` and ``similarity``. A key not in the index finds no rows.
+
+    Parameters:
+        bind: where the index is checked and its key type read; None builds the selectable
+            without a round trip.
+        name: the index.
+        key: a key value, or a SQL expression such as a column (for a LATERAL join).
+        threshold: from 0 to 1 (default: the index's).
+        key_type: the ``key`` column's SQLAlchemy type, or a column or mapped attribute whose
+            type it takes (default: the source key's type from the catalog; without a bind,
+            the type of ``key``).
+        index_schema: the schema simindex was migrated into.
+    """
+    check_name(name)
+    check_schema(index_schema)
+    default: float | None = None
+    info: IndexInfo | None = None
+    if bind is not None:
+        info, store = _ready(bind, name, index_schema)
+        if not isinstance(store, MinHashStore):
+            raise TypeError(f"index {name!r} is a SimHash index: use near_key()")
+        default = store.threshold
+    limit = _threshold(threshold, default)
+    return _by_key(
+        _function(index_schema, name, "similar_key"),
+        key,
+        key_type,
+        info,
+        None if limit is None else literal(limit, Double()),
+        column("similarity", Double()),
+    )
+
+
+def _function(index_schema: str, name: str, kind: str) -> tuple[str, str]:
+    """Schema and name of an index's SQL function (as the stores name them)."""
+    return index_schema, f"{name}_{kind}_v1"
+
+
+def _required(bind: QueryBind | None, verb: str) -> QueryBind:
+    if bind is None:
+        raise TypeError(f"{verb}() by text needs a bind: the index's spec fingerprints the text")
+    return bind
+
+
+def _ready(
+    bind: QueryBind, name: str, index_schema: str
+) -> tuple[IndexInfo, SimHashStore | MinHashStore]:
+    """The catalog's word on the index; IndexNotFoundError or IndexNotReadyError otherwise."""
+    if isinstance(bind, Session):
+        bind = bind.connection()  # the session's own transaction
+    index = Index(bind, name, index_schema=index_schema)
+    with transaction(bind) as conn:
+        return index._ready(conn)
+
+
+def _distance(max_distance: int | None, limit: int | None) -> int | None:
+    """A checked ``max_distance``, the index's ``limit`` for None (None: the SQL default)."""
+    if max_distance is None:
+        return limit
+    if isinstance(max_distance, bool) or not isinstance(max_distance, int):
+        raise TypeError(f"max_distance must be an int, got {type(max_distance).__name__}")
+    if limit is None and max_distance < 0:
+        raise ValueError(f"max_distance must be at least 0, got {max_distance}")
+    if limit is not None and not 0 <= max_distance <= limit:
+        raise ValueError(f"max_distance must be from 0 to the index's {limit}, got {max_distance}")
+    return max_distance
+
+
+def _threshold(threshold: float | None, default: float | None) -> float | None:
+    if threshold is None:
+        return default
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
+        raise TypeError(f"threshold must be a number, got {type(threshold).__name__}")
+    if not 0.0 <= threshold <= 1.0:
+        raise ValueError(f"threshold must be from 0 to 1, got {threshold}")
+    return float(threshold)
+
+
+def _by_key(
+    function: tuple[str, str],
+    key: Any,
+    key_type: KeyType | None,
+    info: IndexInfo | None,
+    limit: ColumnElement[Any] | None,
+    measure: ColumnElement[Any],
+) -> TableValuedAlias:
+    result_type = _key_type(key_type, info)
+    clause = getattr(key, "__clause_element__", None)
+    argument = clause() if clause is not None else key
+    if not isinstance(argument, ColumnElement):
+        argument = literal(key, None if isinstance(result_type, NullType) else result_type)
+    if isinstance(result_type, NullType):
+        result_type = argument.type
+    if isinstance(result_type, NullType):
+        raise TypeError(f"cannot tell the type of key {key!r}: give key_type= or a bind")
+    arguments = [argument] if limit is None else [argument, limit]
+    return _call(function, arguments, result_type, measure)
+
+
+def _call(
+    function: tuple[str, str],
+    arguments: list[ColumnElement[Any]],
+    key_type: TypeEngine[Any],
+    measure: ColumnElement[Any],
+) -> TableValuedAlias:
+    schema, name = function
+    call = _IndexFunction(name, *arguments, packagenames=(schema,))
+    return call.table_valued(column("key", key_type), measure)
+
+
+def _key_type(key_type: KeyType | None, info: IndexInfo | None) -> TypeEngine[Any]:
+    """The given type, else the catalog's key type (NullType when neither says)."""
+    if key_type is None:
+        return NullType() if info is None else _catalog_type(info.source.key_type)
+    if isinstance(key_type, TypeEngine):
+        return key_type
+    if isinstance(key_type, type) and issubclass(key_type, TypeEngine):
+        return key_type()
+    clause = getattr(key_type, "__clause_element__", None)
+    expression = clause() if clause is not None else key_type
+    if isinstance(expression, ColumnElement):
+        return expression.type
+    raise TypeError(
+        "key_type must be a SQLAlchemy type, a column or a mapped attribute, "
+        f"got {type(key_type).__name__}"
+    )
+
+
+def _catalog_type(type_name: str) -> TypeEngine[Any]:
+    """The type PostgreSQL's dialect reflects for a format_type() name (NullType if unknown,
+    as for a domain: the driver's own conversion then applies)."""
+    found = PGDialect.ischema_names.get(_TYPE_ARGUMENTS.sub("", type_name))
+    return NullType() if found is None else found()
