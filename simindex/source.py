@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+import psycopg
 from psycopg import sql
 
 from simindex.errors import SourceError
@@ -102,3 +104,15 @@ def row_estimate(conn: PgConnection, source: Source) -> int | None:
     """The planner's row count of the source (cheap; None before the first ANALYZE)."""
     row = conn.execute(statement("source_row_estimate"), {"oid": source.oid}).fetchone()
     return int(row[0]) if row and row[0] else None
+
+
+def key_from_text(conn: PgConnection, source: Source, text: str) -> Any:
+    """``text`` cast by PostgreSQL to the source key's type (a key typed on a command line)."""
+    cast = statement("source_cast_key", key_type=sql.SQL(source.key_type))
+    try:
+        with conn.transaction():  # a savepoint: a bad key leaves the caller's transaction usable
+            row = conn.execute(cast, {"key": text}).fetchone()
+    except psycopg.DataError as exc:
+        raise ValueError(f"bad key {text!r}: {exc.diag.message_primary}") from exc
+    assert row is not None
+    return row[0]

@@ -27,3 +27,10 @@ WHERE name = %(name)s
 
 -- name: catalog_delete
 DELETE FROM {catalog} WHERE name = %(name)s
+
+-- name: catalog_table_bytes
+-- Disk use of an index's tables, indexes and TOAST included.
+SELECT c.relname, pg_catalog.pg_total_relation_size(c.oid)
+FROM unnest(%(tables)s::text[]) WITH ORDINALITY AS t (qualified, n)
+JOIN pg_catalog.pg_class AS c ON c.oid = pg_catalog.to_regclass(t.qualified)
+ORDER BY t.n

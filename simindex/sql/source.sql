@@ -37,3 +37,7 @@ SELECT {key}, {text} FROM {table}
 
 -- name: source_texts_of_keys
 SELECT {key}, {text} FROM {table} WHERE {key} = ANY(%(keys)s)
+
+-- name: source_cast_key
+-- A key given as text (on a command line) in the source key's own type.
+SELECT CAST(%(key)s::text AS {key_type})

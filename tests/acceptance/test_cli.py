@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
-from simindex.errors import KeyNotIndexedError
-from simindex.index import Index, create_index
+from simindex.errors import IndexNotFoundError, KeyNotIndexedError
+from simindex.index import Index, create_index, get_index
 from simindex.schema import head_revision
 from simindex.sync import queue_counts
 
@@ -36,9 +38,10 @@ def environment(**values: str) -> dict[str, str]:
     return env | values
 
 
-def simindex(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+def simindex(*args: str, stdin: str = "", **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "simindex", *args],
+        input=stdin,
         capture_output=True,
         text=True,
         env=environment(**env),
@@ -62,12 +65,18 @@ def insert(dsn: str, rows: list[tuple[int, str]]) -> None:
 
 
 @pytest.fixture
-def index(database_dsn: str) -> Index:
-    """A built SimHash index of docs.body, three rows in it."""
+def docs(database_dsn: str) -> str:
+    """A table docs (id integer, body text) with the three TEXTS as rows 1 to 3; its DSN."""
     with psycopg.connect(database_dsn) as conn:
         conn.execute("CREATE TABLE docs (id integer PRIMARY KEY, body text)")
     insert(database_dsn, list(enumerate(TEXTS, start=1)))
-    created = create_index(database_dsn, "docs", "docs", "body")
+    return database_dsn
+
+
+@pytest.fixture
+def index(docs: str) -> Index:
+    """A built SimHash index of docs.body, three rows in it."""
+    created = create_index(docs, "docs", "docs", "body")
     created.build()
     return created
 
@@ -83,6 +92,11 @@ def test_help_names_the_environment_variables() -> None:
     sync_help = simindex("sync", "--help")
     assert sync_help.returncode == 0
     assert "--follow" in sync_help.stdout and "SIMINDEX_DSN" in sync_help.stdout
+    create_help = simindex("create", "--help")
+    assert create_help.returncode == 0
+    for option in ("--max-distance", "--threshold", "--num-perm", "--scheme", "--shingle-size"):
+        assert option in create_help.stdout
+    assert "SIMINDEX_DSN" in create_help.stdout
 
 
 def test_no_database_at_all_is_a_usage_error() -> None:
@@ -211,3 +225,172 @@ def test_sync_follow_picks_up_changes_and_stops_cleanly_on_sigterm(
     report = json.loads(stdout)
     assert report["indexed"] == 1 and report["failed"] == 0
     assert "following docs" in stderr
+
+
+# -- create, build, query, stats, check, repair, drop
+
+
+def run_json(*args: str, stdin: str = "", dsn: str) -> Any:
+    """The JSON document a successful command prints."""
+    result = simindex(*args, "--json", stdin=stdin, SIMINDEX_DSN=dsn)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_a_simhash_index_from_create_to_drop(docs: str) -> None:
+    insert(docs, [(10, TEXTS[0].capitalize() + "!"), (11, None)])  # type: ignore[list-item]
+    created = simindex("create", "docs_body", "--table", "docs", "--column", "body",
+                       "--max-distance", "4", SIMINDEX_DSN=docs)  # fmt: skip
+    assert created.returncode == 0, created.stderr
+    assert "simindex build docs_body" in created.stdout
+    assert "public.docs.body" in created.stdout
+    index = get_index(docs, "docs_body")
+    assert index.info().state == "created"
+    assert index.info().spec.method.max_distance == 4  # type: ignore[union-attr]
+
+    built = run_json("build", "docs_body", dsn=docs)
+    assert (built["rows"], built["skipped"]) == (4, 1)  # row 11 has no text
+    assert index.info().state == "ready"
+
+    text = TEXTS[0].upper()  # the same text once normalised
+    expected = [{"key": m.key, "distance": m.distance} for m in index.near(text)]
+    assert [match["key"] for match in expected] == [1, 10]
+    by_text = run_json("query", "docs_body", text, dsn=docs)
+    assert by_text["matches"] == expected and by_text["max_distance"] == 4
+    from_stdin = run_json("query", "docs_body", "--max-distance", "2", "-", stdin=text, dsn=docs)
+    assert from_stdin["matches"] == [
+        {"key": m.key, "distance": m.distance} for m in index.near(text, max_distance=2)
+    ]
+    by_key = simindex("query", "docs_body", "--key", "10", SIMINDEX_DSN=docs)
+    assert by_key.returncode == 0, by_key.stderr
+    rows = [line.split() for line in by_key.stdout.splitlines()[2:]]  # below the header
+    assert rows == [[str(m.key), str(m.distance)] for m in index.near_key(10)]
+    assert rows and rows[0][0] == "1"
+
+    clean = simindex("check", "docs_body", SIMINDEX_DSN=docs)
+    assert clean.returncode == 0, clean.stderr
+    assert "checked 5 rows of docs_body: 0 missing, 0 stale, 0 orphaned" in clean.stdout
+
+    stats = run_json("stats", dsn=docs)["indexes"]
+    assert [entry["name"] for entry in stats] == ["docs_body"]
+    assert (stats[0]["rows"], stats[0]["skipped"], stats[0]["state"]) == (4, 1, "ready")
+    with psycopg.connect(docs) as conn:
+        conn.execute("INSERT INTO docs VALUES (12, 'queued but not synced yet')")
+        size = conn.execute(
+            "SELECT pg_total_relation_size('simindex.docs_body_simhash')"
+        ).fetchone()
+    assert size is not None and stats[0]["tables"]["docs_body_simhash"] == size[0]
+    shown = simindex("stats", "docs_body", SIMINDEX_DSN=docs)
+    assert shown.returncode == 0, shown.stderr
+    line = re.split(r"\s{2,}", shown.stdout.splitlines()[2])  # cells are 2 spaces apart
+    assert line[:4] == ["docs_body", "simhash", "public.docs.body", "ready"]
+    assert line[7] == "1"  # the queued row 12
+
+    with psycopg.connect(docs) as conn:  # break three rows by hand
+        conn.execute("UPDATE simindex.docs_body_simhash SET fingerprint = fingerprint # 1 "
+                     "WHERE key = 1")  # fmt: skip
+        conn.execute("DELETE FROM simindex.docs_body_simhash WHERE key = 2")
+        conn.execute("CREATE TEMP TABLE copied AS SELECT * FROM simindex.docs_body_simhash "
+                     "WHERE key = 3")  # fmt: skip
+        conn.execute("UPDATE copied SET key = 99")
+        conn.execute("INSERT INTO simindex.docs_body_simhash SELECT * FROM copied")
+    broken = simindex("check", "docs_body", "--json", SIMINDEX_DSN=docs)
+    assert broken.returncode == 1
+    report = json.loads(broken.stdout)
+    assert (report["missing"], report["stale"], report["orphaned"]) == (2, 1, 1)
+    assert (report["missing_keys"], report["stale_keys"]) == ([2, 12], [1])
+    assert report["orphaned_keys"] == [99] and report["ok"] is False
+    assert report["queued"] == 1  # row 12, which is why the hint says to sync first
+    assert "simindex sync docs_body" in broken.stderr
+
+    repaired = run_json("repair", "docs_body", dsn=docs)
+    assert (repaired["repaired"], repaired["failed_items"]) == (4, 0)
+    again = run_json("check", "docs_body", "--sample", "3", dsn=docs)
+    assert again["ok"] is True and again["checked"] <= 6
+    assert [m.key for m in index.near_key(10)] == [1]
+
+    dropped = simindex("drop", "docs_body", SIMINDEX_DSN=docs)
+    assert dropped.returncode == 0, dropped.stderr
+    with pytest.raises(IndexNotFoundError):
+        get_index(docs, "docs_body")
+    assert run_json("drop", "docs_body", "--missing-ok", dsn=docs) == {
+        "name": "docs_body",
+        "dropped": False,
+    }
+
+
+def test_a_minhash_index_with_text_keys(database_dsn: str, tmp_path: Path) -> None:
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute("CREATE TABLE notes (code varchar(20) PRIMARY KEY, body text)")
+        conn.cursor().executemany(
+            "INSERT INTO notes VALUES (%s, %s)",
+            [("a-1", TEXTS[0]), ("b-2", TEXTS[1]), ("c-3", TEXTS[0] + " and a cat")],
+        )
+    created = run_json("create", "notes", "--table", "notes", "--column", "body",
+                       "--method", "minhash", "--threshold", "0.5", "--num-perm", "64",
+                       "--shingle-size", "2", dsn=database_dsn)  # fmt: skip
+    assert created["spec"]["num_perm"] == 64 and created["spec"]["threshold"] == 0.5
+    assert created["source"] == {
+        "schema": "public",
+        "table": "notes",
+        "column": "body",
+        "key": "code",
+        "key_type": "character varying(20)",
+    }
+    run_json("build", "notes", dsn=database_dsn)
+    index = get_index(database_dsn, "notes")
+
+    by_key = run_json("query", "notes", "--key", "a-1", "--exact", dsn=database_dsn)
+    expected = index.similar(key="a-1", exact=True)
+    assert [m.key for m in expected] == ["c-3"]
+    assert by_key["matches"] == [{"key": m.key, "similarity": m.similarity} for m in expected]
+    query = tmp_path / "query.txt"
+    query.write_text(TEXTS[0], encoding="utf-8")
+    from_file = run_json("query", "notes", "--file", str(query), "--limit", "1", dsn=database_dsn)
+    assert from_file["matches"] == [
+        {"key": m.key, "similarity": m.similarity} for m in index.similar(TEXTS[0])[:1]
+    ]
+    assert from_file["matches"][0] == {"key": "a-1", "similarity": 1.0}
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "code", "expected"),
+    [
+        (["query", "nosuchindex", "some text"], "", 1, "nosuchindex"),
+        (["build", "nosuchindex"], "", 1, "nosuchindex"),
+        (["query", "docs", "-"], "", 1, "stdin is empty"),
+        (["query", "docs", "--file", "no/such/file.txt"], "", 1, "no/such/file.txt"),
+        (["query", "docs", "--key", "seven"], "", 1, "seven"),
+        (["query", "docs", "--key", "1", "text too"], "", 2, "exactly one of"),
+        (["query", "docs", "some text", "--threshold", "0.5"], "", 2, "simhash index"),
+        (
+            [
+                "create",
+                "x",
+                "--table",
+                "docs",
+                "--column",
+                "body",
+                "--method",
+                "minhash",
+                "--threshold",
+                "1.5",
+            ],
+            "",
+            1,
+            "threshold",
+        ),
+        (
+            ["create", "x", "--table", "docs", "--column", "body", "--num-perm", "64"],
+            "",
+            2,
+            "--num-perm",
+        ),
+    ],
+)
+def test_bad_input_is_one_line(
+    database_dsn: str, index: Index, args: list[str], stdin: str, code: int, expected: str
+) -> None:
+    result = simindex(*args, stdin=stdin, SIMINDEX_DSN=database_dsn)
+    assert result.returncode == code
+    assert expected in one_error_line(result)

@@ -1,0 +1,311 @@
+"""What the command line shows: aligned tables, sizes, a progress bar, and each report both
+as text for people and as a JSON-ready dict for machines.
+
+Plain text only, no third-party library: results go to stdout, the progress bar to stderr, and
+the bar redraws itself in place only on a terminal (a log file gets an occasional line).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from simindex.check import CheckReport
+    from simindex.index import IndexInfo
+    from simindex.spec import IndexSpec
+    from simindex.stats import IndexStats
+
+# pg_size_pretty's units, so sizes read the same as in psql.
+_SIZE_UNITS = ("bytes", "kB", "MB", "GB", "TB", "PB")
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """Columns padded to their widest cell; numbers aligned right, everything else left."""
+    cells = [[_cell(value) for value in row] for row in rows]
+    widths = [
+        max([len(header)] + [len(row[column]) for row in cells])
+        for column, header in enumerate(headers)
+    ]
+    numeric = [
+        bool(rows) and all(_is_number(row[column]) for row in rows)
+        for column in range(len(headers))
+    ]
+
+    def line(values: Sequence[str]) -> str:
+        padded = [
+            value.rjust(width) if right else value.ljust(width)
+            for value, width, right in zip(values, widths, numeric, strict=True)
+        ]
+        return "  ".join(padded).rstrip()
+
+    return "\n".join(
+        [line(headers), line(["-" * width for width in widths])] + [line(row) for row in cells]
+    )
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return str(value)
+
+
+def size(count: int) -> str:
+    """A byte count the way pg_size_pretty prints it (1024-based, rounded)."""
+    value = float(count)
+    for unit in _SIZE_UNITS:
+        if abs(value) < 10 * 1024 or unit == _SIZE_UNITS[-1]:
+            return f"{round(value):d} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def duration(seconds: float) -> str:
+    """``0.42 s``, ``12 s``, ``3m05s``, ``2h07m``."""
+    if seconds < 10:
+        return f"{seconds:.2f} s"
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    minutes, secs = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+class ProgressBar:
+    """A build's progress callback: rows done of the estimate, rate and time left, on ``stream``.
+
+    On a terminal it redraws one line with a carriage return (at most ``redraw`` times a
+    second); elsewhere it writes a plain line every ``every`` seconds, so a log shows the build
+    is alive without filling up. The estimate is the planner's: the count may pass it, and then
+    only the count and rate are shown.
+    """
+
+    def __init__(
+        self,
+        label: str,
+        stream: TextIO,
+        *,
+        every: float = 10.0,
+        redraw: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+        columns: int | None = None,
+    ) -> None:
+        self.label = label
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.interval = 1.0 / redraw if self.tty else every
+        self.clock = clock
+        self.started = clock()
+        self.shown_at = self.started
+        self.drawn = False
+        self.columns = columns
+
+    @property
+    def width(self) -> int:
+        """Characters a redrawn line may take: one less than the terminal's (no wrapping)."""
+        return (self.columns or shutil.get_terminal_size().columns) - 1
+
+    def __call__(self, done: int, estimate: int | None) -> None:
+        now = self.clock()
+        if now - self.shown_at < self.interval:
+            return
+        self.shown_at = now
+        status = self.status(done, estimate, now - self.started)
+        if self.tty:
+            width = self.width
+            self.stream.write("\r" + self._with_bar(status, done, estimate, width).ljust(width))
+            self.drawn = True
+        else:
+            self.stream.write(status + "\n")
+        self.stream.flush()
+
+    def status(self, done: int, estimate: int | None, elapsed: float) -> str:
+        """``docs: 1,200 / ~5,000 rows (24%), 3,000 rows/s, 1.27 s left``."""
+        rate = done / elapsed if elapsed > 0 else 0.0
+        text = f"{self.label}: {done:,}"
+        if estimate and done <= estimate:
+            text += f" / ~{estimate:,} rows ({100 * done // estimate}%)"
+        else:
+            text += " rows"
+        text += f", {rate:,.0f} rows/s"
+        if estimate and done <= estimate and rate > 0:
+            text += f", {duration((estimate - done) / rate)} left"
+        return text
+
+    @staticmethod
+    def _with_bar(status: str, done: int, estimate: int | None, width: int) -> str:
+        room = width - len(status) - 3
+        if not estimate or done > estimate or room < 10:
+            return status[:width]
+        bar = min(room, 40)
+        filled = bar * done // estimate
+        return f"[{'#' * filled}{'.' * (bar - filled)}] {status}"
+
+    def close(self) -> None:
+        """Clear the bar from a terminal, so the result that follows stands alone."""
+        if self.drawn:
+            self.stream.write("\r" + " " * self.width + "\r")
+            self.stream.flush()
+            self.drawn = False
+
+
+# -- reports
+
+# Keys listed per kind of difference: a check of a broken index may find millions.
+KEYS_SHOWN = {"text": 10, "json": 100}
+
+
+def source(info: IndexInfo) -> str:
+    """``public.docs.body (key id, integer)``."""
+    found = info.source
+    return (
+        f"{found.schema}.{found.table}.{found.text_column} "
+        f"(key {found.key_column}, {found.key_type})"
+    )
+
+
+def spec(index_spec: IndexSpec) -> str:
+    """The choices an index was made with, in a line."""
+    from simindex.design import LshDesign, MankuDesign
+    from simindex.spec import SimHash
+
+    method, design = index_spec.method, index_spec.design
+    shingling = method.shingling
+    shingles = f"{shingling.unit} {shingling.size}-shingles"
+    if shingling.with_characters:
+        shingles += " and characters"
+    if isinstance(method, SimHash):
+        assert isinstance(design, MankuDesign)
+        text = (
+            f"max distance {method.max_distance}, {design.num_blocks} blocks "
+            f"({design.table_count} permutation tables)"
+        )
+        if method.top_n is not None:
+            text += f", top {method.top_n} bits"
+    else:
+        assert isinstance(design, LshDesign)
+        text = (
+            f"threshold {method.threshold}, {method.num_perm} values ({method.scheme}), "
+            f"{design.num_bands} bands of {design.rows_per_band}"
+        )
+    return f"{text}; {shingles}"
+
+
+def info_json(info: IndexInfo) -> dict[str, Any]:
+    found = info.source
+    return {
+        "name": info.name,
+        "method": info.spec.kind,
+        "source": {
+            "schema": found.schema,
+            "table": found.table,
+            "column": found.text_column,
+            "key": found.key_column,
+            "key_type": found.key_type,
+        },
+        "spec": json.loads(info.spec.to_json()),
+        "state": info.state,
+        "rows": info.row_count,
+        "skipped": info.skipped_count,
+        "created_at": info.created_at,
+        "built_at": info.built_at,
+    }
+
+
+def stats_json(stats: IndexStats) -> dict[str, Any]:
+    return info_json(stats.info) | {
+        "tables": stats.table_bytes,
+        "total_bytes": stats.total_bytes,
+        "queued": stats.queued,
+        "failed": stats.failed,
+    }
+
+
+def stats_text(found: Sequence[IndexStats]) -> str:
+    """One line per index, then one per table with its size."""
+    summary = table(
+        [
+            "index",
+            "method",
+            "source",
+            "state",
+            "rows",
+            "skipped",
+            "size",
+            "queued",
+            "failed",
+            "built",
+        ],
+        [
+            [
+                stats.info.name,
+                stats.info.spec.kind,
+                f"{stats.info.source.schema}.{stats.info.source.table}."
+                f"{stats.info.source.text_column}",
+                stats.info.state,
+                stats.info.row_count,
+                stats.info.skipped_count,
+                size(stats.total_bytes),
+                stats.queued,
+                stats.failed,
+                stats.info.built_at.isoformat(" ", "seconds") if stats.info.built_at else "never",
+            ]
+            for stats in found
+        ],
+    )
+    sizes = table(
+        ["index", "table", "size"],
+        [
+            [stats.info.name, name, size(count)]
+            for stats in found
+            for name, count in stats.table_bytes.items()
+        ],
+    )
+    return f"{summary}\n\n{sizes}"
+
+
+def check_json(name: str, report: CheckReport) -> dict[str, Any]:
+    shown = KEYS_SHOWN["json"]
+    return {
+        "index": name,
+        "ok": report.ok,
+        "checked": report.checked,
+        "missing": len(report.missing),
+        "stale": len(report.stale),
+        "orphaned": len(report.orphaned),
+        "missing_keys": report.missing[:shown],
+        "stale_keys": report.stale[:shown],
+        "orphaned_keys": report.orphaned[:shown],
+        "queued": report.queued,
+        "failed": report.failed,
+    }
+
+
+def check_text(name: str, report: CheckReport) -> str:
+    lines = [
+        f"checked {report.checked:,} rows of {name}: {len(report.missing):,} missing, "
+        f"{len(report.stale):,} stale, {len(report.orphaned):,} orphaned "
+        f"({report.queued:,} queued, {report.failed:,} failed)"
+    ]
+    shown = KEYS_SHOWN["text"]
+    for kind, keys in (
+        ("missing", report.missing),
+        ("stale", report.stale),
+        ("orphaned", report.orphaned),
+    ):
+        if keys:
+            more = f" and {len(keys) - shown:,} more" if len(keys) > shown else ""
+            lines.append(f"  {kind}: {', '.join(map(str, keys[:shown]))}{more}")
+    return "\n".join(lines)

@@ -1,0 +1,95 @@
+"""The command line's text rendering: tables, sizes, durations and the build's progress bar."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from simindex._terminal import ProgressBar, duration, size, table
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_table_aligns_numbers_right_and_text_left() -> None:
+    shown = table(["key", "similarity"], [["a-1", 1.0], ["b-22", 0.84375]]).splitlines()
+    assert shown == [
+        "key   similarity",
+        "----  ----------",
+        "a-1       1.0000",
+        "b-22      0.8438",
+    ]
+    assert table(["key", "distance"], [[7, 0], [1234, 3]]).splitlines()[2:] == [
+        "   7         0",
+        "1234         3",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("count", "expected"),
+    [
+        (0, "0 bytes"),
+        (8192, "8192 bytes"),
+        (16384, "16 kB"),
+        (1458176, "1424 kB"),
+        (99 * 1024**2, "99 MB"),
+        (3 * 1024**5, "3072 TB"),
+    ],
+)
+def test_sizes_read_as_pg_size_pretty_prints_them(count: int, expected: str) -> None:
+    assert size(count) == expected
+
+
+def test_durations() -> None:
+    assert [duration(s) for s in (0.123, 12.4, 185, 7620)] == ["0.12 s", "12 s", "3m05s", "2h07m"]
+
+
+def test_progress_on_a_terminal_redraws_one_line_then_clears_it() -> None:
+    stream, clock = Terminal(), Clock()
+    bar = ProgressBar("building docs", stream, clock=clock, columns=121)
+    bar(2000, 10_000)  # at once: nothing yet
+    assert stream.getvalue() == ""
+    clock.now += 1.0
+    bar(4000, 10_000)
+    clock.now += 0.01  # faster than the redraw rate: skipped
+    bar(6000, 10_000)
+    clock.now += 1.0
+    bar(8000, 10_000)
+    drawn = stream.getvalue()
+    assert "\n" not in drawn and drawn.count("\r") == 2
+    first, second = drawn.split("\r")[1:]
+    assert "building docs: 4,000 / ~10,000 rows (40%), 4,000 rows/s, 1.50 s left" in first
+    assert "[################........................]" in first
+    assert "8,000 / ~10,000 rows (80%)" in second
+    bar.close()
+    assert stream.getvalue().endswith("\r") and "\n" not in stream.getvalue()
+
+
+def test_progress_elsewhere_is_an_occasional_line() -> None:
+    stream, clock = io.StringIO(), Clock()
+    bar = ProgressBar("building docs", stream, every=10.0, clock=clock)
+    for _ in range(30):
+        clock.now += 1.0
+        bar(int(clock.now - 100) * 1000, None)  # no estimate: count and rate only
+    bar.close()
+    assert stream.getvalue().splitlines() == [
+        "building docs: 10,000 rows, 1,000 rows/s",
+        "building docs: 20,000 rows, 1,000 rows/s",
+        "building docs: 30,000 rows, 1,000 rows/s",
+    ]
+
+
+def test_progress_past_the_planner_estimate_drops_the_percentage() -> None:
+    bar = ProgressBar("b", io.StringIO())
+    assert bar.status(1500, 1000, 1.0) == "b: 1,500 rows, 1,500 rows/s"
