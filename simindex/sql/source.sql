@@ -37,3 +37,10 @@ SELECT {key}, {text} FROM {table}
 
 -- name: source_texts_of_keys
 SELECT {key}, {text} FROM {table} WHERE {key} = ANY(%(keys)s)
+
+-- name: source_schema_of
+-- The schema of a table named as the search_path finds it (an offline migration's source);
+-- the cast fails, naming the table, when there is none.
+(SELECT n.nspname FROM pg_catalog.pg_class AS c
+ JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
+ WHERE c.oid = {table}::regclass)
