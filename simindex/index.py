@@ -188,6 +188,8 @@ def create_statements(
     if source.schema:
         source_schema: sql.Composable = sql.Literal(source.schema)
     else:
+        # Not resolved yet (an offline migration): the schema the search_path finds the table
+        # in when the statement runs; the regclass cast fails, naming the table, if there is none.
         source_schema = statement(
             "source_schema_of", table=sql.Literal(source.identifier.as_string())
         )
