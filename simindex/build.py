@@ -103,7 +103,7 @@ def build(
     indexed = skipped = 0
     with transaction(index.bind) as conn:
         catalog = sql.Identifier(index.index_schema, "indexes")
-        conn.execute(statement("catalog_lock", catalog=catalog), {"name": index.name})
+        conn.execute(statement("catalog_lock", catalog=catalog, name=sql.Literal(index.name)))
         # The VACUUM after the commit can only mark pages all-visible (for index-only scans)
         # once the commit is known durable.
         conn.execute(statement("synchronous_commit_local"))

@@ -12,7 +12,7 @@ from psycopg import sql
 from simindex.minhash_store import MinHashStore
 from simindex.simhash_store import SimHashStore
 from simindex.source import Source
-from simindex.sql import PgConnection, statement
+from simindex.sql import PgConnection, run, statement
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +105,11 @@ class ClusterStore:
         )
 
     def drop(self, conn: PgConnection) -> None:
-        conn.execute(statement("drop_function", function=self.assign_function))
-        conn.execute(statement("drop_function", function=self.survivors_function))
-        conn.execute(statement("drop_table", table=self.table))
+        run(conn, self.drop_statements())
+
+    def drop_statements(self) -> list[sql.Composed]:
+        return [
+            statement("drop_function", function=self.assign_function),
+            statement("drop_function", function=self.survivors_function),
+            statement("drop_table", table=self.table),
+        ]

@@ -32,7 +32,7 @@ from simindex.minhash_store import MinHashStore
 from simindex.simhash_store import SimHashStore
 from simindex.source import Source, describe
 from simindex.spec import SPEC_VERSION, IndexSpec, Method, SimHash, resolve
-from simindex.sql import PgConnection, statement
+from simindex.sql import PgConnection, run, statement
 from simindex.triggers import Triggers
 
 if TYPE_CHECKING:
@@ -152,25 +152,7 @@ def create_index(
         source = describe(conn, table, column, schema=schema, key=key)
         if _get_row(conn, index_schema, name) is not None:
             raise IndexExistsError(f"an index named {name!r} exists already")
-        conn.execute(
-            statement("catalog_insert", catalog=catalog(index_schema)),
-            {
-                "name": name,
-                "source_schema": source.schema,
-                "source_table": source.table,
-                "key_column": source.key_column,
-                "key_type": source.key_type,
-                "text_column": source.text_column,
-                "method": spec.kind,
-                "spec": spec.to_json(),
-                "spec_version": SPEC_VERSION,
-            },
-        )
-        store = store_for(index_schema, name, source, spec)
-        store.create(conn)
-        store.finish(conn)
-        store.create_functions(conn)
-        Triggers(index_schema, name, source, store).install(conn)
+        run(conn, create_statements(index_schema, name, source, spec))
     return Index(bind, name, index_schema=index_schema)
 
 
@@ -191,13 +173,63 @@ def drop_index(
             if missing_ok:
                 return
             raise IndexNotFoundError(f"no index named {name!r}")
+        run(conn, drop_statements(index_schema, name, row.source, row.spec))
+
+
+def create_statements(
+    index_schema: str, name: str, source: Source, spec: IndexSpec
+) -> list[sql.Composed]:
+    """What creating an index runs, in order, as statements without values: the catalog row,
+    the empty side tables with their indexes, the query functions, the queue and triggers.
+
+    :func:`create_index` executes them; :mod:`simindex.alembic` renders them as text.
+    """
+    check_name(name)
+    if source.schema:
+        source_schema: sql.Composable = sql.Literal(source.schema)
+    else:
+        # Not resolved yet (an offline migration): the schema the search_path finds the table
+        # in when the statement runs; the regclass cast fails, naming the table, if there is none.
+        source_schema = statement(
+            "source_schema_of", table=sql.Literal(source.identifier.as_string())
+        )
+    insert = statement(
+        "catalog_insert",
+        catalog=catalog(index_schema),
+        name=sql.Literal(name),
+        source_schema=source_schema,
+        source_table=sql.Literal(source.table),
+        key_column=sql.Literal(source.key_column),
+        key_type=sql.Literal(source.key_type),
+        text_column=sql.Literal(source.text_column),
+        method=sql.Literal(spec.kind),
+        spec=sql.Literal(spec.to_json()),
+        spec_version=sql.Literal(SPEC_VERSION),
+    )
+    store = store_for(index_schema, name, source, spec)
+    return [
+        insert,
+        *store.create_statements(),
+        *store.finish_statements(),
+        *store.function_statements(),
+        *Triggers(index_schema, name, source, store).install_statements(),
+    ]
+
+
+def drop_statements(
+    index_schema: str, name: str, source: Source, spec: IndexSpec
+) -> list[sql.Composed]:
+    """What dropping an index runs, in order (see :func:`create_statements`)."""
+    literal_name = sql.Literal(check_name(name))
+    store = store_for(index_schema, name, source, spec)
+    return [
         # Waits for a sync batch in flight; later batches skip the index.
-        conn.execute(statement("catalog_lock", catalog=catalog(index_schema)), {"name": name})
-        store = store_for(index_schema, name, row.source, row.spec)
-        Triggers(index_schema, name, row.source, store).remove(conn)
-        store.drop(conn)
-        ClusterStore(index_schema, name).drop(conn)
-        conn.execute(statement("catalog_delete", catalog=catalog(index_schema)), {"name": name})
+        statement("catalog_lock", catalog=catalog(index_schema), name=literal_name),
+        *Triggers(index_schema, name, source, store).remove_statements(),
+        *store.drop_statements(),
+        *ClusterStore(index_schema, name).drop_statements(),
+        statement("catalog_delete", catalog=catalog(index_schema), name=literal_name),
+    ]
 
 
 def list_indexes(bind: Bind, *, index_schema: str = DEFAULT_SCHEMA) -> list[str]:

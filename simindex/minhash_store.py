@@ -17,7 +17,7 @@ from psycopg import sql
 from simindex.bits import to_signed_array
 from simindex.copytext import field
 from simindex.design import LshDesign
-from simindex.sql import PgConnection, statement
+from simindex.sql import PgConnection, run, statement
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,40 +57,40 @@ class MinHashStore:
         return sql.SQL(self.key_type)
 
     def create(self, conn: PgConnection, staging: bool = False) -> None:
+        run(conn, self.create_statements(staging))
+
+    def create_statements(self, staging: bool = False) -> list[sql.Composed]:
         key_type = self._key_type()
-        conn.execute(
+        return [
             statement(
                 "minhash_create_signatures", table=self.signatures(staging), key_type=key_type
-            )
-        )
-        conn.execute(
-            statement("minhash_create_bands", table=self.bands(staging), key_type=key_type)
-        )
+            ),
+            statement("minhash_create_bands", table=self.bands(staging), key_type=key_type),
+        ]
 
     def create_functions(self, conn: PgConnection) -> None:
+        run(conn, self.function_statements())
+
+    def function_statements(self) -> list[sql.Composed]:
         common = {
             "key_type": self._key_type(),
             "threshold": sql.Literal(self.threshold),
             "signatures": self.signatures(),
             "bands": self.bands(),
         }
-        conn.execute(
+        return [
             statement(
                 "minhash_similar_function",
                 function=self.similar_function,
                 num_perm=sql.Literal(float(self.num_perm)),
                 **common,
-            )
-        )
-        conn.execute(
+            ),
             statement(
                 "minhash_similar_key_function",
                 function=self.similar_key_function,
                 similar=self.similar_function,
                 **common,
-            )
-        )
-        conn.execute(
+            ),
             statement(
                 "pairs_function",
                 function=self.pairs_function,
@@ -105,8 +105,8 @@ class MinHashStore:
                 query=sql.SQL("\nUNION ALL\n").join(
                     self.pairs_query(band, sql.SQL("$1")) for band in range(self.design.num_bands)
                 ),
-            )
-        )
+            ),
+        ]
 
     def pairs_query(
         self,
@@ -210,22 +210,26 @@ class MinHashStore:
                 )
 
     def finish(self, conn: PgConnection, staging: bool = False) -> None:
-        conn.execute(
+        run(conn, self.finish_statements(staging))
+
+    def finish_statements(self, staging: bool = False) -> list[sql.Composed]:
+        bands = self._name("bands", staging)
+        return [
             statement(
                 "minhash_create_band_index",
-                index=sql.Identifier(self._name("bands", staging) + "_band_hash"),
+                index=sql.Identifier(bands + "_band_hash"),
                 table=self.bands(staging),
-            )
-        )
-        conn.execute(
+            ),
             statement(
                 "minhash_create_band_key_index",
-                index=sql.Identifier(self._name("bands", staging) + "_key"),
+                index=sql.Identifier(bands + "_key"),
                 table=self.bands(staging),
-            )
-        )
-        for table in (self.signatures(staging), self.bands(staging)):
-            conn.execute(statement("analyze", table=table))
+            ),
+            *(
+                statement("analyze", table=table)
+                for table in (self.signatures(staging), self.bands(staging))
+            ),
+        ]
 
     def swap_in_staging(self, conn: PgConnection) -> None:
         """Replace the live tables by the staging ones, in the caller's transaction."""
@@ -251,8 +255,14 @@ class MinHashStore:
         conn.execute(statement("drop_table", table=self.bands(staging=True)))
 
     def drop(self, conn: PgConnection) -> None:
-        for function in (self.pairs_function, self.similar_key_function, self.similar_function):
-            conn.execute(statement("drop_function", function=function))
+        run(conn, self.drop_statements())
+
+    def drop_statements(self) -> list[sql.Composed]:
+        statements = [
+            statement("drop_function", function=function)
+            for function in (self.pairs_function, self.similar_key_function, self.similar_function)
+        ]
         for staging in (True, False):
-            conn.execute(statement("drop_table", table=self.signatures(staging)))
-            conn.execute(statement("drop_table", table=self.bands(staging)))
+            statements.append(statement("drop_table", table=self.signatures(staging)))
+            statements.append(statement("drop_table", table=self.bands(staging)))
+        return statements

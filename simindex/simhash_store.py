@@ -20,7 +20,7 @@ from psycopg import sql
 from simindex.bits import BITS, MAX_UNSIGNED, to_signed_array
 from simindex.copytext import field
 from simindex.design import MankuDesign, MankuTable
-from simindex.sql import PgConnection, statement
+from simindex.sql import PgConnection, run, statement
 
 _TOP_BIT = 1 << (BITS - 1)
 
@@ -83,29 +83,33 @@ class SimHashStore:
 
     def create(self, conn: PgConnection, staging: bool = False) -> None:
         """The empty side table (prefix indexes come after the load, see :meth:`finish`)."""
+        run(conn, self.create_statements(staging))
+
+    def create_statements(self, staging: bool = False) -> list[sql.Composed]:
         prefix_columns = sql.SQL(",\n    ").join(
             sql.SQL("{} bigint NOT NULL").format(column) for column in self.columns
         )
-        conn.execute(
+        return [
             statement(
                 "simhash_create_table",
                 table=self.table(staging),
                 key_type=self._key_type(),
                 prefix_columns=prefix_columns,
             )
-        )
+        ]
 
     def create_functions(self, conn: PgConnection) -> None:
-        conn.execute(
+        run(conn, self.function_statements())
+
+    def function_statements(self) -> list[sql.Composed]:
+        return [
             statement(
                 "simhash_near_function",
                 function=self.near_function,
                 key_type=self._key_type(),
                 default_distance=sql.Literal(self.design.max_distance),
                 query=self.candidates_query(sql.SQL("$1"), sql.SQL("$2")),
-            )
-        )
-        conn.execute(
+            ),
             statement(
                 "simhash_near_key_function",
                 function=self.near_key_function,
@@ -113,9 +117,7 @@ class SimHashStore:
                 default_distance=sql.Literal(self.design.max_distance),
                 table=self.table(),
                 near=self.near_function,
-            )
-        )
-        conn.execute(
+            ),
             statement(
                 "pairs_function",
                 function=self.pairs_function,
@@ -131,8 +133,8 @@ class SimHashStore:
                     self.pairs_query(position, sql.SQL("$1"))
                     for position in range(self.design.table_count)
                 ),
-            )
-        )
+            ),
+        ]
 
     def candidates_query(
         self, fingerprint: sql.Composable, max_distance: sql.Composable
@@ -241,16 +243,19 @@ class SimHashStore:
 
     def finish(self, conn: PgConnection, staging: bool = False) -> None:
         """Prefix indexes, built once after a load (faster than maintaining them row by row)."""
-        for position, column in enumerate(self.columns):
-            conn.execute(
-                statement(
-                    "simhash_create_prefix_index",
-                    index=sql.Identifier(self._index_name(position, staging)),
-                    table=self.table(staging),
-                    column=column,
-                )
+        run(conn, self.finish_statements(staging))
+
+    def finish_statements(self, staging: bool = False) -> list[sql.Composed]:
+        statements = [
+            statement(
+                "simhash_create_prefix_index",
+                index=sql.Identifier(self._index_name(position, staging)),
+                table=self.table(staging),
+                column=column,
             )
-        conn.execute(statement("analyze", table=self.table(staging)))
+            for position, column in enumerate(self.columns)
+        ]
+        return [*statements, statement("analyze", table=self.table(staging))]
 
     def swap_in_staging(self, conn: PgConnection) -> None:
         """Replace the live table by the freshly built staging one, in the caller's transaction."""
@@ -283,7 +288,12 @@ class SimHashStore:
         conn.execute(statement("drop_table", table=self.table(staging=True)))
 
     def drop(self, conn: PgConnection) -> None:
-        for function in (self.pairs_function, self.near_key_function, self.near_function):
-            conn.execute(statement("drop_function", function=function))
-        for staging in (True, False):
-            conn.execute(statement("drop_table", table=self.table(staging)))
+        run(conn, self.drop_statements())
+
+    def drop_statements(self) -> list[sql.Composed]:
+        functions = [
+            statement("drop_function", function=function)
+            for function in (self.pairs_function, self.near_key_function, self.near_function)
+        ]
+        tables = [statement("drop_table", table=self.table(staging)) for staging in (True, False)]
+        return functions + tables

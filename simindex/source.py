@@ -29,6 +29,10 @@ class Source:
 
     @property
     def identifier(self) -> sql.Identifier:
+        """The table's name, qualified unless ``schema`` is empty (not resolved yet, as in an
+        offline migration: PostgreSQL resolves it through the search_path when the SQL runs)."""
+        if not self.schema:
+            return sql.Identifier(self.table)
         return sql.Identifier(self.schema, self.table)
 
 

@@ -31,7 +31,7 @@ from psycopg import sql
 from simindex.minhash_store import MinHashStore
 from simindex.simhash_store import SimHashStore
 from simindex.source import Source
-from simindex.sql import PgConnection, statement
+from simindex.sql import PgConnection, run, statement
 
 EVENTS = ("insert", "update", "delete", "truncate")
 
@@ -71,52 +71,59 @@ class Triggers:
 
     def install(self, conn: PgConnection) -> None:
         """Create the queue, the failed items table, the functions and the triggers."""
+        run(conn, self.install_statements())
+
+    def install_statements(self) -> list[sql.Composed]:
         key = sql.Identifier(self.source.key_column)
         text = sql.Identifier(self.source.text_column)
-        conn.execute(statement("sync_create_queue", queue=self.queue, key_type=self.key_type))
-        conn.execute(statement("sync_create_failed", failed=self.failed, key_type=self.key_type))
         common = {"queue": self.queue, "key": key, "channel": sql.Literal(channel(self.name))}
-        conn.execute(statement("sync_insert_function", function=self.function("insert"), **common))
-        conn.execute(statement("sync_update_function", function=self.function("update"), **common))
         delete_side_rows = sql.SQL(";\n    ").join(
             statement("sync_delete_side_rows", table=table, key=key)
             for table in self.store.side_tables()
         )
-        conn.execute(
+        statements = [
+            statement("sync_create_queue", queue=self.queue, key_type=self.key_type),
+            statement("sync_create_failed", failed=self.failed, key_type=self.key_type),
+            statement("sync_insert_function", function=self.function("insert"), **common),
+            statement("sync_update_function", function=self.function("update"), **common),
             statement(
                 "sync_delete_function",
                 function=self.function("delete"),
                 delete_side_rows=delete_side_rows,
                 **common,
-            )
-        )
-        conn.execute(
+            ),
             statement(
                 "sync_truncate_function",
                 function=self.function("truncate"),
                 tables=sql.SQL(", ").join(self.store.side_tables()),
+            ),
+        ]
+        statements += [
+            statement(
+                f"sync_{event}_trigger",
+                trigger=self.trigger(event),
+                source=self.source.identifier,
+                function=self.function(event),
+                key=key,
+                text=text,
             )
-        )
-        for event in EVENTS:
-            conn.execute(
-                statement(
-                    f"sync_{event}_trigger",
-                    trigger=self.trigger(event),
-                    source=self.source.identifier,
-                    function=self.function(event),
-                    key=key,
-                    text=text,
-                )
-            )
+            for event in EVENTS
+        ]
+        return statements
 
     def remove(self, conn: PgConnection) -> None:
         """Drop what :meth:`install` created (whatever of it exists)."""
+        run(conn, self.remove_statements())
+
+    def remove_statements(self) -> list[sql.Composed]:
+        statements: list[sql.Composed] = []
         for event in EVENTS:
-            conn.execute(
+            statements.append(
                 statement(
                     "sync_drop_trigger", trigger=self.trigger(event), source=self.source.identifier
                 )
             )
-            conn.execute(statement("drop_function", function=self.function(event)))
-        conn.execute(statement("drop_table", table=self.queue))
-        conn.execute(statement("drop_table", table=self.failed))
+            statements.append(statement("drop_function", function=self.function(event)))
+        statements.append(statement("drop_table", table=self.queue))
+        statements.append(statement("drop_table", table=self.failed))
+        return statements

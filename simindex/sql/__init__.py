@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable
 from importlib import resources
 from typing import Any
 
@@ -37,3 +38,10 @@ def _blocks() -> dict[str, str]:
 def statement(block: str, /, **parts: sql.Composable) -> sql.Composed:
     """The named block with its placeholders filled by identifiers or composed SQL."""
     return sql.SQL(_blocks()[block]).format(**parts)
+
+
+def run(conn: PgConnection, statements: Iterable[sql.Composed]) -> None:
+    """Execute statements without values, one after another (see the ``*_statements`` methods:
+    the same statements also become text for an Alembic ``--sql`` script)."""
+    for composed in statements:
+        conn.execute(composed)

@@ -1,8 +1,9 @@
 -- name: catalog_insert
+-- Values as literals: the same statement runs from Python and goes into an Alembic --sql script.
 INSERT INTO {catalog} (name, source_schema, source_table, key_column, key_type, text_column,
                        method, spec, spec_version)
-VALUES (%(name)s, %(source_schema)s, %(source_table)s, %(key_column)s, %(key_type)s,
-        %(text_column)s, %(method)s, %(spec)s::jsonb, %(spec_version)s)
+VALUES ({name}, {source_schema}, {source_table}, {key_column}, {key_type}, {text_column},
+        {method}, {spec}::jsonb, {spec_version})
 
 -- name: catalog_get
 SELECT name, source_schema, source_table, key_column, key_type, text_column, spec::text, state,
@@ -11,7 +12,7 @@ FROM {catalog} WHERE name = %(name)s
 
 -- name: catalog_lock
 -- Serialises builds and drops of one index.
-SELECT 1 FROM {catalog} WHERE name = %(name)s FOR UPDATE
+SELECT 1 FROM {catalog} WHERE name = {name} FOR UPDATE
 
 -- name: catalog_list
 SELECT name FROM {catalog} ORDER BY name
@@ -26,7 +27,7 @@ SET state = 'ready', row_count = %(row_count)s, skipped_count = %(skipped_count)
 WHERE name = %(name)s
 
 -- name: catalog_delete
-DELETE FROM {catalog} WHERE name = %(name)s
+DELETE FROM {catalog} WHERE name = {name}
 
 -- name: catalog_table_bytes
 -- Disk use of an index's tables, indexes and TOAST included.

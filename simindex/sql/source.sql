@@ -41,3 +41,50 @@ SELECT {key}, {text} FROM {table} WHERE {key} = ANY(%(keys)s)
 -- name: source_cast_key
 -- A key given as text (on a command line) in the source key's own type.
 SELECT CAST(%(key)s::text AS {key_type})
+
+-- name: source_schema_of
+(SELECT n.nspname FROM pg_catalog.pg_class AS c
+ JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
+ WHERE c.oid = {table}::regclass)
+
+-- name: source_same_type
+-- Whether a type a user names is the type found (spellings differ: int, integer, int4).
+SELECT %(given)s::regtype = %(found)s::regtype
+
+-- name: source_check
+-- What simindex.source.describe checks, for an offline migration's script, which has no
+-- database to ask when it is written: it stops the script, before anything is created, when
+-- the table, its text column or its key do not fit.
+DO $check$
+DECLARE
+    source regclass := {table}::regclass;
+    attribute record;
+BEGIN
+    SELECT a.attnum, a.atttypid, t.typcategory INTO attribute
+    FROM pg_catalog.pg_attribute AS a JOIN pg_catalog.pg_type AS t ON t.oid = a.atttypid
+    WHERE a.attrelid = source AND a.attname = {column} AND a.attnum > 0 AND NOT a.attisdropped;
+    IF NOT FOUND OR attribute.typcategory <> 'S' THEN
+        RAISE EXCEPTION 'simindex: % has no text column %', source, {column}
+            USING ERRCODE = '42703';
+    END IF;
+    SELECT a.attnum, a.atttypid INTO attribute
+    FROM pg_catalog.pg_attribute AS a
+    WHERE a.attrelid = source AND a.attname = {key} AND a.attnum > 0 AND NOT a.attisdropped;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'simindex: key column % does not exist in %', {key}, source
+            USING ERRCODE = '42703';
+    END IF;
+    IF attribute.atttypid <> {key_type}::regtype THEN
+        RAISE EXCEPTION 'simindex: key column % of % is %, but key_type % was given',
+            {key}, source, attribute.atttypid::regtype, {key_type} USING ERRCODE = '42804';
+    END IF;
+    IF NOT EXISTS (
+        SELECT FROM pg_catalog.pg_index AS i
+        WHERE i.indrelid = source AND i.indisunique AND i.indnkeyatts = 1
+          AND i.indkey[0] = attribute.attnum AND i.indpred IS NULL AND i.indexprs IS NULL
+    ) THEN
+        RAISE EXCEPTION 'simindex: key column % has no unique index on %', {key}, source
+            USING ERRCODE = '42P10';
+    END IF;
+END
+$check$
