@@ -7,10 +7,11 @@ the bar redraws itself in place only on a terminal (a log file gets an occasiona
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
@@ -25,13 +26,23 @@ _SIZE_UNITS = ("bytes", "kB", "MB", "GB", "TB", "PB")
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """Columns padded to their widest cell; numbers aligned right, everything else left."""
-    cells = [[_cell(value) for value in row] for row in rows]
+    return "\n".join(table_lines(headers, rows, sample=len(rows)))
+
+
+def table_lines(
+    headers: Sequence[str], rows: Iterable[Sequence[object]], *, sample: int = 1000
+) -> Iterator[str]:
+    """:func:`table`'s lines for a stream of rows: widths and alignment come from the first
+    ``sample`` rows, so memory stays flat; a longer cell further down pushes its line out."""
+    rows = iter(rows)
+    first = list(itertools.islice(rows, sample))
+    cells = [[_cell(value) for value in row] for row in first]
     widths = [
         max([len(header)] + [len(row[column]) for row in cells])
         for column, header in enumerate(headers)
     ]
     numeric = [
-        bool(rows) and all(_is_number(row[column]) for row in rows)
+        bool(first) and all(_is_number(row[column]) for row in first)
         for column in range(len(headers))
     ]
 
@@ -42,9 +53,12 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
         ]
         return "  ".join(padded).rstrip()
 
-    return "\n".join(
-        [line(headers), line(["-" * width for width in widths])] + [line(row) for row in cells]
-    )
+    yield line(headers)
+    yield line(["-" * width for width in widths])
+    for row_cells in cells:
+        yield line(row_cells)
+    for row in rows:
+        yield line([_cell(value) for value in row])
 
 
 def _is_number(value: object) -> bool:
@@ -83,28 +97,27 @@ def duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
-class ProgressBar:
-    """A build's progress callback: rows done of the estimate, rate and time left, on ``stream``.
+class StatusLine:
+    """One line of progress on ``stream``, drawn at most so often.
 
-    On a terminal it redraws one line with a carriage return (at most ``redraw`` times a
-    second); elsewhere it writes a plain line every ``every`` seconds, so a log shows the build
-    is alive without filling up. The estimate is the planner's: the count may pass it, and then
-    only the count and rate are shown.
+    On a terminal it is redrawn in place with a carriage return (at most ``redraw`` times a
+    second); elsewhere a plain line is written every ``every`` seconds, so a log shows the work
+    is alive without filling up. ``in_place=False`` forces plain lines on a terminal too: when
+    results go to the same terminal, a redrawn line would land in the middle of them.
     """
 
     def __init__(
         self,
-        label: str,
         stream: TextIO,
         *,
         every: float = 10.0,
         redraw: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
         columns: int | None = None,
+        in_place: bool | None = None,
     ) -> None:
-        self.label = label
         self.stream = stream
-        self.tty = stream.isatty()
+        self.tty = stream.isatty() if in_place is None else in_place
         self.interval = 1.0 / redraw if self.tty else every
         self.clock = clock
         self.started = clock()
@@ -117,19 +130,49 @@ class ProgressBar:
         """Characters a redrawn line may take: one less than the terminal's (no wrapping)."""
         return (self.columns or shutil.get_terminal_size().columns) - 1
 
-    def __call__(self, done: int, estimate: int | None) -> None:
+    def due(self) -> bool:
+        """Whether it is time to draw again (and if so, the clock starts over)."""
         now = self.clock()
         if now - self.shown_at < self.interval:
-            return
+            return False
         self.shown_at = now
-        status = self.status(done, estimate, now - self.started)
+        return True
+
+    def draw(self, status: str, redrawn: str | None = None) -> None:
+        """Show ``status`` (``redrawn``, e.g. with a bar, when redrawing in place)."""
         if self.tty:
             width = self.width
-            self.stream.write("\r" + self._with_bar(status, done, estimate, width).ljust(width))
+            self.stream.write("\r" + (redrawn or status)[:width].ljust(width))
             self.drawn = True
         else:
             self.stream.write(status + "\n")
         self.stream.flush()
+
+    def close(self) -> None:
+        """Clear the line from a terminal, so what follows stands alone."""
+        if self.drawn:
+            self.stream.write("\r" + " " * self.width + "\r")
+            self.stream.flush()
+            self.drawn = False
+
+
+class ProgressBar(StatusLine):
+    """A build's progress callback: rows done of the estimate, rate and time left.
+
+    The estimate is the planner's: the count may pass it, and then only the count and rate are
+    shown.
+    """
+
+    def __init__(self, label: str, stream: TextIO, **options: Any) -> None:
+        super().__init__(stream, **options)
+        self.label = label
+
+    def __call__(self, done: int, estimate: int | None) -> None:
+        if not self.due():
+            return
+        status = self.status(done, estimate, self.shown_at - self.started)
+        redrawn = self._with_bar(status, done, estimate, self.width) if self.tty else None
+        self.draw(status, redrawn)
 
     def status(self, done: int, estimate: int | None, elapsed: float) -> str:
         """``docs: 1,200 / ~5,000 rows (24%), 3,000 rows/s, 1.27 s left``."""
@@ -153,12 +196,28 @@ class ProgressBar:
         filled = bar * done // estimate
         return f"[{'#' * filled}{'.' * (bar - filled)}] {status}"
 
-    def close(self) -> None:
-        """Clear the bar from a terminal, so the result that follows stands alone."""
-        if self.drawn:
-            self.stream.write("\r" + " " * self.width + "\r")
-            self.stream.flush()
-            self.drawn = False
+
+class StepProgress(StatusLine):
+    """Progress of work done in steps of known number (Manku tables, bands) or not (rounds):
+    ``label: <status>, <elapsed>``, with a bar on a terminal when the total is known."""
+
+    def __init__(self, label: str, stream: TextIO, **options: Any) -> None:
+        super().__init__(stream, **options)
+        self.label = label
+
+    def __call__(
+        self, status: str, done: int = 0, total: int | None = None, *, now: bool = False
+    ) -> None:
+        """Show ``status``; ``now`` shows it even when one was shown a moment ago."""
+        if not self.due() and not now:
+            return
+        text = f"{self.label}: {status}, {duration(self.clock() - self.started)}"
+        redrawn = None
+        if self.tty and total:
+            bar = 20
+            filled = bar * min(done, total) // total
+            redrawn = f"[{'#' * filled}{'.' * (bar - filled)}] {text}"
+        self.draw(text, redrawn)
 
 
 # -- reports

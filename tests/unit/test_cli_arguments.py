@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from simindex.cli import UsageError, _method, parser
+from simindex.cli import UsageError, parser
+from simindex.cli._index import _method
 from simindex.minhash import Scheme
 from simindex.spec import MinHash, SimHash
 from simindex.text import Shingling

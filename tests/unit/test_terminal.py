@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from simindex._terminal import ProgressBar, duration, size, table
+from simindex._terminal import ProgressBar, StepProgress, duration, size, table, table_lines
 
 
 class Terminal(io.StringIO):
@@ -93,3 +93,23 @@ def test_progress_elsewhere_is_an_occasional_line() -> None:
 def test_progress_past_the_planner_estimate_drops_the_percentage() -> None:
     bar = ProgressBar("b", io.StringIO())
     assert bar.status(1500, 1000, 1.0) == "b: 1,500 rows, 1,500 rows/s"
+
+
+def test_step_progress_shows_steps_with_a_bar_when_their_number_is_known() -> None:
+    stream, clock = Terminal(), Clock()
+    line = StepProgress("pairs of docs", stream, clock=clock, columns=81)
+    clock.now += 1.0
+    line("3/10 Manku tables, 1,200 pairs", 3, 10)
+    clock.now += 1.0
+    line("components, round 2", 2, None)
+    first, second = stream.getvalue().split("\r")[1:]
+    assert first.startswith("[######..............] pairs of docs: 3/10 Manku tables, 1,200 pairs")
+    assert second.rstrip() == "pairs of docs: components, round 2, 2.00 s"
+    plain = io.StringIO()
+    StepProgress("p", plain, clock=clock, in_place=False)("0/1 bands", 0, 1, now=True)
+    assert plain.getvalue() == "p: 0/1 bands, 0.00 s\n"
+
+
+def test_table_lines_take_widths_from_the_first_rows() -> None:
+    lines = list(table_lines(["key", "name"], iter([(1, "a"), (22, "bb"), (333, "ccc")]), sample=2))
+    assert lines == ["key  name", "---  ----", "  1  a", " 22  bb", "333  ccc"]

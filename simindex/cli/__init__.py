@@ -1,0 +1,138 @@
+"""The ``simindex`` command line: ``simindex <command> [options]`` or ``python -m simindex``.
+
+Results go to stdout (tables for people, one JSON document with ``--json``), progress and
+errors to stderr. Exit codes: 0 done; 1 simindex could not do it (one line: ``simindex: error:
+<message>``), or ``check`` found the index differing from its table; 2 the command line was
+wrong, including no database at all (neither ``--dsn`` nor ``SIMINDEX_DSN`` nor
+``DATABASE_URL``). Each command is a pair of small functions in the module of its concept:
+``add_<name>`` registers its subparser, ``run_<name>`` does the work and returns the exit code;
+a new command is one more entry in :data:`COMMANDS`. The plumbing they share is in
+:mod:`simindex.cli._common`; what people see (tables, progress) is drawn by
+:mod:`simindex._terminal`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, cast
+
+import psycopg
+import sqlalchemy.exc
+
+from simindex.cli._common import (
+    FAILED,
+    OK,
+    PROG,
+    USAGE,
+    CommandParser,
+    Runner,
+    UsageError,
+    common_options,
+    database,
+    emit,
+)
+from simindex.cli._dedup import add_clusters, add_pairs
+from simindex.cli._demo import add_demo
+from simindex.cli._index import add_build, add_create, add_drop, add_stats
+from simindex.cli._query import add_query
+from simindex.cli._schema import add_migrate
+from simindex.cli._sync import add_check, add_repair, add_sync
+from simindex.errors import SimindexError
+
+if TYPE_CHECKING:
+    from simindex.cli._common import Subparsers
+
+__all__ = ["COMMANDS", "FAILED", "OK", "USAGE", "UsageError", "database", "emit", "main", "parser"]
+
+COMMANDS: Sequence[Callable[[Subparsers, argparse.ArgumentParser], None]] = (
+    add_migrate,
+    add_create,
+    add_build,
+    add_query,
+    add_stats,
+    add_check,
+    add_repair,
+    add_sync,
+    add_drop,
+    add_pairs,
+    add_clusters,
+    add_demo,
+)
+
+# Killed by SIGPIPE, as the shell reports it: `simindex pairs docs | head` is not an error.
+_BROKEN_PIPE = 141
+
+
+def parser() -> argparse.ArgumentParser:
+    main_parser = argparse.ArgumentParser(
+        prog=PROG,
+        parents=[common_options()],
+        description="Near-duplicate search inside PostgreSQL.",
+        epilog="Environment: SIMINDEX_DSN (else DATABASE_URL) is the database, SIMINDEX_SCHEMA "
+        "the schema. Exit codes: 0 done, 1 error (or `check` found differences), 2 bad command "
+        "line or no database given.",
+    )
+    # Typed by its parser class, which takes the same arguments (parents) as any ArgumentParser.
+    commands = cast(
+        "Subparsers",
+        main_parser.add_subparsers(
+            title="commands", metavar="COMMAND", required=True, parser_class=CommandParser
+        ),
+    )
+    common = common_options()
+    for add in COMMANDS:
+        add(commands, common)
+    return main_parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line ``argv`` (default: ``sys.argv[1:]``); the exit code."""
+    args = parser().parse_args(argv)  # exits 2 on a usage error, 0 for --help
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_OneLine(f"{PROG}: %(message)s"))
+    logging.getLogger("simindex").addHandler(handler)
+    logging.getLogger("simindex").setLevel(logging.WARNING)
+    run: Runner = args.run
+    try:
+        return run(args)
+    except UsageError as exc:
+        return _fail(str(exc), USAGE)
+    except (SimindexError, ValueError) as exc:
+        return _fail(str(exc))
+    except sqlalchemy.exc.DBAPIError as exc:
+        return _fail(_database_message(exc.orig if exc.orig is not None else exc))
+    except psycopg.Error as exc:
+        return _fail(_database_message(exc))
+    except BrokenPipeError:
+        # The reader of stdout is gone; Python would complain again flushing it at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return _BROKEN_PIPE
+    except KeyboardInterrupt:  # before or after sync's own handlers were in place
+        return 130
+    finally:
+        logging.getLogger("simindex").removeHandler(handler)
+
+
+class _OneLine(logging.Formatter):
+    """Log records (sync's reconnect warnings) as one line each."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return " ".join(super().format(record).split())
+
+
+def _database_message(exc: BaseException) -> str:
+    if isinstance(exc, psycopg.OperationalError):
+        return f"cannot reach the database: {exc}"
+    if isinstance(exc, psycopg.errors.UndefinedTable | psycopg.errors.InvalidSchemaName):
+        return f"{exc} (has `simindex migrate` been run for this schema?)"
+    return f"database error: {exc}"
+
+
+def _fail(message: str, code: int = FAILED) -> int:
+    # libpq messages span lines (hints, "Is the server running...?"): keep to one.
+    print(f"{PROG}: error: {' '.join(message.split())}", file=sys.stderr)
+    return code

@@ -1,0 +1,212 @@
+"""``simindex sync, check, repair``: keeping an index equal to its table, and proving it."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from simindex import _terminal as terminal
+from simindex.cli._common import (
+    FAILED,
+    OK,
+    database,
+    emit,
+    non_negative_int,
+    number,
+    positive_int,
+    progress,
+    seconds,
+)
+from simindex.errors import SimindexError
+
+if TYPE_CHECKING:
+    from simindex.cli._common import Subparsers
+
+
+def add_sync(commands: Subparsers, common: argparse.ArgumentParser) -> None:
+    from simindex.sync import DEFAULT_MAX_TEXT_BYTES
+
+    parser = commands.add_parser(
+        "sync",
+        parents=[common],
+        help="bring indexes up to date with their tables",
+        description="Drain the change queues of the named indexes (default: all) into the "
+        "indexes, then print what was done. With --follow keep running until SIGTERM or "
+        "SIGINT, which finish the current batch and exit 0.",
+    )
+    parser.add_argument("indexes", nargs="*", metavar="INDEX", help="index names (default: all)")
+    parser.add_argument(
+        "--follow",
+        action="store_true",
+        help="keep running: process changes as they are notified, reconnecting when needed",
+    )
+    parser.add_argument(
+        "--retry-failed", action="store_true", help="queue every failed item again first"
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=500,
+        metavar="N",
+        help="queue entries per transaction (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--heartbeat",
+        type=seconds,
+        default=30.0,
+        metavar="S",
+        help="with --follow, look at the queues at least every S seconds (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-text-bytes",
+        type=non_negative_int,
+        default=DEFAULT_MAX_TEXT_BYTES,
+        metavar="N",
+        help="longer texts become failed items instead of being read (default: %(default)s)",
+    )
+    parser.set_defaults(run=run_sync)
+
+
+def run_sync(args: argparse.Namespace) -> int:
+    from simindex.schema import current_revision
+    from simindex.sync import stop_on_signals, sync
+
+    dsn, schema = database(args)
+    # --follow retries a lost server forever; a server never reached is a mistake to report.
+    if current_revision(dsn, schema=schema) is None:
+        raise SimindexError(
+            f"no simindex schema {schema!r} in this database: run `simindex migrate`"
+        )
+    names = args.indexes or None
+    if args.follow:
+        which = ", ".join(names) if names else "all indexes"
+        progress(f"following {which}; SIGTERM or Ctrl-C stops after the current batch")
+    with stop_on_signals() as stop:
+        report = sync(
+            dsn,
+            names,
+            batch_size=args.batch_size,
+            follow=args.follow,
+            stop=stop,
+            retry_failed=args.retry_failed,
+            max_text_bytes=args.max_text_bytes,
+            heartbeat=args.heartbeat,
+            index_schema=schema,
+        )
+    if report.busy:
+        progress(f"skipped while being built or dropped: {', '.join(sorted(report.busy))}")
+    result = {
+        "taken": report.taken,
+        "indexed": report.indexed,
+        "removed": report.removed,
+        "failed": report.failed,
+        "batches": report.batches,
+        "busy": sorted(report.busy),
+        "reconnects": report.reconnects,
+        "seconds": round(report.seconds, 3),
+    }
+    text = (
+        f"synced {report.taken} queued keys in {report.batches} batches: "
+        f"{report.indexed} indexed, {report.removed} removed, {report.failed} failed "
+        f"({report.seconds:.2f} s)"
+    )
+    emit(args, result, text)
+    return OK
+
+
+def add_check(commands: Subparsers, common: argparse.ArgumentParser) -> None:
+    parser = commands.add_parser(
+        "check",
+        parents=[common],
+        help="compare an index with its table (exit 1 if they differ)",
+        description="Recompute the fingerprints of the table's rows (or of a random sample) "
+        "and compare them with the index: rows missing from it, stale in it, and orphaned "
+        "entries whose row is gone or has no text. Exit 0 when all match, 1 when some differ "
+        "(or on an error). Rows changed since the last `simindex sync` count until synced.",
+    )
+    parser.add_argument("name", metavar="NAME", help="the index")
+    sampling = parser.add_mutually_exclusive_group()
+    sampling.add_argument(
+        "--sample",
+        type=positive_int,
+        metavar="N",
+        help="compare about N rows, drawn at random (TABLESAMPLE BERNOULLI)",
+    )
+    sampling.add_argument(
+        "--fraction",
+        type=number,
+        metavar="F",
+        help="compare about this fraction of rows, in (0, 1]",
+    )
+    parser.set_defaults(run=run_check)
+
+
+def run_check(args: argparse.Namespace) -> int:
+    from simindex.check import check
+
+    dsn, schema = database(args)
+    fraction = args.fraction
+    if args.sample is not None:
+        fraction = _fraction_of(dsn, schema, args.name, args.sample)
+    report = check(dsn, args.name, sample=fraction, index_schema=schema)
+    text = terminal.check_text(args.name, report)
+    emit(args, terminal.check_json(args.name, report), text)
+    if report.ok:
+        return OK
+    hint = f"`simindex repair {args.name}` fixes them"
+    if report.queued:
+        hint = f"{report.queued:,} queued changes: `simindex sync {args.name}`, then check again"
+    progress(f"{args.name} differs from its table: {hint}")
+    return FAILED
+
+
+def _fraction_of(dsn: str, schema: str, name: str, rows: int) -> float | None:
+    """The share of the source that is about ``rows`` rows (the planner's count, else the last
+    build's); None (everything) when that is all of it or the size is unknown."""
+    from simindex.index import Index, transaction
+    from simindex.source import describe, row_estimate
+
+    info = Index(dsn, name, index_schema=schema).info()
+    with transaction(dsn) as conn:
+        source = info.source
+        described = describe(
+            conn, source.table, source.text_column, schema=source.schema, key=source.key_column
+        )
+        total = row_estimate(conn, described) or info.row_count + info.skipped_count
+    return rows / total if 0 < rows < total else None
+
+
+def add_repair(commands: Subparsers, common: argparse.ArgumentParser) -> None:
+    parser = commands.add_parser(
+        "repair",
+        parents=[common],
+        help="fix whatever `simindex check` finds",
+        description="Check the index (see `simindex check`), queue every key found missing, "
+        "stale or orphaned, and process the queue, as a sync does: safe beside running writers "
+        "and workers. Prints what the check found; keys that fail become failed items.",
+    )
+    parser.add_argument("name", metavar="NAME", help="the index")
+    parser.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=500,
+        metavar="N",
+        help="queue entries per transaction (default: %(default)s)",
+    )
+    parser.set_defaults(run=run_repair)
+
+
+def run_repair(args: argparse.Namespace) -> int:
+    from simindex.check import repair
+    from simindex.sync import queue_counts
+
+    dsn, schema = database(args)
+    report = repair(dsn, args.name, batch_size=args.batch_size, index_schema=schema)
+    _, failed = queue_counts(dsn, args.name, index_schema=schema)
+    fixed = len(report.missing) + len(report.stale) + len(report.orphaned)
+    result = terminal.check_json(args.name, report) | {"repaired": fixed, "failed_items": failed}
+    text = f"{terminal.check_text(args.name, report)}\nrepaired {fixed:,} keys"
+    if failed:
+        text += f"; {failed:,} failed items (see `simindex sync --retry-failed`)"
+    emit(args, result, text)
+    return OK
