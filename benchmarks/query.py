@@ -1882,19 +1882,23 @@ def synthetic_fingerprints(rows: int, rng: np.random.Generator) -> tuple[NDArray
     return values, planted
 
 
-def synthetic_part(server: Server, rows: int, sample: int) -> dict[str, Any]:
-    dsn = server.dsn
-    rng = np.random.default_rng(SEED + 3)
-    log(f"synthetic: {rows:,} fingerprints")
-    values, planted = synthetic_fingerprints(rows, rng)
+def load_synthetic(
+    dsn: str, name: str, table: str, values: NDArray[np.uint64]
+) -> tuple[Index, SimHashStore, dict[str, Any], dict[str, int]]:
+    """A SimHash index ``name`` over an empty source ``table`` whose side table holds
+    ``values`` (keys 1..n), loaded as build() loads it: (index, store, phases, sizes)."""
+    rows = len(values)
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("CREATE TABLE synthetic_documents (id bigint PRIMARY KEY, body text)")
+        conn.execute(
+            sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, body text)").format(
+                sql.Identifier(table)
+            )
+        )
     method = SimHash(max_distance=MAX_DISTANCE, expected_rows=rows)
-    index = create_index(dsn, "synth", "synthetic_documents", "body", method=method)
+    index = create_index(dsn, name, table, "body", method=method)
     info = index.info()
-    store = store_for("simindex", "synth", info.source, info.spec)
+    store = store_for("simindex", name, info.source, info.spec)
     assert isinstance(store, SimHashStore)
-    assert isinstance(info.spec.design, MankuDesign)
     phases: dict[str, Any] = {}
     with psycopg.connect(dsn) as conn:
         # The build's own path: a staging table created in this transaction (so, at
@@ -1915,7 +1919,7 @@ def synthetic_part(server: Server, rows: int, sample: int) -> dict[str, Any]:
         store.swap_in_staging(conn)
         conn.execute(
             statement("catalog_built", catalog=sql.Identifier("simindex", "indexes")),
-            {"name": "synth", "row_count": rows, "skipped_count": 0},
+            {"name": name, "row_count": rows, "skipped_count": 0},
         )
         conn.commit()
         conn.autocommit = True
@@ -1926,6 +1930,17 @@ def synthetic_part(server: Server, rows: int, sample: int) -> dict[str, Any]:
         started = time.perf_counter()
         blocks = prewarm(conn, [store.table()])
         phases["prewarm"] = {"seconds": round(time.perf_counter() - started, 2), "blocks": blocks}
+    return index, store, phases, sizes
+
+
+def synthetic_part(server: Server, rows: int, sample: int) -> dict[str, Any]:
+    dsn = server.dsn
+    rng = np.random.default_rng(SEED + 3)
+    log(f"synthetic: {rows:,} fingerprints")
+    values, planted = synthetic_fingerprints(rows, rng)
+    index, store, phases, sizes = load_synthetic(dsn, "synth", "synthetic_documents", values)
+    info = index.info()
+    assert isinstance(info.spec.design, MankuDesign)
     fingerprints = Fingerprints(
         np.arange(1, rows + 1, dtype=np.int64),
         (values ^ np.uint64(1 << 63)),  # the stored bit pattern (simindex.bits)
