@@ -400,7 +400,7 @@ class Index:
         """Every pair of rows within ``max_distance`` bits (SimHash) or at or above
         ``threshold`` estimated Jaccard similarity (MinHash), each pair once, ``left < right``.
 
-        Found by self-joins in SQL and streamed through a server-side cursor, in one
+        Found by self-joins in SQL and streamed as PostgreSQL sends them, in one
         transaction held open while you iterate. ``progress`` is called after each Manku table
         or band with (parts done, parts in all).
         """

@@ -1,10 +1,11 @@
 """Every near-duplicate pair of an index, found in SQL and streamed.
 
 SimHash: two fingerprints within k bits agree on the prefix of at least one Manku table, so a
-self-join of the side table on each table's prefix (a hash join on ``p >> shift``) finds every
+self-join of the side table on each table's prefix (``p >> shift``) finds every
 pair; a pair is reported by the first table that finds it only. MinHash: a self-join of the
 band table on each band, verified by the signatures, each pair reported by the first band the
-two rows share. Rows come through a server-side cursor: memory stays flat however many pairs.
+two rows share. Rows are streamed one by one as PostgreSQL sends them: memory stays flat
+however many pairs there are.
 """
 
 from __future__ import annotations
@@ -23,8 +24,6 @@ from simindex.sql import PgConnection, statement
 
 PairsProgress = Callable[[int, int], None]
 """Called after each Manku table or band with (parts done, parts in all)."""
-
-_FETCH_ROWS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,10 +81,9 @@ def pairs(
         make = NearPair if isinstance(store, SimHashStore) else SimilarPair
         conn.execute(statement("pairs_work_mem"))
         for done, query in enumerate(queries, 1):
-            with conn.cursor(name=f"simindex_pairs_{done}") as cursor:
-                cursor.itersize = _FETCH_ROWS
-                cursor.execute(query)
-                for left, right, score in cursor:
-                    yield make(left, right, score)
+            # stream(), not a named cursor: PostgreSQL never plans a cursor's query in
+            # parallel, and single-row mode keeps memory just as flat.
+            for left, right, score in conn.cursor().stream(query):
+                yield make(left, right, score)
             if progress is not None:
                 progress(done, len(queries))

@@ -17,9 +17,12 @@ FROM {bands} AS a
 JOIN {bands} AS b ON b.band = a.band AND b.hash = a.hash AND a.key < b.key
 JOIN {signatures} AS sa ON sa.key = a.key
 JOIN {signatures} AS sb ON sb.key = b.key
+-- Identical signatures (exact copies, most pairs in practice) skip the slot count.
 CROSS JOIN LATERAL (
-    SELECT count(*) FILTER (WHERE x = y)::double precision / {num_perm} AS similarity
-    FROM unnest(sa.signature, sb.signature) AS u(x, y)
+    SELECT CASE WHEN sa.signature = sb.signature THEN 1.0::double precision ELSE (
+        SELECT count(*) FILTER (WHERE x = y)::double precision / {num_perm}
+        FROM unnest(sa.signature, sb.signature) AS u(x, y)
+    ) END AS similarity
 ) AS v
 WHERE a.band = {band} AND b.band = {band}
   AND sa.signature[{low}:{high}] = sb.signature[{low}:{high}]{earlier}
