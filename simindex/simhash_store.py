@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 from psycopg import sql
+from psycopg.adapt import PyFormat
 
 from simindex.bits import BITS, MAX_UNSIGNED, to_signed_array
 from simindex.copytext import field
@@ -222,7 +223,7 @@ class SimHashStore:
                 columns=sql.SQL(", ").join(self.columns),
                 arrays=sql.SQL(", ").join(
                     [
-                        sql.SQL("{}::bigint[]").format(sql.Placeholder(f"p{i}"))
+                        sql.SQL("{}::bigint[]").format(sql.Placeholder(f"p{i}", PyFormat.BINARY))
                         for i in range(self.design.table_count)
                     ]
                 ),

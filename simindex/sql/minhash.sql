@@ -80,11 +80,12 @@ SELECT signature FROM {table} WHERE key = %(key)s
 DELETE FROM {table} WHERE key = ANY(%(keys)s::{key_type}[])
 
 -- name: minhash_insert_signatures
--- The signatures arrive as one flat array, num_perm values per key, in the keys' order.
+-- The signatures arrive as one flat array, num_perm values per key, in the keys' order (in
+-- binary, like every bigint array of the sync worker's writes).
 INSERT INTO {table} (key, signature)
-SELECT u.key, (%(values)s::bigint[])[(u.n - 1) * {num_perm} + 1 : u.n * {num_perm}]
+SELECT u.key, (%(values)b::bigint[])[(u.n - 1) * {num_perm} + 1 : u.n * {num_perm}]
 FROM unnest(%(keys)s::{key_type}[]) WITH ORDINALITY AS u (key, n)
 
 -- name: minhash_insert_bands
 INSERT INTO {table} (band, hash, key)
-SELECT * FROM unnest(%(bands)s::smallint[], %(hashes)s::bigint[], %(keys)s::{key_type}[])
+SELECT * FROM unnest(%(bands)b::smallint[], %(hashes)b::bigint[], %(keys)s::{key_type}[])

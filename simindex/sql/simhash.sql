@@ -64,9 +64,10 @@ AS $body$
 $body$
 
 -- name: simhash_upsert
--- The sync worker's write: rows as parallel arrays, one statement per batch.
+-- The sync worker's write: rows as parallel arrays, one statement per batch. The bigint arrays
+-- travel in binary: dumping them as text cost more than the statement itself.
 INSERT INTO {table} AS t (key, fingerprint, {columns})
-SELECT * FROM unnest(%(keys)s::{key_type}[], %(fingerprints)s::bigint[], {arrays})
+SELECT * FROM unnest(%(keys)s::{key_type}[], %(fingerprints)b::bigint[], {arrays})
 ON CONFLICT (key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, {updates}
 
 -- name: simhash_delete
