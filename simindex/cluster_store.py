@@ -43,21 +43,18 @@ class ClusterStore:
     def create_assign_function(
         self, conn: PgConnection, source: Source, store: SimHashStore | MinHashStore
     ) -> None:
-        common = {
-            "function": self.assign_function,
-            "key_type": sql.SQL(source.key_type),
-            "table": self.table,
-        }
         if isinstance(store, SimHashStore):
-            query = statement(
-                "clusters_simhash_assign_function", near_key=store.near_key_function, **common
-            )
+            neighbours, nearest_first = store.near_key_function, sql.SQL("n.distance")
         else:
-            query = statement(
-                "clusters_minhash_assign_function",
-                similar_key=store.similar_key_function,
-                **common,
-            )
+            neighbours, nearest_first = store.similar_key_function, sql.SQL("n.similarity DESC")
+        query = statement(
+            "clusters_assign_function",
+            function=self.assign_function,
+            key_type=sql.SQL(source.key_type),
+            table=self.table,
+            neighbours=neighbours,
+            nearest_first=nearest_first,
+        )
         conn.execute(query)
 
     def assign(self, conn: PgConnection, key_type: str, keys: Sequence[object]) -> None:

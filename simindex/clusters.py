@@ -27,7 +27,7 @@ from simindex.bits import to_signed
 from simindex.cluster_store import ClusterStore
 from simindex.copytext import field
 from simindex.errors import IndexNotReadyError
-from simindex.index import Index, transaction
+from simindex.index import Index, store_for, transaction
 from simindex.minhash import bottom_k_key
 from simindex.minhash_store import MinHashStore
 from simindex.pairs import pairs_queries
@@ -150,8 +150,7 @@ def members(index: Index, *, min_size: int = 2) -> Iterator[ClusterMember]:
     if isinstance(min_size, bool) or not isinstance(min_size, int) or min_size < 1:
         raise ValueError(f"min_size must be a positive int, got {min_size!r}")
     with transaction(index.bind) as conn:
-        target = _existing(index, conn)
-        _, store = index._ready(conn)
+        target, store = _existing(index, conn)
         side = store.table() if isinstance(store, SimHashStore) else store.signatures()
         with conn.cursor(name="simindex_cluster_members") as cursor:
             cursor.itersize = _READ_ROWS
@@ -168,7 +167,7 @@ def survivors(index: Index, *, prefer: str = "smallest_key") -> Iterator[Survivo
     if not isinstance(prefer, str):
         raise TypeError(f"prefer must be a str, got {type(prefer).__name__}")
     with transaction(index.bind) as conn:
-        target = _existing(index, conn)
+        target, _ = _existing(index, conn)
         with conn.cursor(name="simindex_survivors") as cursor:
             cursor.itersize = _READ_ROWS
             cursor.execute(
@@ -179,8 +178,10 @@ def survivors(index: Index, *, prefer: str = "smallest_key") -> Iterator[Survivo
                 yield Survivor(cluster_id, key, int(size), bool(survivor))
 
 
-def _existing(index: Index, conn: PgConnection) -> ClusterStore:
-    index._info(conn)
+def _existing(index: Index, conn: PgConnection) -> tuple[ClusterStore, SimHashStore | MinHashStore]:
+    """The index's cluster objects and store, once its clusters have been made."""
+    info = index._info(conn)
+    store = store_for(index.index_schema, index.name, info.source, info.spec)
     target = ClusterStore(index.index_schema, index.name)
     qualified = target.table.as_string(conn)
     if not conn.execute(statement("clusters_exists"), {"table": qualified}).fetchone()[0]:  # type: ignore[index]
@@ -188,7 +189,7 @@ def _existing(index: Index, conn: PgConnection) -> ClusterStore:
             f"index {index.name!r} has no clusters yet: run clusters() (or `simindex clusters "
             f"{index.name}`) first"
         )
-    return target
+    return target, store
 
 
 def _no_progress(step: str, done: int, total: int | None) -> None:

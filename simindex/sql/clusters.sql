@@ -119,9 +119,10 @@ DELETE FROM {table} WHERE key = ANY(%(keys)s::{key_type}[])
 -- name: clusters_assign
 SELECT {function}(%(keys)s::{key_type}[])
 
--- name: clusters_simhash_assign_function
+-- name: clusters_assign_function
 -- Sync's share of leader clustering: each written row, in key order, joins the cluster of its
--- nearest clustered neighbour within the index's distance, or leads a cluster of its own.
+-- nearest clustered neighbour within the index's limit, or leads a cluster of its own.
+-- The neighbours come from the index's own key function, nearest first.
 CREATE OR REPLACE FUNCTION {function}(keys {key_type}[])
 RETURNS void
 LANGUAGE plpgsql VOLATILE
@@ -133,30 +134,9 @@ BEGIN
     FOR row_key IN SELECT DISTINCT u.k FROM unnest(keys) AS u(k) ORDER BY 1 LOOP
         INSERT INTO {table} AS t (key, cluster_id)
         SELECT row_key, coalesce((
-            SELECT c.cluster_id FROM {near_key}(row_key) AS n
+            SELECT c.cluster_id FROM {neighbours}(row_key) AS n
             JOIN {table} AS c ON c.key = n.key
-            ORDER BY n.distance, n.key LIMIT 1
-        ), row_key)
-        ON CONFLICT (key) DO UPDATE SET cluster_id = EXCLUDED.cluster_id;
-    END LOOP;
-END
-$body$
-
--- name: clusters_minhash_assign_function
-CREATE OR REPLACE FUNCTION {function}(keys {key_type}[])
-RETURNS void
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $body$
-DECLARE
-    row_key {key_type};
-BEGIN
-    FOR row_key IN SELECT DISTINCT u.k FROM unnest(keys) AS u(k) ORDER BY 1 LOOP
-        INSERT INTO {table} AS t (key, cluster_id)
-        SELECT row_key, coalesce((
-            SELECT c.cluster_id FROM {similar_key}(row_key) AS n
-            JOIN {table} AS c ON c.key = n.key
-            ORDER BY n.similarity DESC, n.key LIMIT 1
+            ORDER BY {nearest_first}, n.key LIMIT 1
         ), row_key)
         ON CONFLICT (key) DO UPDATE SET cluster_id = EXCLUDED.cluster_id;
     END LOOP;

@@ -287,3 +287,23 @@ def test_sync_keeps_leader_clusters(simhash_index: Index, database_dsn: str) -> 
         conn.execute("INSERT INTO documents (id, body) VALUES (1003, %s)", (target,))
     sync(database_dsn)
     assert 1003 not in stored_clusters(database_dsn, "docs")
+
+
+def test_sync_keeps_minhash_leader_clusters(database_dsn: str) -> None:
+    texts = planted_texts(120, seed=41)
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute("CREATE TABLE notes (id integer PRIMARY KEY, body text)")
+        conn.cursor().executemany("INSERT INTO notes VALUES (%s, %s)", list(enumerate(texts, 1)))
+    index = create_index(database_dsn, "notes", "notes", "body", method=MinHash(threshold=0.6))
+    index.build()
+    index.clusters(method="leader")
+    before = stored_clusters(database_dsn, "notes")
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute(
+            "INSERT INTO notes VALUES (1001, %s), (1002, 'words found in no other note at all')",
+            (texts[4],),
+        )
+    sync(database_dsn)
+    after = stored_clusters(database_dsn, "notes")
+    assert (after[1001], after[1002]) == (before[5], 1002)
+    assert {key: after[key] for key in before} == before
