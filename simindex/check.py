@@ -32,7 +32,7 @@ from simindex.catalog import DEFAULT_SCHEMA
 from simindex.index import Bind, Index, transaction
 from simindex.minhash_store import MinHashStore
 from simindex.sql import PgConnection, statement
-from simindex.sync import Target, _target_unlocked, requeue, sync
+from simindex.sync import DEFAULT_BATCH_SIZE, Target, _target_unlocked, requeue, sync
 
 _FETCH_ROWS = 2000
 
@@ -121,7 +121,7 @@ def repair(
     name: str,
     *,
     sample: float | None = None,
-    batch_size: int = 500,
+    batch_size: int = DEFAULT_BATCH_SIZE,
     index_schema: str = DEFAULT_SCHEMA,
 ) -> CheckReport:
     """Check index ``name`` (see :func:`check`) and fix every key found wrong: they are queued

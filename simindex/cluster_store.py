@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from psycopg import sql
 
 from simindex.minhash_store import MinHashStore
+from simindex.pg_array import key_array
 from simindex.simhash_store import SimHashStore
 from simindex.source import Source
 from simindex.sql import PgConnection, run, statement
@@ -64,7 +65,7 @@ class ClusterStore:
                 statement(
                     "clusters_assign", function=self.assign_function, key_type=sql.SQL(key_type)
                 ),
-                {"keys": list(keys)},
+                {"keys": key_array(conn, keys)},
             )
 
     def forget(self, conn: PgConnection, key_type: str, keys: Sequence[object]) -> None:
@@ -72,7 +73,7 @@ class ClusterStore:
         if keys:
             conn.execute(
                 statement("clusters_forget", table=self.table, key_type=sql.SQL(key_type)),
-                {"keys": list(keys)},
+                {"keys": key_array(conn, keys)},
             )
 
     def create(self, conn: PgConnection, source: Source) -> None:

@@ -17,6 +17,7 @@ from psycopg import sql
 from simindex.bits import to_signed_array
 from simindex.copytext import field
 from simindex.design import LshDesign
+from simindex.pg_array import BigintArray, key_array, register
 from simindex.sql import PgConnection, run, statement
 
 
@@ -180,6 +181,7 @@ class MinHashStore:
         if not keys:
             return
         self.delete(conn, keys)
+        register(conn)
         key_type = self._key_type()
         conn.execute(
             statement(
@@ -188,16 +190,16 @@ class MinHashStore:
                 key_type=key_type,
                 num_perm=sql.Literal(self.num_perm),
             ),
-            {"keys": list(keys), "values": self.stored_signatures(values).ravel().tolist()},
+            {"keys": key_array(conn, keys), "values": BigintArray(self.stored_signatures(values))},
         )
-        num_bands = self.design.num_bands
         conn.execute(
-            statement("minhash_insert_bands", table=self.bands(), key_type=key_type),
-            {
-                "bands": list(range(num_bands)) * len(keys),
-                "hashes": self.design.band_hashes(values).ravel().tolist(),
-                "keys": [key for key in keys for _ in range(num_bands)],
-            },
+            statement(
+                "minhash_insert_bands",
+                table=self.bands(),
+                key_type=key_type,
+                num_bands=sql.Literal(self.design.num_bands),
+            ),
+            {"keys": key_array(conn, keys), "hashes": BigintArray(self.design.band_hashes(values))},
         )
 
     def delete(self, conn: PgConnection, keys: Sequence[object]) -> None:
@@ -206,7 +208,7 @@ class MinHashStore:
             for table in self.side_tables():
                 conn.execute(
                     statement("minhash_delete", table=table, key_type=self._key_type()),
-                    {"keys": list(keys)},
+                    {"keys": key_array(conn, keys)},
                 )
 
     def finish(self, conn: PgConnection, staging: bool = False) -> None:

@@ -21,6 +21,7 @@ from psycopg.adapt import PyFormat
 from simindex.bits import BITS, MAX_UNSIGNED, to_signed_array
 from simindex.copytext import field
 from simindex.design import MankuDesign, MankuTable
+from simindex.pg_array import BigintArray, key_array, register
 from simindex.sql import PgConnection, run, statement
 
 _TOP_BIT = 1 << (BITS - 1)
@@ -212,9 +213,13 @@ class SimHashStore:
         """Write (or overwrite) the rows of ``keys`` with these fingerprints, in one statement."""
         if not keys:
             return
-        columns = list(zip(*self.rows(keys, values), strict=True))
-        params: dict[str, object] = {"keys": list(columns[0]), "fingerprints": list(columns[1])}
-        params |= {f"p{i}": list(column) for i, column in enumerate(columns[2:])}
+        register(conn)
+        params: dict[str, object] = {
+            "keys": key_array(conn, keys),
+            "fingerprints": BigintArray(to_signed_array(values)),
+        }
+        for i, table in enumerate(self.design.tables):
+            params[f"p{i}"] = BigintArray(to_signed_array(table.permute_array(values)))
         conn.execute(
             statement(
                 "simhash_upsert",
@@ -239,7 +244,7 @@ class SimHashStore:
         if keys:
             conn.execute(
                 statement("simhash_delete", table=self.table(), key_type=self._key_type()),
-                {"keys": list(keys)},
+                {"keys": key_array(conn, keys)},
             )
 
     def finish(self, conn: PgConnection, staging: bool = False) -> None:

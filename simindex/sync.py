@@ -38,6 +38,7 @@ import numpy as np
 import psycopg
 import sqlalchemy.exc
 from psycopg import sql
+from psycopg.pq import TransactionStatus
 from sqlalchemy.engine import Connection
 
 from simindex.build import fingerprint_batch
@@ -47,6 +48,7 @@ from simindex.connection import connect
 from simindex.errors import IndexNotFoundError
 from simindex.index import Bind, catalog, check_name, store_for
 from simindex.minhash_store import MinHashStore
+from simindex.pg_array import key_array
 from simindex.simhash_store import SimHashStore
 from simindex.source import Source
 from simindex.spec import IndexSpec
@@ -54,9 +56,14 @@ from simindex.sql import PgConnection, statement
 from simindex.triggers import Triggers, channel
 
 DEFAULT_MAX_TEXT_BYTES = 16 * 1024 * 1024
+# Large enough that a worker's two connections overlap well (each batch costs a few round
+# trips, and after each the thread waits for the GIL); benchmarks/sync.py measured the choice.
+DEFAULT_BATCH_SIZE = 2000
+DEFAULT_CONNECTIONS = 2
 # How long a --follow worker waits between checks of its stop flag.
 _STOP_POLL_SECONDS = 0.25
 _RECONNECT_DELAYS = (0.1, 0.5, 1.0, 2.0, 5.0)
+_SAVEPOINT = sql.Identifier("simindex_write")
 _log = logging.getLogger(__name__)
 
 
@@ -142,7 +149,7 @@ def take_keys(conn: PgConnection, target: Target, keys: Sequence[Any]) -> list[A
     """Remove the entries of ``keys`` (waiting for any other transaction holding one)."""
     rows = conn.execute(
         statement("sync_take_keys", queue=target.triggers.queue, key_type=target.triggers.key_type),
-        {"keys": list(keys)},
+        {"keys": key_array(conn, keys)},
     ).fetchall()
     return [key for (key,) in rows]
 
@@ -151,7 +158,7 @@ def requeue(conn: PgConnection, target: Target, keys: Sequence[Any]) -> None:
     """Queue ``keys`` (again); for repair and tests."""
     conn.execute(
         statement("sync_requeue", queue=target.triggers.queue, key_type=target.triggers.key_type),
-        {"keys": list(keys)},
+        {"keys": key_array(conn, keys)},
     )
 
 
@@ -161,9 +168,13 @@ def process(
     keys: Sequence[Any],
     *,
     max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
+    commit: bool = False,
 ) -> BatchResult:
     """Bring the index rows of ``keys`` up to date with the source rows as this transaction sees
-    them. Rows that fail are recorded in the failed items; everything else is written."""
+    them. Rows that fail are recorded in the failed items; everything else is written.
+
+    ``commit``: the transaction is the caller's own to end, so the COMMIT goes with the writes,
+    in the same round trip (it is left open if a write fails, for the caller to commit)."""
     if not keys:
         return BatchResult(0, 0, 0, 0)
     source = target.source
@@ -175,7 +186,7 @@ def process(
             source=source.identifier,
             key_type=target.triggers.key_type,
         ),
-        {"keys": list(keys), "max_bytes": max_text_bytes},
+        {"keys": key_array(conn, keys), "max_bytes": max_text_bytes},
     ).fetchall()
     found = {row[0] for row in rows}
     remove = [key for key in keys if key not in found]
@@ -199,13 +210,10 @@ def process(
     upsert_keys, values, no_features, compute_failures = _fingerprints(target.spec, candidates)
     remove += no_features
     failures += compute_failures
-    written = _write(conn, target, remove + too_long, upsert_keys, values, set(too_long))
-    failures += written.failures
-    for key, error in failures:
-        conn.execute(
-            statement("sync_fail", failed=target.triggers.failed), {"key": key, "error": error}
-        )
-    return BatchResult(len(keys), written.indexed, written.removed, len(failures))
+    written = _write(
+        conn, target, remove + too_long, upsert_keys, values, set(too_long), failures, commit
+    )
+    return BatchResult(len(keys), written.indexed, written.removed, written.failed)
 
 
 def _fingerprints(
@@ -242,7 +250,7 @@ def _fingerprints(
 class _Written:
     indexed: int
     removed: int
-    failures: list[tuple[Any, str]]
+    failed: int
 
 
 def _write(
@@ -252,18 +260,32 @@ def _write(
     keys: list[Any],
     values: Any,
     still_failed: set[Any],
+    failures: list[tuple[Any, str]],
+    commit: bool,
 ) -> _Written:
     """Deletes first, then upserts (so two spellings of one citext key end as the new one);
-    keys written clear their failed items, except ``still_failed``."""
+    keys written clear their failed items, except ``still_failed``; ``failures`` are recorded.
+
+    All of it, in a savepoint, goes to the server in one pipeline, one round trip with the
+    COMMIT: a round trip is cheap alone, but a worker's second connection thread waits for
+    Python's GIL after each one. If a write fails, the savepoint rolls back and each row is
+    written in a savepoint of its own, so one bad row cannot hold back the batch."""
     try:
-        with conn.transaction():
+        with conn.pipeline():
+            conn.execute(statement("savepoint", name=_SAVEPOINT))
             _write_rows(conn, target, remove, keys, values, still_failed)
-        return _Written(len(keys), len(set(remove) - still_failed), [])
+            _record_failures(conn, target, failures)
+            conn.execute(statement("release_savepoint", name=_SAVEPOINT))
+            if commit:
+                conn.commit()
+        return _Written(len(keys), len(set(remove) - still_failed), len(failures))
     except psycopg.OperationalError:
         raise
     except psycopg.Error:
-        pass  # isolate the failing rows below, each in its own savepoint
-    failures: list[tuple[Any, str]] = []
+        if conn.info.transaction_status != TransactionStatus.INERROR:
+            raise  # not a write: the COMMIT failed, and the whole batch with it
+        conn.execute(statement("rollback_to_savepoint", name=_SAVEPOINT))
+    failures = list(failures)
     indexed = removed = 0
     for key in remove:
         try:
@@ -283,7 +305,15 @@ def _write(
             raise
         except psycopg.Error as exc:
             failures.append((key, _describe(exc)))
-    return _Written(indexed, removed, failures)
+    _record_failures(conn, target, failures)
+    return _Written(indexed, removed, len(failures))
+
+
+def _record_failures(conn: PgConnection, target: Target, failures: list[tuple[Any, str]]) -> None:
+    for key, error in failures:
+        conn.execute(
+            statement("sync_fail", failed=target.triggers.failed), {"key": key, "error": error}
+        )
 
 
 def _write_rows(
@@ -307,7 +337,7 @@ def _write_rows(
                 failed=target.triggers.failed,
                 key_type=target.triggers.key_type,
             ),
-            {"keys": done},
+            {"keys": key_array(conn, done)},
         )
 
 
@@ -360,12 +390,13 @@ def sync(
     bind: Bind,
     names: Sequence[str] | None = None,
     *,
-    batch_size: int = 500,
+    batch_size: int = DEFAULT_BATCH_SIZE,
     follow: bool = False,
     stop: StopFlag | None = None,
     retry_failed: bool = False,
     max_text_bytes: int | None = DEFAULT_MAX_TEXT_BYTES,
     heartbeat: float = 30.0,
+    connections: int = DEFAULT_CONNECTIONS,
     index_schema: str = DEFAULT_SCHEMA,
 ) -> SyncReport:
     """Drain the queues of ``names`` (default: every index), one transaction per batch.
@@ -373,7 +404,8 @@ def sync(
     Parameters:
         bind: an Engine or a DSN (batches commit here); or a Connection, in whose transaction
             everything runs (each batch in a savepoint; not with ``follow``).
-        batch_size: queue entries per batch and transaction.
+        batch_size: queue entries per batch and transaction; their texts are in memory at
+            once, so lower it for very large texts.
         follow: keep running: LISTEN on the indexes' channels and drain whenever notified, or
             after ``heartbeat`` seconds at the latest; reconnect when the server goes away.
         stop: when set, finish the current batch and return (check it from a signal handler,
@@ -383,6 +415,9 @@ def sync(
         max_text_bytes: texts longer than this become failed items instead of being read
             (None: no limit).
         heartbeat: the longest wait, in seconds, for a notification before looking anyway.
+        connections: batches in flight at once while a backlog lasts, each on its own
+            connection (and thread): with two, the server writes one batch while this process
+            fingerprints the next. A trickle of changes uses one. Always one on a Connection.
         index_schema: the schema simindex was migrated into.
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -392,6 +427,8 @@ def sync(
         raise ValueError(f"max_text_bytes must be a non-negative int or None, got {limit!r}")
     if not heartbeat > 0:
         raise ValueError(f"heartbeat must be a positive number of seconds, got {heartbeat!r}")
+    if isinstance(connections, bool) or not isinstance(connections, int) or connections < 1:
+        raise ValueError(f"connections must be a positive int, got {connections!r}")
     if follow and isinstance(bind, Connection):
         raise ValueError(
             "follow=True commits batch by batch: give an Engine or a DSN, not a Connection"
@@ -405,6 +442,7 @@ def sync(
         stop=stop if stop is not None else threading.Event(),
         max_text_bytes=max_text_bytes if max_text_bytes is not None else 2**62,
         heartbeat=heartbeat,
+        connections=1 if isinstance(bind, Connection) else connections,
         schema=index_schema,
     )
     started = time.perf_counter()
@@ -423,6 +461,7 @@ class _Worker:
         stop: StopFlag,
         max_text_bytes: int,
         heartbeat: float,
+        connections: int,
         schema: str,
     ) -> None:
         self.bind = bind
@@ -431,29 +470,31 @@ class _Worker:
         self.stop = stop
         self.max_text_bytes = max_text_bytes
         self.heartbeat = heartbeat
+        self.connections = connections
         self.schema = schema
         self.report = SyncReport()
         self.listening: set[str] = set()
+        self._report_lock = threading.Lock()
 
     def run(self, *, follow: bool, retry_failed: bool) -> None:
         if not follow:
-            with self._session() as (conn, _):
+            with self._session() as (conns, _):
                 if retry_failed:
-                    self._requeue_failed(conn)
-                self._drain(conn)
+                    self._requeue_failed(conns[0])
+                self._drain(conns)
             return
         failures = 0
         while not self.stop.is_set():
             try:
-                with self._session(listen=True) as (conn, listener):
+                with self._session(listen=True) as (conns, listener):
                     assert listener is not None
                     self.listening.clear()
                     if retry_failed:
-                        self._requeue_failed(conn)
+                        self._requeue_failed(conns[0])
                         retry_failed = False
                     while not self.stop.is_set():
-                        self._listen(conn, listener)
-                        self._drain(conn)
+                        self._listen(conns[0], listener)
+                        self._drain(conns)
                         failures = 0
                         self._wait(listener)
             except (psycopg.OperationalError, sqlalchemy.exc.OperationalError) as exc:
@@ -466,27 +507,40 @@ class _Worker:
     @contextmanager
     def _session(
         self, *, listen: bool = False
-    ) -> Iterator[tuple[PgConnection, PgConnection | None]]:
+    ) -> Iterator[tuple[list[PgConnection], PgConnection | None]]:
         with ExitStack() as stack:
             connection = stack.enter_context(connect(self.bind))
             if isinstance(self.bind, Connection) and not connection.in_transaction():
                 connection.begin()  # so that the caller's commit() commits our work
-            conn = _raw(connection)
+            conns = [_raw(connection)]
+            conns += [
+                _raw(stack.enter_context(connect(self.bind))) for _ in range(self.connections - 1)
+            ]
             listener = None
             if listen:
                 second = stack.enter_context(connect(self.bind))
                 # Reset when the connection goes back to an Engine's pool.
                 listener = _raw(second.execution_options(isolation_level="AUTOCOMMIT"))
-            yield conn, listener
+            yield conns, listener
+
+    @property
+    def _own_transactions(self) -> bool:
+        return not isinstance(self.bind, Connection)
 
     @contextmanager
     def _unit(self, conn: PgConnection) -> Iterator[None]:
-        """A transaction of our own; on a caller's Connection, just the caller's transaction."""
-        if isinstance(self.bind, Connection):
+        """A transaction of our own (which :func:`process` may commit early, with its writes);
+        on a caller's Connection, just the caller's transaction."""
+        if not self._own_transactions:
             yield
-        else:
-            with conn.transaction():
-                yield
+            return
+        try:
+            yield
+        except BaseException:
+            if not conn.broken:
+                conn.rollback()
+            raise
+        conn.commit()
 
     def _indexes(self, conn: PgConnection) -> list[str]:
         if self.names is not None:
@@ -516,37 +570,78 @@ class _Worker:
                     )
                 )
 
-    def _drain(self, conn: PgConnection) -> None:
-        """Batches, round robin over the indexes, until every queue is empty (or stop)."""
-        names = self._indexes(conn)
+    def _drain(self, conns: list[PgConnection]) -> None:
+        """Batches until every queue is empty (or stop): on the first connection alone while
+        batches come back part-full, on all of them at once from the first full one."""
+        names = self._indexes(conns[0])
+        with self._report_lock:
+            for name in names:
+                self.report.busy.discard(name)
         active = list(names)
-        for name in names:
-            self.report.busy.discard(name)
         while active and not self.stop.is_set():
             for name in list(active):
                 if self.stop.is_set():
                     return
-                if not self._batch(conn, name):
+                taken = self._batch(conns[0], name)
+                if not taken:
                     active.remove(name)
+                elif taken == self.batch_size and len(conns) > 1:
+                    self._drain_together(conns, active)
+                    return
 
-    def _batch(self, conn: PgConnection, name: str) -> bool:
-        """One batch of one index, in one transaction; whether it found any entries."""
+    def _drain_together(self, conns: list[PgConnection], names: list[str]) -> None:
+        """Each connection drains ``names`` in its own thread. psycopg lets go of the GIL
+        while it waits for the server, so one thread's batch is written while another's
+        texts are fingerprinted."""
+        errors: list[BaseException] = []
+
+        def drain(conn: PgConnection) -> None:
+            try:
+                active = list(names)
+                while active and not self.stop.is_set():
+                    for name in list(active):
+                        if self.stop.is_set():
+                            return
+                        if not self._batch(conn, name):
+                            active.remove(name)
+            except BaseException as exc:  # re-raised in the calling thread
+                errors.append(exc)
+
+        helpers = [threading.Thread(target=drain, args=(conn,)) for conn in conns[1:]]
+        for helper in helpers:
+            helper.start()
+        drain(conns[0])
+        for helper in helpers:
+            helper.join()
+        if errors:
+            raise errors[0]
+
+    def _batch(self, conn: PgConnection, name: str) -> int:
+        """One batch of one index, in one transaction; how many entries it took."""
         with self._unit(conn):
             try:
                 target = load_target(conn, self.schema, name)
             except IndexNotFoundError:
                 if self.names is not None:
                     raise
-                return False  # dropped since the list was read
+                return 0  # dropped since the list was read
             if target is None:
-                self.report.busy.add(name)
-                return False
+                with self._report_lock:
+                    self.report.busy.add(name)
+                return 0
             keys = take(conn, target, self.batch_size)
             if not keys:
-                return False
-            result = process(conn, target, keys, max_text_bytes=self.max_text_bytes)
-        self.report.add(result)
-        return True
+                return 0
+            result = process(
+                conn,
+                target,
+                keys,
+                max_text_bytes=self.max_text_bytes,
+                commit=self._own_transactions,
+            )
+        with self._report_lock:
+            self.report.add(result)
+        return len(keys)
 
     def _wait(self, listener: PgConnection) -> None:
         """Until a notification, the heartbeat or stop."""

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 
 def add_sync(commands: Subparsers, common: argparse.ArgumentParser) -> None:
-    from simindex.sync import DEFAULT_MAX_TEXT_BYTES
+    from simindex.sync import DEFAULT_BATCH_SIZE, DEFAULT_CONNECTIONS, DEFAULT_MAX_TEXT_BYTES
 
     parser = commands.add_parser(
         "sync",
@@ -46,9 +46,17 @@ def add_sync(commands: Subparsers, common: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--batch-size",
         type=positive_int,
-        default=500,
+        default=DEFAULT_BATCH_SIZE,
         metavar="N",
         help="queue entries per transaction (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--connections",
+        type=positive_int,
+        default=DEFAULT_CONNECTIONS,
+        metavar="N",
+        help="batches in flight at once while there is a backlog, one connection each: the "
+        "server writes one while the next is fingerprinted (default: %(default)s)",
     )
     parser.add_argument(
         "--heartbeat",
@@ -91,6 +99,7 @@ def run_sync(args: argparse.Namespace) -> int:
             retry_failed=args.retry_failed,
             max_text_bytes=args.max_text_bytes,
             heartbeat=args.heartbeat,
+            connections=args.connections,
             index_schema=schema,
         )
     if report.busy:
@@ -177,6 +186,8 @@ def _fraction_of(dsn: str, schema: str, name: str, rows: int) -> float | None:
 
 
 def add_repair(commands: Subparsers, common: argparse.ArgumentParser) -> None:
+    from simindex.sync import DEFAULT_BATCH_SIZE
+
     parser = commands.add_parser(
         "repair",
         parents=[common],
@@ -189,7 +200,7 @@ def add_repair(commands: Subparsers, common: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--batch-size",
         type=positive_int,
-        default=500,
+        default=DEFAULT_BATCH_SIZE,
         metavar="N",
         help="queue entries per transaction (default: %(default)s)",
     )

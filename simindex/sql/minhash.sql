@@ -87,5 +87,8 @@ SELECT u.key, (%(values)b::bigint[])[(u.n - 1) * {num_perm} + 1 : u.n * {num_per
 FROM unnest(%(keys)s::{key_type}[]) WITH ORDINALITY AS u (key, n)
 
 -- name: minhash_insert_bands
+-- The band hashes arrive as one flat array, num_bands values per key, in the keys' order.
 INSERT INTO {table} (band, hash, key)
-SELECT * FROM unnest(%(bands)b::smallint[], %(hashes)b::bigint[], %(keys)s::{key_type}[])
+SELECT b.band::smallint, (%(hashes)b::bigint[])[(u.n - 1) * {num_bands} + b.band + 1], u.key
+FROM unnest(%(keys)s::{key_type}[]) WITH ORDINALITY AS u (key, n),
+     generate_series(0, {num_bands} - 1) AS b (band)

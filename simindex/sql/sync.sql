@@ -130,10 +130,14 @@ SELECT 1 FROM {catalog} WHERE name = %(name)s
 
 -- name: sync_take
 -- A batch of entries, deleted now and gone for good when the batch commits; if the worker
--- dies first, its transaction rolls back and they are queued again.
-DELETE FROM {queue} WHERE key IN (
-    SELECT key FROM {queue} LIMIT %(limit)s FOR UPDATE SKIP LOCKED
-)
+-- dies first, its transaction rolls back and they are queued again. The rows are found again
+-- by ctid (a TID scan; they are locked, so they cannot move): matching on the key would let
+-- the planner hash-join the whole queue for every batch. The source is read by the next
+-- statement, not in this one, so its snapshot is taken after these locks: a writer whose
+-- trigger held an entry until it committed is seen.
+DELETE FROM {queue} WHERE ctid = ANY(ARRAY(
+    SELECT ctid FROM {queue} LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+))
 RETURNING key
 
 -- name: sync_take_keys

@@ -108,6 +108,7 @@ def test_no_database_at_all_is_a_usage_error() -> None:
 
 def test_bad_arguments_are_usage_errors() -> None:
     assert simindex("sync", "--batch-size", "0", "--dsn", "dbname=x").returncode == 2
+    assert simindex("sync", "--connections", "0", "--dsn", "dbname=x").returncode == 2
     assert simindex("nosuchcommand").returncode == 2
 
 
@@ -158,7 +159,9 @@ def test_sync_drains_the_queue(database_dsn: str, index: Index) -> None:
     insert(database_dsn, [(10, TEXTS[0]), (11, TEXTS[1])])
     with pytest.raises(KeyNotIndexedError):
         index.near_key(10)
-    result = simindex("sync", "--json", "--dsn", database_dsn)
+    result = simindex(
+        "sync", "--json", "--batch-size", "1", "--connections", "3", "--dsn", database_dsn
+    )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert (report["taken"], report["indexed"], report["removed"], report["failed"]) == (2, 2, 0, 0)

@@ -24,10 +24,17 @@ def worker(dsn: str, stop: StopFlag, batch_size: int, reports: Any) -> None:
     reports.put((report.taken, report.batches, report.reconnects, report.failed))
 
 
-def signalled_worker(dsn: str, batch_size: int) -> None:
+def signalled_worker(dsn: str, batch_size: int, connections: int) -> None:
     """A --follow worker that SIGTERM or SIGINT ends, as the command line will run it."""
     with stop_on_signals() as stop:
-        report = sync(dsn, follow=True, stop=stop, batch_size=batch_size, heartbeat=1.0)
+        report = sync(
+            dsn,
+            follow=True,
+            stop=stop,
+            batch_size=batch_size,
+            heartbeat=1.0,
+            connections=connections,
+        )
     print(f"batches={report.batches}", file=sys.stderr)
 
 

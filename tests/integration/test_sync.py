@@ -320,6 +320,9 @@ def test_sync_refuses_bad_arguments(database_dsn: str) -> None:
         sync(database_dsn, ["nothing"])
     with pytest.raises(ValueError, match="batch_size"):
         sync(database_dsn, batch_size=0)
+    for connections in (0, True, 1.5):
+        with pytest.raises(ValueError, match="connections"):
+            sync(database_dsn, connections=connections)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="index name"):
         sync(database_dsn, ["Bad-Name"])
 
@@ -407,7 +410,8 @@ def test_kill_9_mid_batch_loses_nothing(database_dsn: str, queued: int) -> None:
 
 
 def test_sigterm_finishes_the_batch_and_exits(database_dsn: str, queued: int) -> None:
-    process = SPAWN.Process(target=sync_processes.signalled_worker, args=(database_dsn, 10))
+    # One connection: with two, two batches are in flight when the signal comes.
+    process = SPAWN.Process(target=sync_processes.signalled_worker, args=(database_dsn, 10, 1))
     process.start()
     try:
         wait_for(lambda: queue_counts(database_dsn, "docs")[0] < queued, seconds=20)
@@ -422,6 +426,39 @@ def test_sigterm_finishes_the_batch_and_exits(database_dsn: str, queued: int) ->
     # The batch in flight was committed, and no other started (unless the signal came just as
     # one began: a batch takes 0.3 s, the measurement a few milliseconds).
     assert before - queue_counts(database_dsn, "docs")[0] in (10, 20)
+
+
+def sleeping_backends(dsn: str) -> int:
+    return int(
+        scalar(
+            dsn,
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE wait_event = 'PgSleep' AND datname = current_database()",
+        )
+    )
+
+
+def test_a_backlog_keeps_a_batch_in_flight_on_each_connection(
+    database_dsn: str, queued: int
+) -> None:
+    index = Index(database_dsn, "docs")
+    stop = threading.Event()
+    options = {"batch_size": 10, "connections": 2, "stop": stop}
+    worker = threading.Thread(target=sync, args=(database_dsn,), kwargs=options)
+    worker.start()
+    try:
+        # Each batch's write sleeps 0.3 s inside the server: both connections are seen in one.
+        wait_for(lambda: sleeping_backends(database_dsn) == 2, seconds=20)
+    finally:
+        stop.set()
+        worker.join(timeout=20)
+    assert not worker.is_alive()
+    left = queue_counts(database_dsn, "docs")[0]
+    assert 0 < left < queued  # stopped between batches, each of them committed whole
+    assert len(indexed_keys(database_dsn, index) & set(range(101, 101 + queued))) == queued - left
+    run(database_dsn, "DROP TRIGGER slow ON simindex.docs_simhash")
+    assert sync(database_dsn, connections=3, batch_size=7).taken == left
+    assert_in_step(database_dsn, index)
 
 
 @pytest.mark.skipif(find_local_bindir() is None, reason="needs this machine's PostgreSQL binaries")
