@@ -5,6 +5,9 @@ LOCKED``, so any number of workers share the work and never take the same key), 
 rows of the source *as they are now*, recomputes their fingerprints, writes them (or deletes
 the index rows of keys whose row is gone or has no features) and removes the entries. A worker
 that dies mid-batch loses nothing: its transaction rolls back and the entries are queued again.
+While a backlog lasts, a worker runs a batch on each of its ``connections`` at once, in threads:
+psycopg lets go of the GIL while it waits, so the server writes one batch while Python
+fingerprints the next.
 
 What happens to each kind of row:
 
@@ -594,18 +597,20 @@ class _Worker:
         while it waits for the server, so one thread's batch is written while another's
         texts are fingerprinted."""
         errors: list[BaseException] = []
+        failed = threading.Event()  # the others finish their batch and stop
 
         def drain(conn: PgConnection) -> None:
             try:
                 active = list(names)
-                while active and not self.stop.is_set():
+                while active:
                     for name in list(active):
-                        if self.stop.is_set():
+                        if self.stop.is_set() or failed.is_set():
                             return
                         if not self._batch(conn, name):
                             active.remove(name)
             except BaseException as exc:  # re-raised in the calling thread
                 errors.append(exc)
+                failed.set()
 
         helpers = [threading.Thread(target=drain, args=(conn,)) for conn in conns[1:]]
         for helper in helpers:

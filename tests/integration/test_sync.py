@@ -461,6 +461,35 @@ def test_a_backlog_keeps_a_batch_in_flight_on_each_connection(
     assert_in_step(database_dsn, index)
 
 
+def test_a_connection_lost_mid_batch_stops_the_others_after_their_batch(
+    database_dsn: str, queued: int
+) -> None:
+    index = Index(database_dsn, "docs")
+    raised: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            sync(database_dsn, batch_size=10, connections=2)
+        except BaseException as exc:
+            raised.append(exc)
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    try:
+        wait_for(lambda: sleeping_backends(database_dsn) == 2, seconds=20)
+        backend = sleeping_backend(database_dsn)
+        run(database_dsn, f"SELECT pg_terminate_backend({backend})")
+    finally:
+        worker.join(timeout=20)
+    assert not worker.is_alive()
+    assert len(raised) == 1 and isinstance(raised[0], psycopg.OperationalError)
+    left = queue_counts(database_dsn, "docs")[0]
+    assert left > queued // 2  # the other connection stopped too, instead of draining alone
+    run(database_dsn, "DROP TRIGGER slow ON simindex.docs_simhash")
+    assert sync(database_dsn).taken == left
+    assert_in_step(database_dsn, index)
+
+
 @pytest.mark.skipif(find_local_bindir() is None, reason="needs this machine's PostgreSQL binaries")
 def test_follow_reconnects_after_a_server_restart() -> None:
     with local_postgres() as dsn:
