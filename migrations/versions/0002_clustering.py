@@ -36,6 +36,5 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.execute(
-        f"ALTER TABLE {_table()} DROP CONSTRAINT indexes_clustering_check, "
-        "DROP COLUMN clustering"
+        f"ALTER TABLE {_table()} DROP CONSTRAINT indexes_clustering_check, DROP COLUMN clustering"
     )
