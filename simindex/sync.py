@@ -483,7 +483,7 @@ class _Worker:
         if not follow:
             with self._session() as (conns, _):
                 if retry_failed:
-                    self._requeue_failed(conns[0])
+                    self._requeue_failed(conns.first)
                 self._drain(conns)
             return
         failures = 0
@@ -493,10 +493,10 @@ class _Worker:
                     assert listener is not None
                     self.listening.clear()
                     if retry_failed:
-                        self._requeue_failed(conns[0])
+                        self._requeue_failed(conns.first)
                         retry_failed = False
                     while not self.stop.is_set():
-                        self._listen(conns[0], listener)
+                        self._listen(conns.first, listener)
                         self._drain(conns)
                         failures = 0
                         self._wait(listener)
@@ -510,15 +510,12 @@ class _Worker:
     @contextmanager
     def _session(
         self, *, listen: bool = False
-    ) -> Iterator[tuple[list[PgConnection], PgConnection | None]]:
+    ) -> Iterator[tuple[_Connections, PgConnection | None]]:
         with ExitStack() as stack:
             connection = stack.enter_context(connect(self.bind))
             if isinstance(self.bind, Connection) and not connection.in_transaction():
                 connection.begin()  # so that the caller's commit() commits our work
-            conns = [_raw(connection)]
-            conns += [
-                _raw(stack.enter_context(connect(self.bind))) for _ in range(self.connections - 1)
-            ]
+            conns = _Connections(self.bind, stack, _raw(connection))
             listener = None
             if listen:
                 second = stack.enter_context(connect(self.bind))
@@ -573,10 +570,10 @@ class _Worker:
                     )
                 )
 
-    def _drain(self, conns: list[PgConnection]) -> None:
+    def _drain(self, conns: _Connections) -> None:
         """Batches until every queue is empty (or stop): on the first connection alone while
         batches come back part-full, on all of them at once from the first full one."""
-        names = self._indexes(conns[0])
+        names = self._indexes(conns.first)
         with self._report_lock:
             for name in names:
                 self.report.busy.discard(name)
@@ -585,11 +582,11 @@ class _Worker:
             for name in list(active):
                 if self.stop.is_set():
                     return
-                taken = self._batch(conns[0], name)
+                taken = self._batch(conns.first, name)
                 if not taken:
                     active.remove(name)
-                elif taken == self.batch_size and len(conns) > 1:
-                    self._drain_together(conns, active)
+                elif taken == self.batch_size and self.connections > 1:
+                    self._drain_together(conns.up_to(self.connections), active)
                     return
 
     def _drain_together(self, conns: list[PgConnection], names: list[str]) -> None:
@@ -664,6 +661,25 @@ class _Worker:
         deadline = time.monotonic() + seconds
         while not self.stop.is_set() and time.monotonic() < deadline:
             time.sleep(min(_STOP_POLL_SECONDS, max(deadline - time.monotonic(), 0)))
+
+
+class _Connections:
+    """A worker's connections: the first at once, the others when a backlog first needs them
+    (a worker that only ever sees a trickle of changes holds one)."""
+
+    def __init__(self, bind: Bind, stack: ExitStack, first: PgConnection) -> None:
+        self.bind = bind
+        self.stack = stack
+        self.opened = [first]
+
+    @property
+    def first(self) -> PgConnection:
+        return self.opened[0]
+
+    def up_to(self, count: int) -> list[PgConnection]:
+        while len(self.opened) < count:
+            self.opened.append(_raw(self.stack.enter_context(connect(self.bind))))
+        return self.opened
 
 
 def _raw(connection: Connection) -> PgConnection:

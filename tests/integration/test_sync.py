@@ -297,6 +297,27 @@ def test_follow_wakes_on_notify(database_dsn: str, index: Index) -> None:
     assert not thread.is_alive()
 
 
+def test_a_trickle_of_changes_holds_one_connection_and_the_listener(
+    database_dsn: str, index: Index
+) -> None:
+    others = (
+        "SELECT count(*) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    )
+    stop = threading.Event()
+    options = {"follow": True, "stop": stop, "heartbeat": 60.0, "connections": 2}
+    thread = threading.Thread(target=sync, args=(database_dsn,), kwargs=options)
+    thread.start()
+    try:
+        run(database_dsn, "INSERT INTO documents VALUES (1001, 'one more text', 'n')")
+        wait_for(lambda: 1001 in indexed_keys(database_dsn, index), seconds=10)
+        assert scalar(database_dsn, others) == 2
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    assert not thread.is_alive()
+
+
 def test_sync_in_the_callers_transaction(database_dsn: str, index: Index) -> None:
     run(database_dsn, "INSERT INTO documents VALUES (700, 'in a transaction', 'n')")
     engine = create_engine("postgresql+psycopg://", creator=lambda: psycopg.connect(database_dsn))
