@@ -41,7 +41,6 @@ import numpy as np
 import psycopg
 import sqlalchemy.exc
 from psycopg import sql
-from psycopg.pq import TransactionStatus
 from sqlalchemy.engine import Connection
 
 from simindex.build import fingerprint_batch
@@ -66,7 +65,6 @@ DEFAULT_CONNECTIONS = 2
 # How long a --follow worker waits between checks of its stop flag.
 _STOP_POLL_SECONDS = 0.25
 _RECONNECT_DELAYS = (0.1, 0.5, 1.0, 2.0, 5.0)
-_SAVEPOINT = sql.Identifier("simindex_write")
 _log = logging.getLogger(__name__)
 
 
@@ -171,13 +169,9 @@ def process(
     keys: Sequence[Any],
     *,
     max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
-    commit: bool = False,
 ) -> BatchResult:
     """Bring the index rows of ``keys`` up to date with the source rows as this transaction sees
-    them. Rows that fail are recorded in the failed items; everything else is written.
-
-    ``commit``: the transaction is the caller's own to end, so the COMMIT goes with the writes,
-    in the same round trip (it is left open if a write fails, for the caller to commit)."""
+    them. Rows that fail are recorded in the failed items; everything else is written."""
     if not keys:
         return BatchResult(0, 0, 0, 0)
     source = target.source
@@ -213,10 +207,13 @@ def process(
     upsert_keys, values, no_features, compute_failures = _fingerprints(target.spec, candidates)
     remove += no_features
     failures += compute_failures
-    written = _write(
-        conn, target, remove + too_long, upsert_keys, values, set(too_long), failures, commit
-    )
-    return BatchResult(len(keys), written.indexed, written.removed, written.failed)
+    written = _write(conn, target, remove + too_long, upsert_keys, values, set(too_long))
+    failures += written.failures
+    for key, error in failures:
+        conn.execute(
+            statement("sync_fail", failed=target.triggers.failed), {"key": key, "error": error}
+        )
+    return BatchResult(len(keys), written.indexed, written.removed, len(failures))
 
 
 def _fingerprints(
@@ -253,7 +250,7 @@ def _fingerprints(
 class _Written:
     indexed: int
     removed: int
-    failed: int
+    failures: list[tuple[Any, str]]
 
 
 def _write(
@@ -263,32 +260,21 @@ def _write(
     keys: list[Any],
     values: Any,
     still_failed: set[Any],
-    failures: list[tuple[Any, str]],
-    commit: bool,
 ) -> _Written:
     """Deletes first, then upserts (so two spellings of one citext key end as the new one);
-    keys written clear their failed items, except ``still_failed``; ``failures`` are recorded.
+    keys written clear their failed items, except ``still_failed``.
 
-    All of it, in a savepoint, goes to the server in one pipeline, one round trip with the
-    COMMIT: a round trip is cheap alone, but a worker's second connection thread waits for
-    Python's GIL after each one. If a write fails, the savepoint rolls back and each row is
-    written in a savepoint of its own, so one bad row cannot hold back the batch."""
+    No pipeline mode here, though it would save round trips: with a batch's megabytes of
+    signatures, psycopg's pipeline can stall with both ends waiting for each other."""
     try:
-        with conn.pipeline():
-            conn.execute(statement("savepoint", name=_SAVEPOINT))
+        with conn.transaction():
             _write_rows(conn, target, remove, keys, values, still_failed)
-            _record_failures(conn, target, failures)
-            conn.execute(statement("release_savepoint", name=_SAVEPOINT))
-            if commit:
-                conn.commit()
-        return _Written(len(keys), len(set(remove) - still_failed), len(failures))
+        return _Written(len(keys), len(set(remove) - still_failed), [])
     except psycopg.OperationalError:
         raise
     except psycopg.Error:
-        if conn.info.transaction_status != TransactionStatus.INERROR:
-            raise  # not a write: the COMMIT failed, and the whole batch with it
-        conn.execute(statement("rollback_to_savepoint", name=_SAVEPOINT))
-    failures = list(failures)
+        pass  # isolate the failing rows below, each in its own savepoint
+    failures: list[tuple[Any, str]] = []
     indexed = removed = 0
     for key in remove:
         try:
@@ -308,15 +294,7 @@ def _write(
             raise
         except psycopg.Error as exc:
             failures.append((key, _describe(exc)))
-    _record_failures(conn, target, failures)
-    return _Written(indexed, removed, len(failures))
-
-
-def _record_failures(conn: PgConnection, target: Target, failures: list[tuple[Any, str]]) -> None:
-    for key, error in failures:
-        conn.execute(
-            statement("sync_fail", failed=target.triggers.failed), {"key": key, "error": error}
-        )
+    return _Written(indexed, removed, failures)
 
 
 def _write_rows(
@@ -523,24 +501,14 @@ class _Worker:
                 listener = _raw(second.execution_options(isolation_level="AUTOCOMMIT"))
             yield conns, listener
 
-    @property
-    def _own_transactions(self) -> bool:
-        return not isinstance(self.bind, Connection)
-
     @contextmanager
     def _unit(self, conn: PgConnection) -> Iterator[None]:
-        """A transaction of our own (which :func:`process` may commit early, with its writes);
-        on a caller's Connection, just the caller's transaction."""
-        if not self._own_transactions:
+        """A transaction of our own; on a caller's Connection, just the caller's transaction."""
+        if isinstance(self.bind, Connection):
             yield
-            return
-        try:
-            yield
-        except BaseException:
-            if not conn.broken:
-                conn.rollback()
-            raise
-        conn.commit()
+        else:
+            with conn.transaction():
+                yield
 
     def _indexes(self, conn: PgConnection) -> list[str]:
         if self.names is not None:
@@ -634,13 +602,7 @@ class _Worker:
             keys = take(conn, target, self.batch_size)
             if not keys:
                 return 0
-            result = process(
-                conn,
-                target,
-                keys,
-                max_text_bytes=self.max_text_bytes,
-                commit=self._own_transactions,
-            )
+            result = process(conn, target, keys, max_text_bytes=self.max_text_bytes)
         with self._report_lock:
             self.report.add(result)
         return len(keys)

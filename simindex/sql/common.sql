@@ -22,11 +22,3 @@ SELECT pg_catalog.pg_total_relation_size(%(table)s::regclass)
 -- name: synchronous_commit_local
 SET LOCAL synchronous_commit = on
 
--- name: savepoint
-SAVEPOINT {name}
-
--- name: release_savepoint
-RELEASE SAVEPOINT {name}
-
--- name: rollback_to_savepoint
-ROLLBACK TO SAVEPOINT {name}

@@ -279,6 +279,29 @@ def test_workers_share_the_queue_without_doing_anything_twice(
     assert check(database_dsn, "docs").ok
 
 
+def test_full_minhash_batches_on_two_connections(database_dsn: str, documents: str) -> None:
+    # Default batches of MinHash signatures are megabytes each: the size at which psycopg's
+    # pipeline mode can stall with client and server waiting for each other.
+    index = create_index(database_dsn, "docs", documents, "body", method=MinHash(0.7))
+    index.build()
+    rng = random.Random(5)
+    with (
+        psycopg.connect(database_dsn) as conn,
+        conn.cursor().copy("COPY documents (id, body, note) FROM STDIN") as copy,
+    ):
+        for key in range(101, 4601):
+            copy.write_row((key, body(rng), "n"))
+    reports = []
+    worker = threading.Thread(target=lambda: reports.append(sync(database_dsn, connections=2)))
+    worker.start()
+    worker.join(timeout=120)
+    assert not worker.is_alive(), "sync stalled"
+    [report] = reports
+    assert (report.taken, report.failed) == (4500, 0)
+    assert report.batches >= 3
+    assert_in_step(database_dsn, index)
+
+
 def test_follow_wakes_on_notify(database_dsn: str, index: Index) -> None:
     stop = threading.Event()
     options = {"follow": True, "stop": stop, "heartbeat": 60.0}
