@@ -545,17 +545,31 @@ class _Worker:
         with self._report_lock:
             for name in names:
                 self.report.busy.discard(name)
+        backlog = self._round_robin(conns.first, names, until_full=self.connections > 1)
+        if backlog:
+            self._drain_together(conns.up_to(self.connections), backlog)
+
+    def _round_robin(
+        self,
+        conn: PgConnection,
+        names: list[str],
+        *,
+        until_full: bool = False,
+        halted: threading.Event | None = None,
+    ) -> list[str]:
+        """Batches over ``names`` in turn until each queue is empty, or stop (or ``halted``);
+        with ``until_full``, the names still active when a batch first comes back full."""
         active = list(names)
-        while active and not self.stop.is_set():
+        while active:
             for name in list(active):
-                if self.stop.is_set():
-                    return
-                taken = self._batch(conns.first, name)
+                if self.stop.is_set() or (halted is not None and halted.is_set()):
+                    return []
+                taken = self._batch(conn, name)
                 if not taken:
                     active.remove(name)
-                elif taken == self.batch_size and self.connections > 1:
-                    self._drain_together(conns.up_to(self.connections), active)
-                    return
+                elif until_full and taken == self.batch_size:
+                    return active
+        return []
 
     def _drain_together(self, conns: list[PgConnection], names: list[str]) -> None:
         """Each connection drains ``names`` in its own thread. psycopg lets go of the GIL
@@ -566,13 +580,7 @@ class _Worker:
 
         def drain(conn: PgConnection) -> None:
             try:
-                active = list(names)
-                while active:
-                    for name in list(active):
-                        if self.stop.is_set() or failed.is_set():
-                            return
-                        if not self._batch(conn, name):
-                            active.remove(name)
+                self._round_robin(conn, names, halted=failed)
             except BaseException as exc:  # re-raised in the calling thread
                 errors.append(exc)
                 failed.set()

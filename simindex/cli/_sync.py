@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 
 def add_sync(commands: Subparsers, common: argparse.ArgumentParser) -> None:
-    from simindex.sync import DEFAULT_BATCH_SIZE, DEFAULT_CONNECTIONS, DEFAULT_MAX_TEXT_BYTES
+    from simindex.sync import DEFAULT_CONNECTIONS, DEFAULT_MAX_TEXT_BYTES
 
     parser = commands.add_parser(
         "sync",
@@ -43,13 +43,7 @@ def add_sync(commands: Subparsers, common: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--retry-failed", action="store_true", help="queue every failed item again first"
     )
-    parser.add_argument(
-        "--batch-size",
-        type=positive_int,
-        default=DEFAULT_BATCH_SIZE,
-        metavar="N",
-        help="queue entries per transaction (default: %(default)s)",
-    )
+    _add_batch_size(parser)
     parser.add_argument(
         "--connections",
         type=positive_int,
@@ -73,6 +67,18 @@ def add_sync(commands: Subparsers, common: argparse.ArgumentParser) -> None:
         help="longer texts become failed items instead of being read (default: %(default)s)",
     )
     parser.set_defaults(run=run_sync)
+
+
+def _add_batch_size(parser: argparse.ArgumentParser) -> None:
+    from simindex.sync import DEFAULT_BATCH_SIZE
+
+    parser.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=DEFAULT_BATCH_SIZE,
+        metavar="N",
+        help="queue entries per transaction (default: %(default)s)",
+    )
 
 
 def run_sync(args: argparse.Namespace) -> int:
@@ -186,8 +192,6 @@ def _fraction_of(dsn: str, schema: str, name: str, rows: int) -> float | None:
 
 
 def add_repair(commands: Subparsers, common: argparse.ArgumentParser) -> None:
-    from simindex.sync import DEFAULT_BATCH_SIZE
-
     parser = commands.add_parser(
         "repair",
         parents=[common],
@@ -197,13 +201,7 @@ def add_repair(commands: Subparsers, common: argparse.ArgumentParser) -> None:
         "and workers. Prints what the check found; keys that fail become failed items.",
     )
     parser.add_argument("name", metavar="NAME", help="the index")
-    parser.add_argument(
-        "--batch-size",
-        type=positive_int,
-        default=DEFAULT_BATCH_SIZE,
-        metavar="N",
-        help="queue entries per transaction (default: %(default)s)",
-    )
+    _add_batch_size(parser)
     parser.set_defaults(run=run_repair)
 
 
