@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import multiprocessing
 import os
@@ -64,6 +65,7 @@ TARGETS = {"sync_vs_build_per_core": 0.8, "latency_p50_ms": 50.0, "latency_p99_m
 POLL_SLEEP = 0.001
 INSERT_CHUNK = 5000
 SPAWN = multiprocessing.get_context("spawn")
+PARTS = ("throughput", "latency", "overhead")
 
 
 def log(message: str) -> None:
@@ -369,57 +371,111 @@ def latency(dsn: str, texts: list[str], rate: float) -> dict[str, Any]:
 
 # -- 3. trigger overhead
 
+STATEMENTS = {
+    "insert": "INSERT INTO {table} (id, body) SELECT id, body FROM ovh_texts",
+    "update": "UPDATE {table} SET body = body || ' (changed)'",
+    "delete": "DELETE FROM {table}",
+}
+ONE_ROW = {
+    "insert": "INSERT INTO {table} (id, body) VALUES (%s, %s)",
+    "update": "UPDATE {table} SET body = body || ' (changed)' WHERE id = %s",
+    "delete": "DELETE FROM {table} WHERE id = %s",
+}
+OVERHEAD_TABLES = ("ovh_plain", "ovh_indexed")
+# One-row transactions run in turns of this many on each table, so that a slow second of the
+# machine touches both.
+SINGLES_TURN = 50
+
+
+def _settle(dsn: str, conn: Conn, name: str) -> None:
+    """Untimed, between measurements: the queue drained, dead rows vacuumed, as a worker and
+    autovacuum would leave them."""
+    sync(dsn, [name], batch_size=DEFAULT_BATCH_SIZE)
+    tables = [sql.Identifier(table) for table in OVERHEAD_TABLES]
+    tables += [sql.Identifier("simindex", f"{name}_{kind}") for kind in ("queue", "simhash")]
+    for table in tables:
+        conn.execute(sql.SQL("VACUUM ANALYZE {}").format(table))
+
 
 def overhead(dsn: str, texts: list[str], singles: int, rounds: int) -> dict[str, Any]:
+    """The app's INSERT, UPDATE of the text and DELETE, as one statement over ``len(texts)``
+    rows (read from a third table, so that sending them costs nothing) and as ``singles``
+    one-row transactions, into a table with an index and a twin without; the queue drained
+    between measurements (untimed)."""
     name = "ovh"
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        make_table(conn, "ovh_indexed")
-        make_table(conn, "ovh_plain")
-        create_index(dsn, name, "ovh_indexed", "body").build()
-        bulk: dict[str, list[float]] = {"ovh_indexed": [], "ovh_plain": []}
-        single: dict[str, list[float]] = {"ovh_indexed": [], "ovh_plain": []}
-        next_key = 1
-        for _ in range(rounds):
-            for table in ("ovh_plain", "ovh_indexed"):
-                query = sql.SQL(
-                    "INSERT INTO {} (id, body) SELECT * FROM unnest(%s::bigint[], %s::text[])"
-                ).format(sql.Identifier(table))
-                keys = list(range(next_key, next_key + len(texts)))
-                next_key += len(texts)
-                started = time.perf_counter()
-                conn.execute(query, (keys, texts))
-                bulk[table].append(time.perf_counter() - started)
-                one_row = sql.SQL("INSERT INTO {} (id, body) VALUES (%s, %s)").format(
-                    sql.Identifier(table)
-                )
-                started = time.perf_counter()
-                for i in range(singles):
-                    conn.execute(one_row, (next_key + i, texts[i % len(texts)]), prepare=True)
-                single[table].append(time.perf_counter() - started)
-                next_key += singles
-            sync(dsn, [name], batch_size=2000)
-    drop_index(dsn, name)
-    plain_bulk, idx_bulk = (
-        statistics.median(bulk["ovh_plain"]),
-        statistics.median(bulk["ovh_indexed"]),
-    )
-    plain_one, idx_one = (
-        statistics.median(single["ovh_plain"]),
-        statistics.median(single["ovh_indexed"]),
-    )
-    return {
-        "rounds": rounds,
-        "bulk_rows": len(texts),
-        "bulk_ms": {"plain": round(1000 * plain_bulk, 1), "indexed": round(1000 * idx_bulk, 1)},
-        "bulk_ratio": round(idx_bulk / plain_bulk, 3),
-        "single_transactions": singles,
-        "single_us_per_insert": {
-            "plain": round(1e6 * plain_one / singles, 1),
-            "indexed": round(1e6 * idx_one / singles, 1),
-        },
-        "single_ratio": round(idx_one / plain_one, 3),
-        "note": "median over rounds; no LISTENer connected (NOTIFY queues nothing then)",
+    bulk: dict[str, dict[str, list[float]]] = {
+        kind: {table: [] for table in OVERHEAD_TABLES} for kind in STATEMENTS
     }
+    single: dict[str, dict[str, list[float]]] = {
+        kind: {table: [] for table in OVERHEAD_TABLES} for kind in STATEMENTS
+    }
+    count = len(texts)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for table in (*OVERHEAD_TABLES, "ovh_texts"):
+            make_table(conn, table)
+        copy_rows(conn, "ovh_texts", texts)
+        conn.execute("VACUUM ANALYZE ovh_texts")
+        create_index(dsn, name, "ovh_indexed", "body").build()
+        for round_ in range(rounds):
+            for kind in STATEMENTS:
+                for table in OVERHEAD_TABLES:
+                    query = sql.SQL(STATEMENTS[kind]).format(table=sql.Identifier(table))
+                    started = time.perf_counter()
+                    conn.execute(query)
+                    bulk[kind][table].append(time.perf_counter() - started)
+                _settle(dsn, conn, name)
+            for kind in ONE_ROW:
+                spent = dict.fromkeys(OVERHEAD_TABLES, 0.0)
+                for turn in range(0, singles, SINGLES_TURN):
+                    for table in OVERHEAD_TABLES:
+                        query = sql.SQL(ONE_ROW[kind]).format(table=sql.Identifier(table))
+                        started = time.perf_counter()
+                        for key in range(turn + 1, min(turn + SINGLES_TURN, singles) + 1):
+                            params = (key, texts[key % count]) if kind == "insert" else (key,)
+                            conn.execute(query, params, prepare=True)
+                        spent[table] += time.perf_counter() - started
+                for table in OVERHEAD_TABLES:
+                    single[kind][table].append(spent[table])
+                _settle(dsn, conn, name)
+            log(
+                f"overhead round {round_ + 1}: "
+                + ", ".join(
+                    f"{kind} x{bulk[kind]['ovh_indexed'][-1] / bulk[kind]['ovh_plain'][-1]:.2f}"
+                    f"/x{single[kind]['ovh_indexed'][-1] / single[kind]['ovh_plain'][-1]:.2f}"
+                    for kind in STATEMENTS
+                )
+            )
+    drop_index(dsn, name)
+    result: dict[str, Any] = {
+        "rounds": rounds,
+        "bulk_rows": count,
+        "single_transactions": singles,
+        "note": "median over rounds; queue drained and tables vacuumed between measurements; "
+        "no LISTENer connected (NOTIFY queues nothing then)",
+    }
+    for kind in STATEMENTS:
+        plain_bulk = statistics.median(bulk[kind]["ovh_plain"])
+        idx_bulk = statistics.median(bulk[kind]["ovh_indexed"])
+        plain_one = statistics.median(single[kind]["ovh_plain"])
+        idx_one = statistics.median(single[kind]["ovh_indexed"])
+        result[kind] = {
+            "bulk_ms": {"plain": round(1000 * plain_bulk, 1), "indexed": round(1000 * idx_bulk, 1)},
+            "bulk_ratio": round(idx_bulk / plain_bulk, 3),
+            "bulk_ratios": [
+                round(i / p, 3)
+                for i, p in zip(bulk[kind]["ovh_indexed"], bulk[kind]["ovh_plain"], strict=True)
+            ],
+            "single_us": {
+                "plain": round(1e6 * plain_one / singles, 1),
+                "indexed": round(1e6 * idx_one / singles, 1),
+            },
+            "single_ratio": round(idx_one / plain_one, 3),
+            "single_ratios": [
+                round(i / p, 3)
+                for i, p in zip(single[kind]["ovh_indexed"], single[kind]["ovh_plain"], strict=True)
+            ],
+        }
+    return result
 
 
 # -- report
@@ -434,13 +490,13 @@ class Sizes:
     repeats: int = 3
     latency_rate: float = 200.0
     latency_seconds: float = 20.0
-    overhead_bulk_rows: int = 10000
-    overhead_singles: int = 1000
+    overhead_bulk_rows: int = 200_000
+    overhead_singles: int = 2000
     overhead_rounds: int = 5
 
     @classmethod
     def quick(cls) -> Sizes:
-        return cls(5000, 1, 1, 200.0, 5.0, 10000, 1000, 1)
+        return cls(5000, 1, 1, 200.0, 5.0, 20_000, 200, 1)
 
 
 # The headline runs (1 and 2 worker processes, defaults) first; then, once each, how the batch
@@ -471,7 +527,7 @@ def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]]
 def print_report(report: dict[str, Any]) -> None:
     version = report["server"]["version"].split(" on ")[0]
     rows = []
-    for label, part in report["throughput"].items():
+    for label, part in report.get("throughput", {}).items():
         for run in part["sync"]:
             label_run = SyncRun(run["workers"], run["batch_size"], run["connections"]).label
             rows.append(
@@ -499,46 +555,58 @@ def print_report(report: dict[str, Any]) -> None:
                 "-",
             ]
         )
-    print_table(
-        f"Sync throughput ({version}, {report['machine']['cpu_count']} cores; median of runs)",
-        ["run", "rows", "rows/s", "every run"],
-        rows,
-    )
-    lat = report["latency"]
-    s = lat["latency_ms"]
-    print_table(
-        f"Commit-to-searchable, {lat['achieved_rate_per_s']:.0f} writes/s, {lat['rows']:,} rows",
-        ["p50 ms", "p95 ms", "p99 ms", "max ms", "rows/batch", "poll ms"],
-        [
+    if rows:
+        print_table(
+            f"Sync throughput ({version}, {report['machine']['cpu_count']} cores; median of runs)",
+            ["run", "rows", "rows/s", "every run"],
+            rows,
+        )
+    lat = report.get("latency")
+    if lat is not None:
+        s = lat["latency_ms"]
+        print_table(
+            f"Commit-to-searchable, {lat['achieved_rate_per_s']:.0f} writes/s, "
+            f"{lat['rows']:,} rows",
+            ["p50 ms", "p95 ms", "p99 ms", "max ms", "rows/batch", "poll ms"],
             [
-                f"{s['p50']:.1f}",
-                f"{s['p95']:.1f}",
-                f"{s['p99']:.1f}",
-                f"{s['max']:.1f}",
-                f"{lat['follow_worker']['rows_per_batch']:.2f}",
-                f"{lat['poller']['mean_poll_ms']:.2f}",
-            ]
-        ],
-    )
-    o = report["overhead"]
-    print_table(
-        "Trigger overhead on the app's INSERT",
-        ["insert", "plain", "indexed", "ratio"],
-        [
-            [
-                f"{o['bulk_rows']:,} rows, one statement (ms)",
-                f"{o['bulk_ms']['plain']:.1f}",
-                f"{o['bulk_ms']['indexed']:.1f}",
-                f"{o['bulk_ratio']:.2f}",
+                [
+                    f"{s['p50']:.1f}",
+                    f"{s['p95']:.1f}",
+                    f"{s['p99']:.1f}",
+                    f"{s['max']:.1f}",
+                    f"{lat['follow_worker']['rows_per_batch']:.2f}",
+                    f"{lat['poller']['mean_poll_ms']:.2f}",
+                ]
             ],
-            [
-                f"{o['single_transactions']:,} one-row transactions (us each)",
-                f"{o['single_us_per_insert']['plain']:.0f}",
-                f"{o['single_us_per_insert']['indexed']:.0f}",
-                f"{o['single_ratio']:.2f}",
-            ],
-        ],
-    )
+        )
+    o = report.get("overhead")
+    if o is not None:
+        rows = []
+        for kind in STATEMENTS:
+            part = o[kind]
+            rows.append(
+                [
+                    f"{kind}, {o['bulk_rows']:,} rows in one statement (ms)",
+                    f"{part['bulk_ms']['plain']:.1f}",
+                    f"{part['bulk_ms']['indexed']:.1f}",
+                    f"{part['bulk_ratio']:.2f}",
+                    " ".join(f"{r:.2f}" for r in part["bulk_ratios"]),
+                ]
+            )
+            rows.append(
+                [
+                    f"{kind}, {o['single_transactions']:,} one-row transactions (us each)",
+                    f"{part['single_us']['plain']:.0f}",
+                    f"{part['single_us']['indexed']:.0f}",
+                    f"{part['single_ratio']:.2f}",
+                    " ".join(f"{r:.2f}" for r in part["single_ratios"]),
+                ]
+            )
+        print_table(
+            "Trigger overhead on the app's writes (median of rounds)",
+            ["statement", "plain", "indexed", "ratio", "every round"],
+            rows,
+        )
     print_table(
         "Targets",
         ["figure", "target", "measured", "met"],
@@ -548,7 +616,7 @@ def print_report(report: dict[str, Any]) -> None:
 
 def targets(report: dict[str, Any]) -> list[list[Any]]:
     out: list[list[Any]] = []
-    for label, part in report["throughput"].items():
+    for label, part in report.get("throughput", {}).items():
         for what, key in [
             ("sync 1 worker / build 1 worker", "sync_1_worker_vs_build_workers_1"),
             ("sync 2 workers / faster build", "sync_2_workers_vs_best_build"),
@@ -562,9 +630,10 @@ def targets(report: dict[str, Any]) -> list[list[Any]]:
                     ratio >= TARGETS["sync_vs_build_per_core"],
                 ]
             )
-    s = report["latency"]["latency_ms"]
-    out.append(["latency p50 ms", "≤ 50", f"{s['p50']:.1f}", s["p50"] <= 50])
-    out.append(["latency p99 ms", "≤ 250", f"{s['p99']:.1f}", s["p99"] <= 250])
+    if "latency" in report:
+        s = report["latency"]["latency_ms"]
+        out.append(["latency p50 ms", "≤ 50", f"{s['p50']:.1f}", s["p50"] <= 50])
+        out.append(["latency p99 ms", "≤ 250", f"{s['p99']:.1f}", s["p99"] <= 250])
     return out
 
 
@@ -575,6 +644,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     group.add_argument("--embedded", dest="server", action="store_const", const="embedded")
     group.add_argument("--local", dest="server", action="store_const", const="local")
     parser.add_argument("--output", type=Path, default=Path(__file__).parent / "results/sync.json")
+    parser.add_argument(
+        "--parts",
+        nargs="+",
+        choices=PARTS,
+        default=list(PARTS),
+        help="what to measure (default: all)",
+    )
     parser.set_defaults(server="embedded")
     args = parser.parse_args(argv)
     sizes = Sizes.quick() if args.quick else Sizes()
@@ -586,26 +662,29 @@ def main(argv: Sequence[str] | None = None) -> None:
         "sizes": asdict(sizes),
         "targets_spec": TARGETS,
     }
-    short = corpus.short_texts(max(sizes.short_rows, sizes.overhead_bulk_rows))
-    long = corpus.long_texts(5000 if sizes.long_copies > 1 else 500) * sizes.long_copies
+    short = corpus.short_texts(sizes.short_rows)
     with server(args.server) as (dsn, info):
         report["server"] = info
         log(f"{info['version'].split(' on ')[0]}; migrating")
         simindex.migrate(dsn)
-        report["throughput"] = {
-            "short": throughput(dsn, "short", short[: sizes.short_rows], SYNC_RUNS, sizes.repeats),
-            "long": throughput(dsn, "long", long, SYNC_RUNS[:2], sizes.repeats),
-        }
-        log("latency")
-        count = int(sizes.latency_rate * sizes.latency_seconds)
-        report["latency"] = latency(dsn, short[:count], sizes.latency_rate)
-        log("trigger overhead")
-        report["overhead"] = overhead(
-            dsn,
-            short[: sizes.overhead_bulk_rows],
-            sizes.overhead_singles,
-            sizes.overhead_rounds,
-        )
+        if "throughput" in args.parts:
+            copies = sizes.long_copies
+            long = corpus.long_texts(5000 if copies > 1 else 500) * copies
+            report["throughput"] = {
+                "short": throughput(
+                    dsn, "short", short[: sizes.short_rows], SYNC_RUNS, sizes.repeats
+                ),
+                "long": throughput(dsn, "long", long, SYNC_RUNS[:2], sizes.repeats),
+            }
+        if "latency" in args.parts:
+            log("latency")
+            count = int(sizes.latency_rate * sizes.latency_seconds)
+            report["latency"] = latency(dsn, short[:count], sizes.latency_rate)
+        if "overhead" in args.parts:
+            log("trigger overhead")
+            # More rows than the corpus has texts: the texts again, in turn.
+            texts = list(itertools.islice(itertools.cycle(short), sizes.overhead_bulk_rows))
+            report["overhead"] = overhead(dsn, texts, sizes.overhead_singles, sizes.overhead_rounds)
     report["targets"] = targets(report)
     report["elapsed_seconds"] = round(time.perf_counter() - STARTED, 1)
     report["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
