@@ -22,6 +22,10 @@ class SourceError(SimindexError, ValueError):
     """The source table, text column or key column cannot be indexed."""
 
 
+class SourceChangedError(SourceError):
+    """The source table changed while simindex was about to read it: try again."""
+
+
 class IndexNotFoundError(SimindexError, LookupError):
     """No simindex index has that name."""
 

@@ -21,12 +21,15 @@ from sqlalchemy import (
     Integer,
     MetaData,
     PrimaryKeyConstraint,
+    SmallInteger,
     Table,
     Text,
     UniqueConstraint,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import JSONB, REGCLASS
+from sqlalchemy.dialects.postgresql.base import ischema_names
+from sqlalchemy.types import UserDefinedType
 
 from simindex.core.spec import IndexSpec, SimHash
 from simindex.db.connection import PgConnection
@@ -34,11 +37,15 @@ from simindex.db.minhash_store import MinHashStore
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.source import Source
 from simindex.db.statements import statement
-from simindex.errors import IndexNotFoundError, IndexNotReadyError
+from simindex.errors import IndexNotFoundError, IndexNotReadyError, SourceChangedError
 
 DEFAULT_SCHEMA = "simindex"
 METHODS = ("simhash", "minhash")
-STATES = ("created", "building", "ready", "failed")
+LIVE_STATES = ("created", "building", "ready", "failed")
+"""States in which the triggers queue changes."""
+DRIFT_STATES = ("needs_rebuild", "source_dropped")
+"""States an index enters when its source changed in a way it cannot follow."""
+STATES = LIVE_STATES + DRIFT_STATES
 CLUSTERINGS = ("pairs", "bottom_k", "leader")
 NAME_MAX_LENGTH = 63
 # PostgreSQL truncates identifiers to 63 bytes (NAMEDATALEN - 1).
@@ -46,6 +53,19 @@ _IDENTIFIER_MAX_BYTES = 63
 _INDEX_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 Store = SimHashStore | MinHashStore
+
+
+class REGTYPE(UserDefinedType[int]):
+    """PostgreSQL's ``regtype``: a type's OID that dumps as its name, so a restore finds it."""
+
+    cache_ok = True
+
+    def get_col_spec(self, **kw: object) -> str:
+        return "REGTYPE"
+
+
+# So that reflection (Alembic's comparison with the live schema) knows the type.
+ischema_names.setdefault("regtype", REGTYPE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +83,10 @@ class IndexInfo:
     built_at: datetime | None
     index_schema: str
     """The simindex schema holding this catalog row and the index's side tables."""
+    state_reason: str | None = None
+    """Why the index is ``needs_rebuild`` or ``source_dropped``."""
+    clustering: str | None = None
+    """How its clusters were last made (``leader`` ones are kept up to date by sync)."""
 
 
 def check_name(name: str) -> str:
@@ -121,6 +145,17 @@ def catalog_table(metadata: MetaData, schema: str = DEFAULT_SCHEMA) -> Table:
         Column("built_at", DateTime(timezone=True), nullable=True),
         # How the clusters table was last filled; "leader" ones are kept up to date by sync.
         Column("clustering", Text, nullable=True),
+        # The source as PostgreSQL knows it (names change, these do not): the table, and the
+        # key and text columns by number and type. regclass and regtype dump as names, so a
+        # restored database finds its tables and types again.
+        Column("source", REGCLASS, nullable=True),
+        Column("key_attnum", SmallInteger, nullable=True),
+        Column("key_type_id", REGTYPE, nullable=True),
+        Column("key_typmod", Integer, nullable=True),
+        Column("text_attnum", SmallInteger, nullable=True),
+        Column("text_type_id", REGTYPE, nullable=True),
+        # Why the index is needs_rebuild or source_dropped.
+        Column("state_reason", Text, nullable=True),
         PrimaryKeyConstraint("id", name="indexes_pkey"),
         UniqueConstraint("name", name="indexes_name_key"),
         CheckConstraint(
@@ -166,17 +201,44 @@ def store_of(info: IndexInfo) -> Store:
     return store_for(info.index_schema, info.name, info.source, info.spec)
 
 
-def find_index(conn: PgConnection, schema: str, name: str) -> IndexInfo | None:
-    """The catalog row of index ``name``, or None."""
-    row = conn.execute(statement("catalog_get", catalog=catalog(schema)), {"name": name}).fetchone()
+def find_index(
+    conn: PgConnection, schema: str, name: str, *, share_lock: bool = False
+) -> IndexInfo | None:
+    """The catalog row of index ``name`` with its source as it is now (current names; the
+    state its source's drift implies), or None.
+
+    ``share_lock``: hold the row ``FOR KEY SHARE`` for this transaction, so that no build or
+    drop starts meanwhile; None, as for a missing index, while one holds it.
+    """
+    lock = sql.SQL("FOR KEY SHARE OF i SKIP LOCKED" if share_lock else "")
+    query = statement(
+        "catalog_get",
+        catalog=catalog(schema),
+        drift=sql.Identifier(schema, "drift_v1"),
+        lock=lock,
+    )
+    row = conn.execute(query, {"name": name}).fetchone()
     if row is None:
         return None
-    source = Source(0, *row[1:6])
-    state, row_count, skipped_count, created_at, updated_at, built_at = row[7:]
+    (index_name, source_schema, table, key_column, key_type, text_column, spec) = row[:7]
+    state, row_count, skipped_count, created_at, updated_at, built_at, reason = row[7:14]
+    oid, key_attnum, text_attnum, key_position, text_position, clustering = row[14:]
+    source = Source(
+        oid,
+        source_schema,
+        table,
+        key_column,
+        key_type,
+        text_column,
+        key_attnum=key_attnum,
+        text_attnum=text_attnum,
+        key_position=key_position,
+        text_position=text_position,
+    )
     return IndexInfo(
-        row[0],
+        index_name,
         source,
-        IndexSpec.from_json(row[6]),
+        IndexSpec.from_json(spec),
         state,
         row_count,
         skipped_count,
@@ -184,6 +246,8 @@ def find_index(conn: PgConnection, schema: str, name: str) -> IndexInfo | None:
         updated_at,
         built_at,
         schema,
+        reason,
+        clustering,
     )
 
 
@@ -196,13 +260,49 @@ def read_index(conn: PgConnection, schema: str, name: str) -> IndexInfo:
 
 
 def ready_index(conn: PgConnection, schema: str, name: str) -> tuple[IndexInfo, Store]:
-    """The catalog row and store of an index that can answer queries (built)."""
+    """The catalog row and store of an index that can answer queries (built, its source as
+    the catalog recorded it)."""
     info = read_index(conn, schema, name)
     if info.state != "ready":
-        raise IndexNotReadyError(
-            f"index {name!r} is {info.state}: run build() (or `simindex build {name}`) first"
-        )
+        raise IndexNotReadyError(not_ready_message(info))
     return info, store_of(info)
+
+
+def not_ready_message(info: IndexInfo) -> str:
+    """Why ``info``'s index cannot answer, and what to do about it, in one line."""
+    name = info.name
+    if info.state == "source_dropped":
+        return (
+            f"index {name!r} cannot answer: {info.state_reason or 'its table was dropped'}; "
+            f"drop it (`simindex drop {name}`)"
+        )
+    if info.state == "needs_rebuild":
+        return (
+            f"index {name!r} needs a rebuild: {info.state_reason}; run build() (or "
+            f"`simindex build {name}`)"
+        )
+    return f"index {name!r} is {info.state}: run build() (or `simindex build {name}`) first"
+
+
+def lock_source(conn: PgConnection, info: IndexInfo) -> Source:
+    """Lock ``info``'s source table against schema changes for this transaction (ACCESS
+    SHARE, the lock any read takes) and return it as it is now, after checking it is still the
+    table, columns and types the catalog recorded.
+
+    Between finding a source's current names and reading it, the table's owner could rename a
+    column and add another of the old name and a type of theirs; once the table is locked it
+    cannot change, so what is read is what was checked. Raises :class:`SourceChangedError`
+    when it changed meanwhile, IndexNotReadyError when it drifted.
+    """
+    if info.state in DRIFT_STATES:
+        raise IndexNotReadyError(not_ready_message(info))
+    conn.execute(statement("source_lock", table=info.source.identifier))
+    fresh = find_index(conn, info.index_schema, info.name)
+    if fresh is None or fresh.source != info.source or fresh.state in DRIFT_STATES:
+        raise SourceChangedError(
+            f"the source table of index {info.name!r} changed while it was being read"
+        )
+    return fresh.source
 
 
 def index_names(conn: PgConnection, schema: str) -> list[str]:

@@ -75,6 +75,8 @@ class MinHashStore:
 
     def function_statements(self) -> list[sql.Composed]:
         common = {
+            "usable": sql.Identifier(self.schema, "source_usable_v1"),
+            "index_name": sql.Literal(self.name),
             "key_type": self._key_type(),
             "threshold": sql.Literal(self.threshold),
             "signatures": self.signatures(),
@@ -95,6 +97,8 @@ class MinHashStore:
             ),
             statement(
                 "pairs_function",
+                usable=common["usable"],
+                index_name=common["index_name"],
                 function=self.pairs_function,
                 parameter=sql.SQL("threshold"),
                 parameter_type=sql.SQL("double precision"),

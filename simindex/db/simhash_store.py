@@ -105,9 +105,14 @@ class SimHashStore:
         run(conn, self.function_statements())
 
     def function_statements(self) -> list[sql.Composed]:
+        usable = {
+            "usable": sql.Identifier(self.schema, "source_usable_v1"),
+            "index_name": sql.Literal(self.name),
+        }
         return [
             statement(
                 "simhash_near_function",
+                **usable,
                 function=self.near_function,
                 key_type=self._key_type(),
                 default_distance=sql.Literal(self.design.max_distance),
@@ -115,6 +120,7 @@ class SimHashStore:
             ),
             statement(
                 "simhash_near_key_function",
+                **usable,
                 function=self.near_key_function,
                 key_type=self._key_type(),
                 default_distance=sql.Literal(self.design.max_distance),
@@ -123,6 +129,7 @@ class SimHashStore:
             ),
             statement(
                 "pairs_function",
+                **usable,
                 function=self.pairs_function,
                 parameter=sql.SQL("max_distance"),
                 parameter_type=sql.SQL("integer"),

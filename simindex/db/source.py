@@ -19,7 +19,13 @@ _FLOAT_TYPES = {"real", "double precision"}
 
 @dataclass(frozen=True, slots=True)
 class Source:
-    """A checked source table: where it is, its key and text columns and the key's SQL type."""
+    """A checked source table: where it is, its key and text columns and the key's SQL type.
+
+    The names are those of now; PostgreSQL knows the table by ``oid`` and the columns by
+    number (``*_attnum``), which renames do not change. A column's *position* counts the
+    table's columns up to it, dropped ones left out: the position a ``FROM t AS x (c1, c2)``
+    alias list renames. Zero means not known (an offline migration's script).
+    """
 
     oid: int
     schema: str
@@ -27,6 +33,12 @@ class Source:
     key_column: str
     key_type: str
     text_column: str
+    key_attnum: int = 0
+    text_attnum: int = 0
+    key_position: int = 0
+    text_position: int = 0
+    key_equality: str = "pg_catalog"
+    """The schema of the ``=`` that compares keys in the triggers."""
 
     @property
     def identifier(self) -> sql.Identifier:
@@ -60,39 +72,76 @@ def describe(
     if kind not in ("r", "p"):
         raise SourceError(f"{found_schema}.{found_table} is not a table (relkind {kind!r})")
     columns = {
-        name: (type_name, category)
-        for name, type_name, category in conn.execute(statement("source_columns"), {"oid": oid})
+        str(row[0]): _Column(*row[1:])
+        for row in conn.execute(statement("source_columns"), {"oid": oid})
     }
     if column not in columns:
         raise SourceError(
             f"column {column!r} does not exist in {found_schema}.{found_table}; "
             f"it has {sorted(columns)}"
         )
-    if columns[column][1] != "S":
+    text = columns[column]
+    if text.category != "S":
         raise SourceError(
-            f"column {column!r} is {columns[column][0]}; a text column (text, varchar, "
+            f"column {column!r} is {text.type}; a text column (text, varchar, "
             "citext, ...) is needed"
+        )
+    if not text.text_by_builtin_means:
+        raise SourceError(
+            f"column {column!r} is {text.type}, whose cast to text is a function a "
+            "non-superuser wrote; simindex reads texts with PostgreSQL's own casts only"
         )
     key_column = key if key is not None else _primary_key(conn, oid, found_table)
     if key_column not in columns:
         raise SourceError(f"key column {key_column!r} does not exist in {found_table}")
     if key is not None and key not in _unique_columns(conn, oid, found_table):
         raise SourceError(
-            f"key column {key!r} has no unique index on {found_table}; a key must identify one row"
+            f"key column {key!r} has no unique index on {found_table} (or only a deferrable "
+            "one); a key must identify one row"
         )
-    key_type, category = columns[key_column]
-    if category not in _KEY_CATEGORIES or key_type in _FLOAT_TYPES:
+    key_found = columns[key_column]
+    if key_found.category not in _KEY_CATEGORIES or key_found.type in _FLOAT_TYPES:
         raise SourceError(
-            f"key column {key_column!r} is {key_type}; a key must be an integer, text or uuid type"
+            f"key column {key_column!r} is {key_found.type}; a key must be an integer, text or "
+            "uuid type"
         )
-    return Source(int(oid), str(found_schema), str(found_table), key_column, str(key_type), column)
+    return Source(
+        int(oid),
+        str(found_schema),
+        str(found_table),
+        key_column,
+        str(key_found.type),
+        column,
+        key_attnum=key_found.attnum,
+        text_attnum=text.attnum,
+        key_position=key_found.position,
+        text_position=text.position,
+        key_equality=_key_equality(conn, oid, key_found.attnum),
+    )
+
+
+def _key_equality(conn: PgConnection, oid: object, attnum: int) -> str:
+    row = conn.execute(statement("source_key_equality"), {"oid": oid, "attnum": attnum}).fetchone()
+    return str(row[0]) if row else "pg_catalog"
+
+
+@dataclass(frozen=True, slots=True)
+class _Column:
+    type: str
+    category: str
+    attnum: int
+    position: int
+    text_by_builtin_means: bool
 
 
 def _primary_key(conn: PgConnection, oid: object, table: str) -> str:
     row = conn.execute(statement("source_primary_key"), {"oid": oid}).fetchone()
     columns = row[0] if row else None
     if not columns:
-        raise SourceError(f"table {table!r} has no primary key; name a unique key column")
+        raise SourceError(
+            f"table {table!r} has no primary key checked at once (none, or a deferrable one); "
+            "name a unique key column"
+        )
     if len(columns) != 1:
         raise SourceError(
             f"table {table!r} has a composite primary key {columns}; name a single unique "

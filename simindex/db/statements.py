@@ -4,6 +4,10 @@ A block starts with ``-- name: <name>``. Blocks are templates for psycopg's ``sq
 ``{placeholders}`` take identifiers or composed fragments (never user text), ``%(name)s``
 take values. Literal braces are doubled; a literal percent sign is doubled only in blocks
 run with values (DDL runs without, so its plpgsql ``%`` stays single).
+
+A dollar-quoted part of a block (a function's body, ``$body$ ... $body$``) is filled in on its
+own and quoted again with a tag that provably does not occur in what was filled in, so no
+identifier (a column named ``$body$;DROP ...``) can end a body early.
 """
 
 from __future__ import annotations
@@ -12,12 +16,40 @@ import functools
 import re
 from collections.abc import Iterable
 from importlib import resources
+from typing import Any
 
 from psycopg import sql
 
 from simindex.db.connection import PgConnection
 
 _BLOCK = re.compile(r"^-- name: (\S+)[^\n]*\n(.*?)(?=^-- name: |\Z)", re.MULTILINE | re.DOTALL)
+_DOLLAR_QUOTED = re.compile(r"(\$[A-Za-z_]*\$)(.*?)\1", re.DOTALL)
+
+
+class DollarQuoted(sql.Composable):
+    """``inner`` between dollar quotes whose tag is not found in it once it is rendered."""
+
+    def __init__(self, inner: sql.Composable, tag: str = "body") -> None:
+        super().__init__(inner)
+        self._tag = tag
+
+    def as_bytes(self, context: Any = None) -> bytes:
+        inner = self._obj.as_bytes(context)
+        return safe_dollar_quote(bytes(inner), self._tag)
+
+
+def safe_dollar_quote(body: bytes, tag: str = "body") -> bytes:
+    """``body`` quoted as ``$tag$body$tag$``, the tag numbered until the body cannot end early.
+
+    PostgreSQL ends a dollar-quoted string at the first occurrence of its tag, so the tag must
+    first occur where the closing one starts, including across the seam.
+    """
+    number = 0
+    while True:
+        quote = f"${tag}{number or ''}$".encode()
+        if (body + quote).find(quote) == len(body):
+            return quote + body + quote
+        number += 1
 
 
 @functools.cache
@@ -33,8 +65,18 @@ def _blocks() -> dict[str, str]:
 
 
 def statement(block: str, /, **parts: sql.Composable) -> sql.Composed:
-    """The named block with its placeholders filled by identifiers or composed SQL."""
-    return sql.SQL(_blocks()[block]).format(**parts)
+    """The named block with its placeholders filled by identifiers or composed SQL; its
+    dollar-quoted parts quoted afresh (see :class:`DollarQuoted`)."""
+    text = _blocks()[block]
+    pieces: list[sql.Composable] = []
+    end = 0
+    for match in _DOLLAR_QUOTED.finditer(text):
+        pieces.append(sql.SQL(text[end : match.start()]).format(**parts))
+        tag = match.group(1).strip("$") or "body"
+        pieces.append(DollarQuoted(sql.SQL(match.group(2)).format(**parts), tag))
+        end = match.end()
+    pieces.append(sql.SQL(text[end:]).format(**parts))
+    return sql.Composed(pieces)
 
 
 def run(conn: PgConnection, statements: Iterable[sql.Composed]) -> None:

@@ -2,29 +2,30 @@
 
 Each index gets, in simindex's schema, a queue ``<name>_queue`` (one entry per key to recompute)
 and ``<name>_failed`` (keys a worker could not process, with the error), and on the source
-table four triggers calling ``_v1`` functions of its own:
+table four statement-level triggers with transition tables, all calling the index's one
+function ``<name>_trigger_v1``:
 
-=========  ===============================================================  ===============
-event      effect                                                           trigger level
-=========  ===============================================================  ===============
-INSERT     queue the new keys, NOTIFY                                       statement
-UPDATE     of the text or key (compared as text): queue new and old key     row, with WHEN
-DELETE     delete the index rows at once; queue the keys too, NOTIFY        statement
-TRUNCATE   truncate the index's side tables                                 statement
-=========  ===============================================================  ===============
+=========  ===============================================================
+event      effect
+=========  ===============================================================
+INSERT     queue the new keys, NOTIFY
+UPDATE     queue the keys whose text changed (and both keys of a changed key), NOTIFY
+DELETE     delete the index rows at once; queue the keys too, NOTIFY
+TRUNCATE   truncate the index's side tables
+=========  ===============================================================
 
-The levels were chosen by measurement (see ``tests/integration/test_sync.py``): a statement
-trigger with a transition table makes a bulk DELETE a few times cheaper than a row trigger, and
-costs about the same on INSERT; for UPDATE the row trigger's WHEN clause is evaluated without
-calling any function, so updates of other columns cost nearly nothing, while a statement
-trigger would capture and join both transition tables on every UPDATE.
+Statement-level throughout: one INSERT ... SELECT per statement, however many rows, and no
+trigger depends on a column, so the app may rename, retype or drop any column (see the
+function's own comment in ``db/sql/sync.sql`` for how it follows the source by column number).
 
-:mod:`simindex.ops.sync` drains the queue.
+The function belongs to simindex's owner role and runs as it (SECURITY DEFINER); EXECUTE is
+revoked from PUBLIC. :mod:`simindex.ops.sync` drains the queue.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from psycopg import sql
 
@@ -35,11 +36,38 @@ from simindex.db.source import Source
 from simindex.db.statements import run, statement
 
 EVENTS = ("insert", "update", "delete", "truncate")
+_TRANSITION_TABLES = {
+    "insert": "REFERENCING NEW TABLE AS new_rows",
+    "update": "REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows",
+    "delete": "REFERENCING OLD TABLE AS old_rows",
+    "truncate": "",
+}
+# Where the aliases go in a statement run with EXECUTE format(statement, aliases).
+_ALIASES_MARK = "\0aliases\0"
 
 
 def channel(name: str) -> str:
     """The NOTIFY channel of an index: its name after ``simindex_`` (payloads are empty)."""
     return f"simindex_{name}"
+
+
+def aliases(key_position: int, text_position: int) -> sql.Composable:
+    """The alias list that names the key ``k`` and the text ``t`` by their positions."""
+    names = [
+        "k" if position == key_position else "t" if position == text_position else f"_{position}"
+        for position in range(1, max(key_position, text_position) + 1)
+    ]
+    return sql.SQL(", ").join(sql.SQL(name) for name in names)
+
+
+class _FormatString(sql.Composable):
+    """A statement as the literal first argument of ``format(..., aliases)``: rendered, its
+    percent signs doubled, the aliases' place made ``%1$s``."""
+
+    def as_bytes(self, context: Any = None) -> bytes:
+        text = self._obj.as_string(context)
+        text = text.replace("%", "%%").replace(_ALIASES_MARK, "%1$s")
+        return sql.Literal(text).as_bytes(context)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,8 +87,9 @@ class Triggers:
     def failed(self) -> sql.Identifier:
         return sql.Identifier(self.schema, f"{self.name}_failed")
 
-    def function(self, event: str) -> sql.Identifier:
-        return sql.Identifier(self.schema, f"{self.name}_{event}_v1")
+    @property
+    def function(self) -> sql.Identifier:
+        return sql.Identifier(self.schema, f"{self.name}_trigger_v1")
 
     def trigger(self, event: str) -> sql.Identifier:
         return sql.Identifier(f"simindex_{self.name}_{event}")
@@ -70,61 +99,107 @@ class Triggers:
         # format_type output from the catalog: a type name PostgreSQL itself quoted.
         return sql.SQL(self.source.key_type)
 
+    @property
+    def equals(self) -> sql.Composable:
+        """The key type's ``=``, schema-qualified (``pg_catalog`` for built-in types)."""
+        return sql.SQL("{}.=").format(sql.Identifier(self.source.key_equality))
+
     def install(self, conn: PgConnection) -> None:
-        """Create the queue, the failed items table, the functions and the triggers."""
+        """Create the queue, the failed items table, the function and the triggers."""
         run(conn, self.install_statements())
 
-    def install_statements(self) -> list[sql.Composed]:
-        key = sql.Identifier(self.source.key_column)
-        text = sql.Identifier(self.source.text_column)
-        common = {"queue": self.queue, "key": key, "channel": sql.Literal(channel(self.name))}
-        delete_side_rows = sql.SQL(";\n    ").join(
-            statement("sync_delete_side_rows", table=table, key=key)
-            for table in self.store.side_tables()
-        )
-        statements = [
+    def table_statements(self) -> list[sql.Composed]:
+        """The queue and the failed items table."""
+        return [
             statement("sync_create_queue", queue=self.queue, key_type=self.key_type),
             statement("sync_create_failed", failed=self.failed, key_type=self.key_type),
-            statement("sync_insert_function", function=self.function("insert"), **common),
-            statement("sync_update_function", function=self.function("update"), **common),
-            statement(
-                "sync_delete_function",
-                function=self.function("delete"),
-                delete_side_rows=delete_side_rows,
-                **common,
-            ),
-            statement(
-                "sync_truncate_function",
-                function=self.function("truncate"),
-                tables=sql.SQL(", ").join(self.store.side_tables()),
-            ),
         ]
-        statements += [
+
+    def function_statements(self) -> list[sql.Composed]:
+        """The trigger function (again: ``CREATE OR REPLACE``), for the source as it is now."""
+        return [
+            statement("sync_check_equality", queue=self.queue, equals=self.equals),
+            self._function_statement(),
+            statement("sync_revoke_function", function=self.function),
+        ]
+
+    def trigger_statements(self) -> list[sql.Composed]:
+        """The triggers on the source table (its owner's or a superuser's to create)."""
+        return [
             statement(
-                f"sync_{event}_trigger",
+                "sync_create_trigger",
                 trigger=self.trigger(event),
+                event=sql.SQL(event.upper()),
                 source=self.source.identifier,
-                function=self.function(event),
-                key=key,
-                text=text,
+                transition_tables=sql.SQL(_TRANSITION_TABLES[event]),
+                function=self.function,
             )
             for event in EVENTS
         ]
-        return statements
+
+    def install_statements(self) -> list[sql.Composed]:
+        return [*self.table_statements(), *self.function_statements(), *self.trigger_statements()]
+
+    def _function_statement(self) -> sql.Composed:
+        source = self.source
+        known = source.key_position > 0 and source.text_position > 0
+        static = aliases(source.key_position, source.text_position) if known else sql.SQL("")
+        mark = sql.SQL(_ALIASES_MARK)
+
+        def dynamic(statements: list[sql.Composed]) -> sql.Composed:
+            return sql.SQL(";\n").join(
+                statement("sync_trigger_dynamic", statement=_FormatString(one))
+                for one in statements
+            )
+
+        events = {event: self._event_statements(event, mark) for event in EVENTS[:3]}
+        return statement(
+            "sync_trigger_function",
+            function=self.function,
+            catalog=sql.Identifier(self.schema, "indexes"),
+            index_name=sql.Literal(self.name),
+            source_changed=sql.Identifier(self.schema, "source_changed_v1"),
+            # Unknown positions (an offline script) never match: the EXECUTE path runs until
+            # the first build writes the function again.
+            key_position=sql.Literal(source.key_position if known else -1),
+            text_position=sql.Literal(source.text_position if known else -1),
+            **{
+                event: sql.SQL(";\n").join(self._event_statements(event, static))
+                if known
+                else sql.SQL("NULL")
+                for event in EVENTS[:3]
+            },
+            **{f"dynamic_{event}": dynamic(events[event]) for event in events},
+            truncate=statement(
+                "sync_trigger_truncate", tables=sql.SQL(", ").join(self.store.side_tables())
+            ),
+            channel=sql.Literal(channel(self.name)),
+        )
+
+    def _event_statements(self, event: str, alias_list: sql.Composable) -> list[sql.Composed]:
+        parts = {"queue": self.queue, "aliases": alias_list, "equals": self.equals}
+        if event == "insert":
+            return [statement("sync_trigger_insert", **parts)]
+        if event == "update":
+            return [statement("sync_trigger_update", **parts)]
+        return [
+            statement("sync_trigger_delete_queue", **parts),
+            *(
+                statement("sync_trigger_delete_rows", table=table, **parts)
+                for table in self.store.side_tables()
+            ),
+        ]
 
     def remove(self, conn: PgConnection) -> None:
         """Drop what :meth:`install` created (whatever of it exists)."""
         run(conn, self.remove_statements())
 
     def remove_statements(self) -> list[sql.Composed]:
-        statements: list[sql.Composed] = []
-        for event in EVENTS:
-            statements.append(
-                statement(
-                    "sync_drop_trigger", trigger=self.trigger(event), source=self.source.identifier
-                )
-            )
-            statements.append(statement("drop_function", function=self.function(event)))
-        statements.append(statement("drop_table", table=self.queue))
-        statements.append(statement("drop_table", table=self.failed))
-        return statements
+        """The function with its triggers, wherever the source is now; the queue; the failed
+        items. Dropping the function as its owner drops the triggers (CASCADE): no right on
+        the source table is needed."""
+        return [
+            statement("sync_drop_trigger_function", function=self.function),
+            statement("drop_table", table=self.queue),
+            statement("drop_table", table=self.failed),
+        ]

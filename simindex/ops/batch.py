@@ -32,7 +32,15 @@ from psycopg import sql
 
 from simindex.core.batch import fingerprint_batch
 from simindex.core.spec import IndexSpec
-from simindex.db.catalog import DEFAULT_SCHEMA, catalog, read_index, store_for, store_of
+from simindex.db.catalog import (
+    DEFAULT_SCHEMA,
+    catalog,
+    find_index,
+    lock_source,
+    read_index,
+    store_for,
+    store_of,
+)
 from simindex.db.cluster_store import ClusterStore
 from simindex.db.connection import Bind, PgConnection, transaction
 from simindex.db.minhash_store import MinHashStore
@@ -68,23 +76,25 @@ class Target:
 
 
 def load_target(conn: PgConnection, schema: str, name: str) -> Target | None:
-    """The index ``name``, its catalog row share-locked for this transaction; None while a build
-    or drop holds it. Raises IndexNotFoundError if there is no such index."""
-    row = conn.execute(
-        statement("sync_catalog_share", catalog=catalog(schema)), {"name": name}
-    ).fetchone()
-    if row is None:
+    """The index ``name`` as a batch needs it: its catalog row share-locked and its source
+    table locked and checked (:func:`~simindex.db.catalog.lock_source`) for this transaction;
+    None while a build or drop holds it.
+
+    Raises IndexNotFoundError if there is no such index, IndexNotReadyError when its source
+    drifted (the index needs a rebuild, or its table is gone), SourceChangedError when the
+    source changed a moment ago."""
+    info = find_index(conn, schema, name, share_lock=True)
+    if info is None:
         exists = conn.execute(
             statement("sync_catalog_exists", catalog=catalog(schema)), {"name": name}
         ).fetchone()
         if exists is None:
             raise IndexNotFoundError(f"no index named {name!r}")
         return None
-    source = Source(0, *row[:5])
-    spec = IndexSpec.from_json(row[5])
-    store = store_for(schema, name, source, spec)
-    clusters = ClusterStore(schema, name) if row[6] == "leader" else None
-    return Target(name, source, spec, store, Triggers(schema, name, source, store), clusters)
+    source = lock_source(conn, info)
+    store = store_for(schema, name, source, info.spec)
+    clusters = ClusterStore(schema, name) if info.clustering == "leader" else None
+    return Target(name, source, info.spec, store, Triggers(schema, name, source, store), clusters)
 
 
 def take(conn: PgConnection, target: Target, limit: int) -> list[Any]:

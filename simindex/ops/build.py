@@ -21,11 +21,14 @@ from psycopg import sql
 from sqlalchemy.engine import Connection
 
 from simindex.core.batch import Batch, fingerprint_batch
-from simindex.db.catalog import Store, catalog, read_index, store_for
-from simindex.db.connection import Bind, connect, transaction
+from simindex.db.catalog import IndexInfo, Store, catalog, lock_source, read_index, store_for
+from simindex.db.connection import Bind, PgConnection, connect, transaction
+from simindex.db.objects import create_statements, drop_statements
+from simindex.db.privileges import back_to_caller, become_owner, warn_if_superuser
 from simindex.db.simhash_store import SimHashStore
-from simindex.db.source import describe, row_estimate
-from simindex.db.statements import statement
+from simindex.db.source import Source, describe, row_estimate
+from simindex.db.statements import run, statement
+from simindex.db.triggers import Triggers
 
 Progress = Callable[[int, int | None], None]
 """Called with (source rows read so far, the planner's estimate of all rows or None)."""
@@ -86,27 +89,15 @@ def build(
     started = time.perf_counter()
     indexed = skipped = 0
     with transaction(bind) as conn:
-        conn.execute(
-            statement("catalog_lock", catalog=catalog(index_schema), name=sql.Literal(name))
-        )
-        # The VACUUM after the commit can only mark pages all-visible (for index-only scans)
-        # once the commit is known durable.
-        conn.execute(statement("synchronous_commit_local"))
-        info = read_index(conn, index_schema, name)
-        source = describe(
-            conn,
-            info.source.table,
-            info.source.text_column,
-            schema=info.source.schema,
-            key=info.source.key_column,
-        )
+        warn_if_superuser(conn, "build")
+        info, source = _prepare(conn, index_schema, name)
         estimate = row_estimate(conn, source)
         if workers is None:
             parallel = estimate is not None and estimate >= _PARALLEL_FROM_ROWS
             workers = (os.cpu_count() or 1) if parallel else 1
         store = store_for(index_schema, name, source, info.spec)
-        store.drop_staging(conn)
-        store.create(conn, staging=True)
+        # The source is read with the caller's rights (the cursor checks them when it opens);
+        # simindex's tables are written as its owner role.
         reader = conn.cursor(name="simindex_build")
         reader.execute(
             statement(
@@ -116,6 +107,9 @@ def build(
                 table=source.identifier,
             )
         )
+        run(conn, become_owner())
+        store.drop_staging(conn)
+        store.create(conn, staging=True)
         spec_json = info.spec.to_json()
         for keys, (values, present) in _computed(spec_json, _batches(reader, batch_size), workers):
             kept = np.flatnonzero(present)
@@ -131,13 +125,46 @@ def build(
         reader.close()
         store.finish(conn, staging=True)
         store.swap_in_staging(conn)
+        # The trigger function again, for the column positions of now.
+        run(conn, Triggers(index_schema, name, source, store).function_statements())
         conn.execute(
             statement("catalog_built", catalog=catalog(index_schema)),
             {"name": name, "row_count": indexed, "skipped_count": skipped},
         )
+        run(conn, back_to_caller())
     if not isinstance(bind, Connection):
         _vacuum(bind, store)
     return BuildReport(indexed, skipped, time.perf_counter() - started)
+
+
+def _prepare(conn: PgConnection, index_schema: str, name: str) -> tuple[IndexInfo, Source]:
+    """The index, its catalog row locked (builds and drops of it wait), and its source locked
+    and checked. An index that needs a rebuild is made again first, for its source as it is
+    now (its objects dropped and created, as ``drop`` and ``create`` would)."""
+    run(conn, become_owner())
+    conn.execute(statement("catalog_lock", catalog=catalog(index_schema), name=sql.Literal(name)))
+    # The VACUUM after the commit can only mark pages all-visible (for index-only scans) once
+    # the commit is known durable.
+    conn.execute(statement("synchronous_commit_local"))
+    info = read_index(conn, index_schema, name)
+    run(conn, back_to_caller())
+    if info.state == "needs_rebuild":
+        source = describe(
+            conn,
+            info.source.table,
+            info.source.text_column,
+            schema=info.source.schema,
+            key=info.source.key_column,
+        )
+        run(conn, drop_statements(index_schema, name, info.source, info.spec))
+        run(conn, create_statements(index_schema, name, source, info.spec))
+        info = read_index(conn, index_schema, name)
+    source = lock_source(conn, info)
+    # describe() again: the checks of create (a text column by built-in casts, a unique key)
+    # and what the trigger function needs (positions, the key's =).
+    return info, describe(
+        conn, source.table, source.text_column, schema=source.schema, key=source.key_column
+    )
 
 
 def _vacuum(bind: Bind, store: Store) -> None:

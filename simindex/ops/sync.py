@@ -26,9 +26,10 @@ from sqlalchemy.engine import Connection
 
 from simindex.db.catalog import DEFAULT_SCHEMA, check_name, check_schema, index_names
 from simindex.db.connection import Bind, PgConnection, connect, raw_connection
+from simindex.db.privileges import warn_if_superuser
 from simindex.db.statements import statement
 from simindex.db.triggers import channel
-from simindex.errors import IndexNotFoundError
+from simindex.errors import IndexNotFoundError, IndexNotReadyError, SourceChangedError
 from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES, BatchResult, load_target, process, take
 
 # Large enough that a worker's two connections overlap well (each batch costs a few round
@@ -51,7 +52,8 @@ class StopFlag(Protocol):
 class SyncReport:
     """What a sync did: queue entries taken, rows written, keys removed from the index, keys
     recorded as failed, batches committed, indexes skipped because a build or drop held them,
-    reconnections after the server went away, and seconds taken."""
+    reconnections after the server went away, and seconds taken; ``unusable``: indexes skipped
+    because their source drifted (they need a rebuild, or their table is gone), with why."""
 
     taken: int = 0
     indexed: int = 0
@@ -61,6 +63,7 @@ class SyncReport:
     busy: set[str] = field(default_factory=set)
     reconnects: int = 0
     seconds: float = 0.0
+    unusable: dict[str, str] = field(default_factory=dict)
 
     def add(self, other: BatchResult) -> None:
         self.taken += other.taken
@@ -158,6 +161,7 @@ class _Worker:
         self.schema = schema
         self.report = SyncReport()
         self.listening: set[str] = set()
+        self._role_checked = False
         self._report_lock = threading.Lock()
 
     def run(self, *, follow: bool, retry_failed: bool) -> None:
@@ -214,9 +218,12 @@ class _Worker:
                 yield
 
     def _indexes(self, conn: PgConnection) -> list[str]:
-        if self.names is not None:
-            return self.names
         with self._unit(conn):
+            if not self._role_checked:
+                warn_if_superuser(conn, "sync")
+                self._role_checked = True
+            if self.names is not None:
+                return self.names
             return index_names(conn, self.schema)
 
     def _listen(self, conn: PgConnection, listener: PgConnection) -> None:
@@ -227,18 +234,21 @@ class _Worker:
 
     def _requeue_failed(self, conn: PgConnection) -> None:
         for name in self._indexes(conn):
-            with self._unit(conn):
-                target = load_target(conn, self.schema, name)
-                if target is None:
-                    self.report.busy.add(name)
-                    continue
-                conn.execute(
-                    statement(
-                        "sync_requeue_failed",
-                        queue=target.triggers.queue,
-                        failed=target.triggers.failed,
+            try:
+                with self._unit(conn):
+                    target = load_target(conn, self.schema, name)
+                    if target is None:
+                        self.report.busy.add(name)
+                        continue
+                    conn.execute(
+                        statement(
+                            "sync_requeue_failed",
+                            queue=target.triggers.queue,
+                            failed=target.triggers.failed,
+                        )
                     )
-                )
+            except (IndexNotReadyError, SourceChangedError) as exc:
+                self._unusable(name, str(exc))
 
     def _drain(self, conns: _Connections) -> None:
         """Batches until every queue is empty (or stop): on the first connection alone while
@@ -298,24 +308,34 @@ class _Worker:
 
     def _batch(self, conn: PgConnection, name: str) -> int:
         """One batch of one index, in one transaction; how many entries it took."""
-        with self._unit(conn):
-            try:
+        try:
+            with self._unit(conn):
                 target = load_target(conn, self.schema, name)
-            except IndexNotFoundError:
-                if self.names is not None:
-                    raise
-                return 0  # dropped since the list was read
-            if target is None:
-                with self._report_lock:
-                    self.report.busy.add(name)
-                return 0
-            keys = take(conn, target, self.batch_size)
-            if not keys:
-                return 0
-            result = process(conn, target, keys, max_text_bytes=self.max_text_bytes)
+                if target is None:
+                    with self._report_lock:
+                        self.report.busy.add(name)
+                    return 0
+                keys = take(conn, target, self.batch_size)
+                if not keys:
+                    return 0
+                result = process(conn, target, keys, max_text_bytes=self.max_text_bytes)
+        except IndexNotFoundError:
+            if self.names is not None:
+                raise
+            return 0  # dropped since the list was read
+        except (IndexNotReadyError, SourceChangedError) as exc:
+            self._unusable(name, str(exc))
+            return 0
         with self._report_lock:
             self.report.add(result)
         return len(keys)
+
+    def _unusable(self, name: str, why: str) -> None:
+        """An index whose source drifted: its entries stay queued for after the rebuild."""
+        with self._report_lock:
+            if name not in self.report.unusable:
+                _log.warning("simindex: skipping index %s: %s", name, why)
+            self.report.unusable[name] = why
 
     def _wait(self, listener: PgConnection) -> None:
         """Until a notification, the heartbeat or stop."""

@@ -152,6 +152,8 @@ def test_band_and_signature_tables_are_read_by_index_scans(database_dsn: str) ->
             signatures=store.signatures(),
             bands=store.bands(),
             num_perm=sql.Literal(128.0),
+            usable=sql.Identifier("simindex", "source_usable_v1"),
+            index_name=sql.Literal("notes"),
         ).as_string(conn)
         body = created.split("$body$")[1]
         conn.execute(f"PREPARE similar_query(bigint[], bigint[], double precision) AS {body}")

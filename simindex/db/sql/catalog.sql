@@ -1,14 +1,62 @@
 -- name: catalog_insert
 -- Values as literals: the same statement runs from Python and goes into an Alembic --sql script.
+-- The source's OID, column numbers and types are looked up when the statement runs (an offline
+-- script knows only names; catalog_source_oid found the table by its name, with the caller's
+-- rights); no row is inserted unless they all resolve.
 INSERT INTO {catalog} (name, source_schema, source_table, key_column, key_type, text_column,
-                       method, spec, spec_version)
-VALUES ({name}, {source_schema}, {source_table}, {key_column}, {key_type}, {text_column},
-        {method}, {spec}::jsonb, {spec_version})
+                       method, spec, spec_version, source, key_attnum, key_type_id,
+                       key_typmod, text_attnum, text_type_id)
+SELECT {name}, n.nspname, c.relname, k.attname, {key_type}, t.attname,
+       {method}, {spec}::jsonb, {spec_version}, c.oid, k.attnum, k.atttypid, k.atttypmod,
+       t.attnum, t.atttypid
+FROM pg_catalog.pg_class AS c
+JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
+JOIN pg_catalog.pg_attribute AS k
+  ON k.attrelid = c.oid AND k.attname = {key_column} AND k.attnum > 0 AND NOT k.attisdropped
+JOIN pg_catalog.pg_attribute AS t
+  ON t.attrelid = c.oid AND t.attname = {text_column} AND t.attnum > 0 AND NOT t.attisdropped
+WHERE c.oid = pg_catalog.current_setting('simindex.source')::pg_catalog.oid
+
+-- name: catalog_source_oid
+-- The table a new index is made for, found by name by the caller (simindex's owner role may
+-- not look into the app's schemas), for catalog_insert.
+SELECT pg_catalog.set_config('simindex.source', {table}::regclass::oid::text, true)
 
 -- name: catalog_get
-SELECT name, source_schema, source_table, key_column, key_type, text_column, spec::text, state,
-       row_count, skipped_count, created_at, updated_at, built_at
-FROM {catalog} WHERE name = %(name)s
+-- An index with its source as it is now: current names (renames are followed by OID and column
+-- number) and, while its state is a live one, the state its source's drift implies.
+SELECT i.name,
+       coalesce(n.nspname, i.source_schema), coalesce(c.relname, i.source_table),
+       coalesce(k.attname, i.key_column), i.key_type, coalesce(t.attname, i.text_column),
+       i.spec::text,
+       CASE WHEN i.state NOT IN ('created', 'building', 'ready', 'failed') OR d.drift IS NULL
+            THEN i.state
+            WHEN c.oid IS NULL THEN 'source_dropped'
+            ELSE 'needs_rebuild' END,
+       i.row_count, i.skipped_count, i.created_at, i.updated_at, i.built_at,
+       CASE WHEN i.state NOT IN ('created', 'building', 'ready', 'failed') OR d.drift IS NULL
+            THEN i.state_reason ELSE d.drift END,
+       coalesce(c.oid, 0)::bigint, coalesce(i.key_attnum, 0), coalesce(i.text_attnum, 0),
+       (SELECT count(*) FROM pg_catalog.pg_attribute AS a
+        WHERE a.attrelid = c.oid AND a.attnum > 0 AND a.attnum <= i.key_attnum
+          AND NOT a.attisdropped),
+       (SELECT count(*) FROM pg_catalog.pg_attribute AS a
+        WHERE a.attrelid = c.oid AND a.attnum > 0 AND a.attnum <= i.text_attnum
+          AND NOT a.attisdropped),
+       i.clustering
+FROM {catalog} AS i
+LEFT JOIN pg_catalog.pg_class AS c ON c.oid = i.source
+LEFT JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
+LEFT JOIN pg_catalog.pg_attribute AS k
+  ON k.attrelid = c.oid AND k.attnum = i.key_attnum AND NOT k.attisdropped
+LEFT JOIN pg_catalog.pg_attribute AS t
+  ON t.attrelid = c.oid AND t.attnum = i.text_attnum AND NOT t.attisdropped
+CROSS JOIN LATERAL (
+    SELECT {drift}(i.source, i.key_attnum, i.key_type_id, i.key_typmod, i.text_attnum,
+                   i.text_type_id) AS drift
+) AS d
+WHERE i.name = %(name)s
+{lock}
 
 -- name: catalog_lock
 -- Serialises builds and drops of one index.
@@ -18,11 +66,12 @@ SELECT 1 FROM {catalog} WHERE name = {name} FOR UPDATE
 SELECT name FROM {catalog} ORDER BY name
 
 -- name: catalog_set_state
-UPDATE {catalog} SET state = %(state)s, updated_at = now() WHERE name = %(name)s
+UPDATE {catalog} SET state = %(state)s, state_reason = %(reason)s, updated_at = now()
+WHERE name = %(name)s
 
 -- name: catalog_built
 UPDATE {catalog}
-SET state = 'ready', row_count = %(row_count)s, skipped_count = %(skipped_count)s,
+SET state = 'ready', state_reason = NULL, row_count = %(row_count)s, skipped_count = %(skipped_count)s,
     built_at = now(), updated_at = now()
 WHERE name = %(name)s
 

@@ -46,7 +46,7 @@ AS $body$
         SELECT count(*) FILTER (WHERE x = y)::double precision / {num_perm} AS similarity
         FROM unnest(s.signature, $1) AS u(x, y)
     ) AS v
-    WHERE v.similarity >= $3
+    WHERE v.similarity >= $3 AND {usable}({index_name})
     ORDER BY v.similarity DESC, s.key
 $body$
 
@@ -62,7 +62,7 @@ AS $body$
         SELECT array_agg(b.hash ORDER BY b.band) AS hashes FROM {bands} AS b WHERE b.key = $1
     ) AS h
     CROSS JOIN LATERAL {similar}(s.signature, h.hashes, $2) AS n
-    WHERE s.key = $1 AND n.key <> $1
+    WHERE s.key = $1 AND n.key <> $1 AND {usable}({index_name})
     ORDER BY n.similarity DESC, n.key
 $body$
 

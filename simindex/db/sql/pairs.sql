@@ -38,6 +38,7 @@ SET work_mem = '256MB'
 AS $body$
 #variable_conflict use_column
 BEGIN
+    PERFORM {usable}({index_name});
     IF {parameter} IS NULL OR {parameter} < {lowest} OR {parameter} > {highest} THEN
         RAISE EXCEPTION '{parameter} must be from % to %, got %', {lowest}, {highest},
             {parameter} USING ERRCODE = '22023';

@@ -44,6 +44,7 @@ SET enable_hashagg = off
 AS $body$
 #variable_conflict use_column
 BEGIN
+    PERFORM {usable}({index_name});
     IF max_distance IS NULL OR max_distance < 0 OR max_distance > {default_distance} THEN
         RAISE EXCEPTION 'max_distance must be from 0 to %, got %', {default_distance}, max_distance
             USING ERRCODE = '22023';
@@ -60,7 +61,7 @@ SET search_path = pg_catalog, pg_temp
 AS $body$
     SELECT n.key, n.distance
     FROM {table} AS s, {near}(s.fingerprint, max_distance) AS n
-    WHERE s.key = $1 AND n.key <> $1
+    WHERE s.key = $1 AND n.key <> $1 AND {usable}({index_name})
 $body$
 
 -- name: simhash_upsert

@@ -6,30 +6,61 @@ JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
 WHERE c.oid = pg_catalog.to_regclass(%(qualified)s)
 
 -- name: source_columns
+-- Each column with its number, its position (dropped columns not counted) and whether its
+-- value becomes text by PostgreSQL's own means: no cast (I/O conversion), a binary one, or a
+-- cast function owned by a superuser; never code the table's owner could have written.
 SELECT a.attname AS name,
        pg_catalog.format_type(a.atttypid, a.atttypmod) AS type,
-       t.typcategory::text AS category
+       t.typcategory::text AS category,
+       a.attnum,
+       row_number() OVER (ORDER BY a.attnum) AS position,
+       NOT EXISTS (
+           SELECT FROM pg_catalog.pg_cast AS k
+           JOIN pg_catalog.pg_proc AS p ON p.oid = k.castfunc
+           JOIN pg_catalog.pg_roles AS r ON r.oid = p.proowner
+           WHERE k.castsource IN (a.atttypid, t.typbasetype)
+             AND k.casttarget = 'pg_catalog.text'::pg_catalog.regtype
+             AND k.castmethod = 'f' AND NOT r.rolsuper
+       ) AS text_by_builtin_means
 FROM pg_catalog.pg_attribute AS a
 JOIN pg_catalog.pg_type AS t ON t.oid = a.atttypid
 WHERE a.attrelid = %(oid)s AND a.attnum > 0 AND NOT a.attisdropped
+
+-- name: source_key_equality
+-- The schema of the = operator triggers compare keys with: the one the key's (base) type's own
+-- schema has for it, else pg_catalog's (which reaches built-in types through their casts).
+SELECT coalesce((
+    SELECT n.nspname FROM pg_catalog.pg_operator AS o
+    JOIN pg_catalog.pg_namespace AS n ON n.oid = o.oprnamespace
+    WHERE o.oprname = '=' AND o.oprleft = b.oid AND o.oprright = b.oid
+      AND o.oprnamespace = b.typnamespace
+), 'pg_catalog')
+FROM pg_catalog.pg_attribute AS a
+JOIN pg_catalog.pg_type AS t ON t.oid = a.atttypid
+JOIN pg_catalog.pg_type AS b ON b.oid = CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END
+WHERE a.attrelid = %(oid)s AND a.attnum = %(attnum)s
 
 -- name: source_primary_key
 SELECT array_agg(a.attname ORDER BY k.ordinality) AS columns
 FROM pg_catalog.pg_index AS i
 CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ordinality)
 JOIN pg_catalog.pg_attribute AS a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
-WHERE i.indrelid = %(oid)s AND i.indisprimary
+WHERE i.indrelid = %(oid)s AND i.indisprimary AND i.indimmediate
 
 -- name: source_unique_columns
--- Single columns with a unique, non-partial index: usable as a key besides the primary key.
+-- Single columns with a unique, non-partial index checked at once (a deferrable one allows
+-- duplicates within a statement): usable as a key besides the primary key.
 SELECT a.attname AS name
 FROM pg_catalog.pg_index AS i
 JOIN pg_catalog.pg_attribute AS a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
 WHERE i.indrelid = %(oid)s AND i.indisunique AND i.indnkeyatts = 1 AND i.indpred IS NULL
-  AND i.indexprs IS NULL
+  AND i.indexprs IS NULL AND i.indimmediate
 
 -- name: source_row_estimate
 SELECT GREATEST(c.reltuples, 0)::bigint FROM pg_catalog.pg_class AS c WHERE c.oid = %(oid)s
+
+-- name: source_lock
+LOCK TABLE {table} IN ACCESS SHARE MODE
 
 -- name: source_read
 -- The build's read: a server-side cursor over key and text.

@@ -16,98 +16,142 @@ CREATE TABLE {failed} (
     failed_at timestamptz NOT NULL DEFAULT now()
 )
 
--- name: sync_insert_function
--- The trigger functions run as their owner (SECURITY DEFINER), so an app role that may write
--- the source table needs no rights on simindex's schema; the pinned search_path and qualified
--- names keep that safe. Enqueueing uses DO UPDATE ... WHERE false, not DO NOTHING: it changes
--- nothing but locks an entry that already exists, so no worker can consume that entry (and read
--- the source before this transaction commits) until the writer is done. A writer that finds the
--- entry being consumed waits for that worker, then queues the key afresh.
-CREATE FUNCTION {function}() RETURNS trigger
+-- name: sync_trigger_function
+-- The one function behind an index's four triggers (a trigger with transition tables serves
+-- one event). It runs as simindex's owner role (SECURITY DEFINER), so the app's roles need no
+-- right on simindex's schema; nobody is granted EXECUTE, and it refuses every table but its
+-- index's source, and every use but AFTER ... FOR EACH STATEMENT.
+-- It names no column of the source: the transition tables' columns are renamed by position
+-- ("AS n (_1, k, _3, t)"), positions found from the column numbers the catalog recorded, after
+-- checking that those columns still have the recorded types. So renaming the table or a column
+-- changes nothing, a column of another type is never read (no cast, operator or function the
+-- table's owner defined is evaluated here: text and key are compared with built-in operators
+-- and casts only), and a drifted source marks the index instead of failing the write.
+-- When a dropped column shifted the positions, the same statements run with the aliases of now
+-- (EXECUTE) until a build writes this function afresh.
+-- Enqueueing uses DO UPDATE ... WHERE false, not DO NOTHING: it changes nothing but locks an
+-- entry that already exists, so no worker can consume that entry (and read the source before
+-- this transaction commits) until the writer is done. A writer that finds the entry being
+-- consumed waits for that worker, then queues the key afresh.
+-- UPDATE queues the keys whose text changed (compared as text, byte for byte: a case-only
+-- change of a citext counts), and both keys of a changed key (the old one's rows go).
+-- DELETE removes the index rows at once and queues the keys too (first, so a writer only ever
+-- waits for a worker, never the other way round): a worker that read a row just before its
+-- delete committed may write it back, and its entry makes the next worker remove it again.
+-- TRUNCATE leaves the queue and the failed items: their keys no longer exist, so a worker
+-- deletes nothing for them (truncating them here could deadlock with a worker holding them).
+CREATE OR REPLACE FUNCTION {function}() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $body$
+DECLARE
+    source record;
+    aliases text;
 BEGIN
-    INSERT INTO {queue} AS q (key)
-    SELECT n.{key} FROM new_rows AS n WHERE n.{key} IS NOT NULL
-    ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false;
-    PERFORM pg_notify({channel}, '');
+    IF TG_WHEN <> 'AFTER' OR TG_LEVEL <> 'STATEMENT' THEN
+        RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = 'simindex: ' || TG_NAME
+            || ' must be an AFTER ... FOR EACH STATEMENT trigger of index ' || {index_name};
+    END IF;
+    SELECT count(*) FILTER (WHERE a.attnum <= i.key_attnum) AS key_position,
+           count(*) FILTER (WHERE a.attnum <= i.text_attnum) AS text_position,
+           bool_or(a.attnum = i.key_attnum AND a.atttypid = i.key_type_id
+                   AND a.atttypmod = i.key_typmod)
+           AND bool_or(a.attnum = i.text_attnum AND a.atttypid = i.text_type_id) AS as_recorded
+    INTO source
+    FROM {catalog} AS i
+    JOIN pg_catalog.pg_attribute AS a
+      ON a.attrelid = i.source AND a.attnum > 0
+     AND a.attnum <= greatest(i.key_attnum, i.text_attnum) AND NOT a.attisdropped
+    WHERE i.name = {index_name} AND i.source = TG_RELID
+      AND i.state IN ('created', 'building', 'ready', 'failed');
+    IF source.as_recorded IS NOT TRUE THEN
+        -- Another table (refused there), a drifted source (marked there) or an index that no
+        -- longer follows its source: nothing to queue.
+        PERFORM {source_changed}({index_name}, TG_RELID);
+        RETURN NULL;
+    END IF;
+    IF source.key_position = {key_position} AND source.text_position = {text_position} THEN
+        CASE TG_OP
+            WHEN 'INSERT' THEN
+                {insert};
+            WHEN 'UPDATE' THEN
+                {update};
+            WHEN 'DELETE' THEN
+                {delete};
+            WHEN 'TRUNCATE' THEN
+                {truncate};
+        END CASE;
+    ELSE
+        SELECT string_agg(CASE p WHEN source.key_position THEN 'k'
+                                 WHEN source.text_position THEN 't'
+                                 ELSE '_' || p END, ', ' ORDER BY p)
+        INTO aliases
+        FROM generate_series(1, greatest(source.key_position, source.text_position)) AS p;
+        CASE TG_OP
+            WHEN 'INSERT' THEN
+                {dynamic_insert};
+            WHEN 'UPDATE' THEN
+                {dynamic_update};
+            WHEN 'DELETE' THEN
+                {dynamic_delete};
+            WHEN 'TRUNCATE' THEN
+                {truncate};
+        END CASE;
+    END IF;
+    IF TG_OP <> 'TRUNCATE' THEN
+        PERFORM pg_notify({channel}, '');
+    END IF;
     RETURN NULL;
 END
 $body$
 
--- name: sync_update_function
--- Per row, but the trigger's WHEN clause skips updates that change neither text nor key
--- without calling the function at all. A changed key queues both keys: the old one is deleted.
-CREATE FUNCTION {function}() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $body$
-BEGIN
-    INSERT INTO {queue} AS q (key)
-    SELECT DISTINCT k FROM (VALUES (NEW.{key}), (OLD.{key})) AS v (k) WHERE k IS NOT NULL
-    ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false;
-    PERFORM pg_notify({channel}, '');
-    RETURN NULL;
-END
-$body$
+-- name: sync_trigger_insert
+INSERT INTO {queue} AS q (key)
+SELECT n.k FROM new_rows AS n ({aliases}) WHERE n.k IS NOT NULL
+ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false
 
--- name: sync_delete_function
--- Index rows go at once. The keys are queued too (first, so a writer only ever waits for a
--- worker, never the other way round): a worker that read a row just before its delete
--- committed may write it back, and its entry makes the next worker remove it again.
-CREATE FUNCTION {function}() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $body$
-BEGIN
-    INSERT INTO {queue} AS q (key)
-    SELECT o.{key} FROM old_rows AS o WHERE o.{key} IS NOT NULL
-    ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false;
-    {delete_side_rows};
-    PERFORM pg_notify({channel}, '');
-    RETURN NULL;
-END
-$body$
+-- name: sync_trigger_update
+INSERT INTO {queue} AS q (key)
+SELECT n.k FROM new_rows AS n ({aliases})
+WHERE n.k IS NOT NULL AND NOT EXISTS (
+    SELECT FROM old_rows AS o ({aliases})
+    WHERE o.k OPERATOR({equals}) n.k
+      AND (o.t::text COLLATE pg_catalog."C") IS NOT DISTINCT FROM (n.t::text COLLATE pg_catalog."C"))
+UNION ALL
+SELECT o.k FROM old_rows AS o ({aliases})
+WHERE o.k IS NOT NULL
+  AND NOT EXISTS (SELECT FROM new_rows AS n ({aliases}) WHERE n.k OPERATOR({equals}) o.k)
+ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false
 
--- name: sync_delete_side_rows
-DELETE FROM {table} AS s USING old_rows AS o WHERE s.key = o.{key}
+-- name: sync_trigger_delete_queue
+INSERT INTO {queue} AS q (key)
+SELECT o.k FROM old_rows AS o ({aliases}) WHERE o.k IS NOT NULL
+ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false
 
--- name: sync_truncate_function
--- The queue and the failed items stay: their keys no longer exist, so a worker deletes nothing
--- for them. (Truncating them here could deadlock with a worker holding their rows.)
-CREATE FUNCTION {function}() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $body$
-BEGIN
-    TRUNCATE {tables};
-    RETURN NULL;
-END
-$body$
+-- name: sync_trigger_delete_rows
+DELETE FROM {table} AS s USING old_rows AS o ({aliases}) WHERE s.key OPERATOR({equals}) o.k
 
--- name: sync_insert_trigger
-CREATE TRIGGER {trigger} AFTER INSERT ON {source}
-REFERENCING NEW TABLE AS new_rows
+-- name: sync_trigger_truncate
+TRUNCATE {tables}
+
+-- name: sync_trigger_dynamic
+EXECUTE pg_catalog.format({statement}, aliases)
+
+-- name: sync_revoke_function
+REVOKE ALL ON FUNCTION {function}() FROM PUBLIC
+
+-- name: sync_check_equality
+-- Fails here, not in a trigger, when the key's type has no such = operator.
+SELECT FROM {queue} AS q WHERE false AND q.key OPERATOR({equals}) q.key
+
+-- name: sync_create_trigger
+CREATE TRIGGER {trigger} AFTER {event} ON {source}
+{transition_tables}
 FOR EACH STATEMENT EXECUTE FUNCTION {function}()
 
--- name: sync_update_trigger
-CREATE TRIGGER {trigger} AFTER UPDATE OF {text}, {key} ON {source}
-FOR EACH ROW
-WHEN (OLD.{text}::text IS DISTINCT FROM NEW.{text}::text OR OLD.{key} IS DISTINCT FROM NEW.{key})
-EXECUTE FUNCTION {function}()
-
--- name: sync_delete_trigger
-CREATE TRIGGER {trigger} AFTER DELETE ON {source}
-REFERENCING OLD TABLE AS old_rows
-FOR EACH STATEMENT EXECUTE FUNCTION {function}()
-
--- name: sync_truncate_trigger
-CREATE TRIGGER {trigger} AFTER TRUNCATE ON {source}
-FOR EACH STATEMENT EXECUTE FUNCTION {function}()
-
--- name: sync_drop_trigger
-DROP TRIGGER IF EXISTS {trigger} ON {source}
+-- name: sync_drop_trigger_function
+-- With its triggers, wherever the source table is now (or whatever its name): CASCADE.
+DROP FUNCTION IF EXISTS {function}() CASCADE
 
 -- name: sync_trigger_names
 -- The triggers simindex installed on a table (for tests and for drop).
@@ -117,13 +161,6 @@ ORDER BY t.tgname
 
 -- name: sync_listen
 LISTEN {channel}
-
--- name: sync_catalog_share
--- Held for a batch: a build (which swaps the side tables) or a drop waits for the batch, and a
--- batch skips an index that is being built or dropped instead of waiting for it.
-SELECT source_schema, source_table, key_column, key_type, text_column, spec::text, clustering
-FROM {catalog} WHERE name = %(name)s
-FOR KEY SHARE SKIP LOCKED
 
 -- name: sync_catalog_exists
 SELECT 1 FROM {catalog} WHERE name = %(name)s
@@ -156,9 +193,11 @@ ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false
 
 -- name: sync_read
 -- The current rows; a text over the size limit is not sent at all.
+-- The text by its type's own cast to text (describe() admits built-in ones only; the types
+-- were checked again under the table lock).
 SELECT {key},
-       CASE WHEN octet_length({text}::text) <= %(max_bytes)s THEN {text}::text END,
-       octet_length({text}::text)
+       CASE WHEN pg_catalog.octet_length({text}::text) <= %(max_bytes)s THEN {text}::text END,
+       pg_catalog.octet_length({text}::text)
 FROM {source}
 WHERE {key} = ANY(%(keys)s::{key_type}[])
 

@@ -1,0 +1,116 @@
+"""Who owns simindex's objects, and what each right lets a role do with them.
+
+simindex's schema and everything in it belong to ``simindex_owner``, a NOLOGIN role without
+attributes that the migration creates. Whoever creates, builds or drops an index acts as that
+role for simindex's own objects (``SET LOCAL ROLE``, so they must be a member: the *admin*
+right) and as themselves for the source table (its triggers). The rights a role can be given:
+
+``reader``  query: SELECT on simindex's tables (the catalog, side tables, queues' lengths);
+            the query functions run with the caller's rights.
+``writer``  also index its own writes in its transaction (``simindex.sqlalchemy.track``):
+            write the side tables, queues and failed items. A plain writer of an indexed
+            table needs no right at all: the triggers run as the owner role.
+``worker``  also ``sync``, ``check`` and ``repair``: the writer's rights, and SELECT on every
+            indexed table (granted here where the caller may grant it).
+``admin``   create, build, drop, clusters, migrate: membership in the owner role.
+
+Rights on tables made later come from ``ALTER DEFAULT PRIVILEGES FOR ROLE simindex_owner``, so
+they are recorded in PostgreSQL itself (``\\ddp`` shows them) and apply to every index.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Literal
+
+import psycopg
+from psycopg import sql
+
+from simindex.db.connection import PgConnection
+from simindex.db.statements import statement
+
+OWNER = "simindex_owner"
+"""The NOLOGIN role that owns simindex's schema and every object in it."""
+
+_log = logging.getLogger("simindex")
+
+Right = Literal["reader", "writer", "worker", "admin"]
+RIGHTS: tuple[Right, ...] = ("reader", "writer", "worker", "admin")
+
+
+def as_owner(statements: list[sql.Composed]) -> list[sql.Composed]:
+    """``statements`` run as the owner role, and the caller's role back afterwards (so that,
+    in an app's migration run under ``SET ROLE``, the role is the one it was)."""
+    return [*become_owner(), *statements, *back_to_caller()]
+
+
+def become_owner() -> list[sql.Composed]:
+    """Act as the owner role until :func:`back_to_caller` (or the transaction's end)."""
+    return [statement("role_remember"), statement("role_become", role=sql.Identifier(OWNER))]
+
+
+def back_to_caller() -> list[sql.Composed]:
+    """The role :func:`become_owner` remembered."""
+    return [statement("role_restore")]
+
+
+def warn_if_superuser(conn: PgConnection, what: str) -> None:
+    """Log a warning when ``what`` (sync, build) runs as a superuser: it needs far less."""
+    row = conn.execute(statement("role_is_superuser")).fetchone()
+    if row and row[0]:
+        _log.warning(
+            "simindex %s runs as a superuser; an ordinary role with the %s right is enough "
+            "(simindex grant ROLE --%s)",
+            what,
+            "worker" if what == "sync" else "admin",
+            "worker" if what == "sync" else "admin",
+        )
+
+
+@dataclass(slots=True)
+class GrantReport:
+    """What :func:`grant_statements` could not do itself: indexed tables whose SELECT right
+    only their owner may give (a worker reads them)."""
+
+    tables_not_granted: list[str] = field(default_factory=list)
+
+
+def grant(conn: PgConnection, schema: str, role: str, right: Right) -> GrantReport:
+    """Give ``role`` the ``right`` on simindex's schema ``schema`` (see the module's table),
+    now and for indexes made later. Runs as the owner role; the caller must be an admin (and,
+    for ``admin``, a superuser or hold ADMIN OPTION on the owner role)."""
+    if right not in RIGHTS:
+        raise ValueError(f"right must be one of {', '.join(RIGHTS)}, got {right!r}")
+    if not isinstance(role, str) or not role:
+        raise TypeError(f"role must be a role's name, got {role!r}")
+    exists = conn.execute(statement("role_exists"), {"role": role}).fetchone()
+    if not (exists and exists[0]):
+        raise ValueError(f"there is no role named {role!r}")
+    grantee = sql.Identifier(role)
+    report = GrantReport()
+    if right == "admin":
+        conn.execute(statement("grant_owner", owner=sql.Identifier(OWNER), role=grantee))
+        return report
+    parts = {
+        "schema": sql.Identifier(schema),
+        "catalog": sql.Identifier(schema, "indexes"),
+        "versions": sql.Identifier(schema, "alembic_version"),
+        "owner": sql.Identifier(OWNER),
+        "role": grantee,
+    }
+    blocks = ["grant_reader"] if right == "reader" else ["grant_reader", "grant_writer"]
+    for composed in as_owner([statement(block, **parts) for block in blocks]):
+        conn.execute(composed)
+    if right == "worker":
+        for (table,) in conn.execute(
+            statement("grant_sources", catalog=sql.Identifier(schema, "indexes"))
+        ).fetchall():
+            try:
+                with conn.transaction():  # a savepoint: a refusal leaves the rest granted
+                    conn.execute(
+                        sql.SQL("GRANT SELECT ON TABLE {} TO {}").format(sql.SQL(table), grantee)
+                    )
+            except psycopg.errors.InsufficientPrivilege:
+                report.tables_not_granted.append(table)
+    return report
