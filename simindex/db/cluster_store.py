@@ -94,12 +94,12 @@ class ClusterStore:
                 "clusters_survivors_function",
                 function=self.survivors_function,
                 key_type=key_type,
-                text_column=sql.Literal(source.text_column),
-                clusters_schema=sql.Literal(self.schema),
-                clusters_table=sql.Literal(self.table_name),
-                source_schema=sql.Literal(source.schema),
-                source_table=sql.Literal(source.table),
-                key_column=sql.Literal(source.key_column),
+                index_name=sql.Literal(self.name),
+                catalog=sql.Identifier(self.schema, "indexes"),
+                usable=sql.Identifier(self.schema, "source_usable_v1"),
+                drift=sql.Identifier(self.schema, "drift_v1"),
+                # A name for format's %s, quoted here once.
+                clusters_table=sql.Literal(self.table.as_string()),
             )
         )
 

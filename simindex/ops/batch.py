@@ -39,7 +39,6 @@ from simindex.db.catalog import (
     lock_source,
     read_index,
     store_for,
-    store_of,
 )
 from simindex.db.cluster_store import ClusterStore
 from simindex.db.connection import Bind, PgConnection, transaction
@@ -309,8 +308,13 @@ def failed_items(
     return [(row[0], row[1], row[2], row[3]) for row in rows]
 
 
-def target_unlocked(conn: PgConnection, schema: str, name: str) -> Target:
-    """The index ``name`` as a batch needs it, without locking its catalog row."""
+def target_unlocked(
+    conn: PgConnection, schema: str, name: str, *, lock_table: bool = False
+) -> Target:
+    """The index ``name`` as a batch needs it, without locking its catalog row; with
+    ``lock_table``, its source locked and checked, for reading
+    (:func:`~simindex.db.catalog.lock_source`)."""
     info = read_index(conn, schema, name)
-    store = store_of(info)
-    return Target(name, info.source, info.spec, store, Triggers(schema, name, info.source, store))
+    source = lock_source(conn, info) if lock_table else info.source
+    store = store_for(schema, name, source, info.spec)
+    return Target(name, source, info.spec, store, Triggers(schema, name, source, store))

@@ -74,7 +74,7 @@ def check(
     with transaction(bind) as conn:
         if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
             conn.execute(statement("check_snapshot"))
-        target = target_unlocked(conn, index_schema, name)
+        target = target_unlocked(conn, index_schema, name, lock_table=True)
         counts = conn.execute(
             statement("sync_counts", queue=target.triggers.queue, failed=target.triggers.failed)
         ).fetchone()

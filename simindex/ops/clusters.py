@@ -21,16 +21,18 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import psycopg
 from psycopg import sql
 
 from simindex.core.bits import to_signed
 from simindex.core.minhash import bottom_k_key
-from simindex.db.catalog import IndexInfo, Store, catalog, store_of
+from simindex.db.catalog import IndexInfo, Store, catalog, lock_source, store_of
 from simindex.db.cluster_store import ClusterStore
 from simindex.db.connection import PgConnection
 from simindex.db.copytext import field
+from simindex.db.privileges import back_to_caller, become_owner
 from simindex.db.simhash_store import SimHashStore
-from simindex.db.statements import statement
+from simindex.db.statements import run, statement
 from simindex.errors import IndexNotReadyError
 from simindex.ops.pairs import pairs_queries
 
@@ -73,12 +75,20 @@ def clusters(
     started = time.perf_counter()
     report = _no_progress if progress is None else progress
     target = ClusterStore(info.index_schema, info.name)
-    target.create(conn, info.source)
-    key_type = sql.SQL(info.source.key_type)
+    reader = None
     if method == "bottom_k":
         if max_distance is not None or threshold is not None:
             raise TypeError("bottom_k clusters take no max_distance or threshold")
-        rows = _bottom_k(conn, info, target, key_type, bottom_k, report)
+        if isinstance(bottom_k, bool) or not isinstance(bottom_k, int) or bottom_k < 1:
+            raise ValueError(f"bottom_k must be a positive int, got {bottom_k!r}")
+        reader = _source_reader(conn, info)
+    # Clusters are simindex's tables: made and written as its owner role (the source, above,
+    # is read with the caller's rights).
+    run(conn, become_owner())
+    target.create(conn, info.source)
+    key_type = sql.SQL(info.source.key_type)
+    if reader is not None:
+        rows = _bottom_k(conn, info, target, key_type, reader, bottom_k, report)
         edges = rounds = 0
     else:
         if method == "leader" and (max_distance is not None or threshold is not None):
@@ -113,6 +123,7 @@ def clusters(
     )
     summary = conn.execute(statement("clusters_summary", table=target.table)).fetchone()
     assert summary is not None
+    run(conn, back_to_caller())
     total, cluster_count, largest, duplicate_rows = (int(value) for value in summary)
     return ClusterReport(
         method=method,
@@ -248,31 +259,36 @@ def _components(
             return edges, rounds
 
 
+def _source_reader(conn: PgConnection, info: IndexInfo) -> psycopg.ServerCursor[Any]:
+    """A server-side cursor over the source's keys and texts, the table locked and checked."""
+    source = lock_source(conn, info)
+    reader = conn.cursor(name="simindex_bottom_k")
+    reader.itersize = _READ_ROWS
+    reader.execute(
+        statement(
+            "source_read",
+            key=sql.Identifier(source.key_column),
+            text=sql.Identifier(source.text_column),
+            table=source.identifier,
+        )
+    )
+    return reader
+
+
 def _bottom_k(
     conn: PgConnection,
     info: IndexInfo,
     target: ClusterStore,
     key_type: sql.Composable,
+    reader: psycopg.ServerCursor[Any],
     k: int,
     progress: ClusterProgress,
 ) -> int:
     """Compute every row's bottom-k key from its text and group rows by it."""
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"bottom_k must be a positive int, got {k!r}")
     shingling = info.spec.method.shingling
-    source = info.source
     conn.execute(statement("clusters_bottom_k_keys", key_type=key_type))
     read = 0
-    with conn.cursor(name="simindex_bottom_k") as reader:
-        reader.itersize = _READ_ROWS
-        reader.execute(
-            statement(
-                "source_read",
-                key=sql.Identifier(source.key_column),
-                text=sql.Identifier(source.text_column),
-                table=sql.Identifier(source.schema, source.table),
-            )
-        )
+    with reader:
         # A COPY cannot run while the cursor is mid-fetch: one short COPY per batch.
         while batch := reader.fetchmany(_READ_ROWS):
             lines = []

@@ -8,7 +8,7 @@ from typing import Any
 from psycopg import sql
 
 from simindex.core.spec import IndexSpec, MinHash
-from simindex.db.catalog import IndexInfo
+from simindex.db.catalog import IndexInfo, lock_source
 from simindex.db.connection import PgConnection
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.statements import statement
@@ -85,7 +85,7 @@ def similar(
         ).fetchall()
     if not exact:
         return [Similar(found_key, float(similarity)) for found_key, similarity in rows]
-    source = info.source
+    source = lock_source(conn, info)
     keys = [row[0] for row in rows] + ([key] if by_key else [])
     texts: dict[Any, str | None] = dict(
         conn.execute(
@@ -93,7 +93,7 @@ def similar(
                 "source_texts_of_keys",
                 key=sql.Identifier(source.key_column),
                 text=sql.Identifier(source.text_column),
-                table=sql.Identifier(source.schema, source.table),
+                table=source.identifier,
             ),
             {"keys": keys},
         ).fetchall()

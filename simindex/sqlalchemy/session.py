@@ -20,6 +20,7 @@ as their owner; this path does not).
 
 from __future__ import annotations
 
+import logging
 import weakref
 from typing import Any, TypeVar
 
@@ -31,13 +32,14 @@ from sqlalchemy.orm import Session, scoped_session, sessionmaker
 from simindex.db.catalog import DEFAULT_SCHEMA, catalog, check_schema
 from simindex.db.connection import PgConnection
 from simindex.db.statements import statement
-from simindex.errors import IndexNotFoundError
+from simindex.errors import IndexNotFoundError, IndexNotReadyError, SourceChangedError
 from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES, load_target, process, take_keys
 
 Tracked = TypeVar(
     "Tracked", bound="Session | sessionmaker[Any] | scoped_session[Any] | type[Session]"
 )
 
+_log = logging.getLogger("simindex")
 _listeners: weakref.WeakKeyDictionary[Any, _Listener] = weakref.WeakKeyDictionary()
 
 
@@ -135,18 +137,24 @@ def index_changes(
     ]
     taken = 0
     for name in names:
+        queue = sql.Identifier(index_schema, f"{name}_queue")
         try:
-            target = load_target(pg, index_schema, name)
+            with pg.transaction():  # a savepoint: whatever fails, the app's commit goes on
+                if not pg.execute(statement("session_has_own_keys", queue=queue)).fetchone():
+                    continue  # nothing of this transaction's: leave the index and table alone
+                target = load_target(pg, index_schema, name)
+                if target is None:
+                    continue  # being built or dropped: the worker takes the entries afterwards
+                own = pg.execute(statement("session_own_keys", queue=target.triggers.queue))
+                keys = [key for (key,) in own]
+                if keys:
+                    keys = take_keys(pg, target, keys)
+                    taken += process(pg, target, keys, max_text_bytes=max_text_bytes).taken
         except IndexNotFoundError:
             continue  # dropped since the list was read
-        if target is None:
-            continue  # being built or dropped: the worker takes the entries afterwards
-        keys = [
-            key for (key,) in pg.execute(statement("session_own_keys", queue=target.triggers.queue))
-        ]
-        if keys:
-            keys = take_keys(pg, target, keys)
-            taken += process(pg, target, keys, max_text_bytes=max_text_bytes).taken
+        except (IndexNotReadyError, SourceChangedError, psycopg.Error) as exc:
+            # Drifted, changed meanwhile, or no right to it: the worker sees to the entries.
+            _log.warning("simindex: left index %s to the sync worker: %s", name, exc)
     return taken
 
 

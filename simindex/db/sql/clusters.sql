@@ -167,19 +167,42 @@ ORDER BY size DESC, cluster_id, key
 -- Every row of a cluster with more than one row, and whether it is the one to keep.
 -- prefer: smallest_key, largest_key, longest_text, shortest_text, newest:<column>,
 -- oldest:<column> (a column of the source table).
+-- The source is found by OID and its key and text columns by number, as the catalog recorded
+-- them: renames are followed. It is locked first and must still have the recorded types, so
+-- the query below compares them with built-in operators only, whoever calls it.
 CREATE OR REPLACE FUNCTION {function}(prefer text DEFAULT 'smallest_key')
 RETURNS TABLE (cluster_id {key_type}, key {key_type}, cluster_size bigint, survivor boolean)
-LANGUAGE plpgsql STABLE
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $body$
 DECLARE
     ordering text;
+    source record;
 BEGIN
+    PERFORM {usable}({index_name});
+    SELECT i.source::regclass::text AS relation INTO source FROM {catalog} AS i
+    WHERE i.name = {index_name};
+    EXECUTE 'LOCK TABLE ' || source.relation || ' IN ACCESS SHARE MODE';
+    SELECT i.source::regclass::text AS relation, k.attname AS key_column, t.attname AS text_column,
+           {drift}(i.source, i.key_attnum, i.key_type_id, i.key_typmod, i.text_attnum,
+                   i.text_type_id) AS drift
+    INTO source
+    FROM {catalog} AS i
+    LEFT JOIN pg_catalog.pg_attribute AS k
+      ON k.attrelid = i.source AND k.attnum = i.key_attnum AND NOT k.attisdropped
+    LEFT JOIN pg_catalog.pg_attribute AS t
+      ON t.attrelid = i.source AND t.attnum = i.text_attnum AND NOT t.attisdropped
+    WHERE i.name = {index_name};
+    IF source.drift IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '55000',
+            MESSAGE = 'simindex: index ' || quote_literal({index_name}) || ' needs a rebuild: '
+                || source.drift;
+    END IF;
     ordering := CASE
         WHEN prefer = 'smallest_key' THEN 'c.key'
         WHEN prefer = 'largest_key' THEN 'c.key DESC'
-        WHEN prefer = 'longest_text' THEN format('length(s.%I) DESC NULLS LAST, c.key', {text_column})
-        WHEN prefer = 'shortest_text' THEN format('length(s.%I) NULLS LAST, c.key', {text_column})
+        WHEN prefer = 'longest_text' THEN format('length(s.%I) DESC NULLS LAST, c.key', source.text_column)
+        WHEN prefer = 'shortest_text' THEN format('length(s.%I) NULLS LAST, c.key', source.text_column)
         WHEN prefer LIKE 'newest:_%' THEN format('s.%I DESC NULLS LAST, c.key', substr(prefer, 8))
         WHEN prefer LIKE 'oldest:_%' THEN format('s.%I NULLS LAST, c.key', substr(prefer, 8))
     END;
@@ -192,9 +215,9 @@ BEGIN
         'SELECT c.cluster_id, c.key, c.size, '
         || 'row_number() OVER (PARTITION BY c.cluster_id ORDER BY ' || ordering || ') = 1 '
         || 'FROM (SELECT k.cluster_id, k.key, count(*) OVER (PARTITION BY k.cluster_id) AS size '
-        || 'FROM %I.%I AS k) AS c JOIN %I.%I AS s ON s.%I = c.key WHERE c.size > 1 '
+        || 'FROM %s AS k) AS c JOIN %s AS s ON s.%I = c.key WHERE c.size > 1 '
         || 'ORDER BY c.cluster_id, 4 DESC, c.key',
-        {clusters_schema}, {clusters_table}, {source_schema}, {source_table}, {key_column});
+        {clusters_table}, source.relation, source.key_column);
 END
 $body$
 

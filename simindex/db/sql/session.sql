@@ -40,3 +40,29 @@ WHERE EXISTS (
       AND pg_xact_status(x.full_id::text::xid8) = 'in progress'
 )
 FOR UPDATE OF q SKIP LOCKED
+
+-- name: session_has_own_keys
+-- Whether this transaction queued or locked an entry of this queue (see session_own_keys).
+WITH own AS (
+    SELECT pg_current_xact_id_if_assigned()::text::bigint AS own_id
+), ids AS (
+    SELECT own.own_id,
+           greatest(pg_snapshot_xmax(pg_current_snapshot())::text::bigint, own.own_id + 1)
+               AS next_id
+    FROM own
+)
+SELECT q.key
+FROM {queue} AS q, ids
+WHERE EXISTS (
+    SELECT 1
+    FROM (VALUES (q.xmin::text::bigint), (q.xmax::text::bigint)) AS v (raw),
+    LATERAL (
+        SELECT (ids.next_id >> 32 << 32) + v.raw
+               - CASE WHEN v.raw >= (ids.next_id & 4294967295) THEN 4294967296 ELSE 0 END
+    ) AS x (full_id)
+    WHERE v.raw >= 3
+      AND x.full_id >= ids.own_id
+      AND x.full_id < ids.next_id
+      AND pg_xact_status(x.full_id::text::xid8) = 'in progress'
+)
+LIMIT 1
