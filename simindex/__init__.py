@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         create_index,
         drop_index,
         get_index,
+        grant,
         list_indexes,
     )
     from simindex.ops.build import BuildReport
@@ -40,6 +41,7 @@ _LAZY = {
     "create_index": "simindex.index",
     "drop_index": "simindex.index",
     "get_index": "simindex.index",
+    "grant": "simindex.index",
     "list_indexes": "simindex.index",
     "migrate": "simindex.db.schema",
 }
@@ -71,6 +73,7 @@ __all__ = [
     "create_index",
     "drop_index",
     "get_index",
+    "grant",
     "hamming_distance",
     "list_indexes",
     "migrate",

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from simindex.core.spec import Method, SimHash, resolve
+from simindex.db import privileges
 from simindex.db.catalog import (
     DEFAULT_SCHEMA,
     IndexInfo,
@@ -26,6 +27,7 @@ from simindex.db.catalog import (
 from simindex.db.connection import Bind, PgConnection, transaction
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.objects import create_statements, drop_statements
+from simindex.db.privileges import GrantReport, Right
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.source import describe
 from simindex.db.statements import run
@@ -56,6 +58,7 @@ __all__ = [
     "create_index",
     "drop_index",
     "get_index",
+    "grant",
     "list_indexes",
 ]
 
@@ -109,6 +112,27 @@ def drop_index(
                 return
             raise IndexNotFoundError(f"no index named {name!r}")
         run(conn, drop_statements(index_schema, name, row.source, row.spec))
+
+
+def grant(
+    bind: Bind, role: str, right: Right, *, index_schema: str = DEFAULT_SCHEMA
+) -> GrantReport:
+    """Give the database role ``role`` a right on simindex, now and for indexes made later.
+
+    Parameters:
+        role: an existing role's name.
+        right: ``"reader"`` (query), ``"writer"`` (index its own writes in its transaction,
+            :func:`simindex.sqlalchemy.track`; plain writes of an indexed table need no right),
+            ``"worker"`` (``sync``, ``check``, ``repair``; also SELECT on the indexed tables,
+            where the caller may grant it: the report lists the others) or ``"admin"``
+            (create, build, drop, clusters: membership in the ``simindex_owner`` role).
+
+    The caller must be an admin (a superuser, or for ``"admin"`` one holding ADMIN OPTION on
+    ``simindex_owner``). See the README's Security section.
+    """
+    check_schema(index_schema)
+    with transaction(bind) as conn:
+        return privileges.grant(conn, index_schema, role, right)
 
 
 def list_indexes(bind: Bind, *, index_schema: str = DEFAULT_SCHEMA) -> list[str]:

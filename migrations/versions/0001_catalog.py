@@ -31,6 +31,22 @@ def _quote_identifier(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def _filled(function: str, quoted: str, literal: str) -> str:
+    """The template ``function`` with the schema filled in, its body between dollar quotes whose
+    tag the filled-in body cannot contain (a schema named ``a$body$b`` would otherwise end it
+    early); for any other name, the function it always was."""
+    head, body, tail = (
+        part.replace("{schema}", quoted).replace("{schema_literal}", literal)
+        for part in function.split("$body$")
+    )
+    number = 0
+    while True:
+        tag = f"$body{number or ''}$"
+        if (body + tag).find(tag) == len(body):
+            return head + tag + body + tag + tail
+        number += 1
+
+
 # Dispatchers by index name: each looks the index up in the catalog and calls that index's own
 # typed function, so `simindex.near_key_v1('docs', 42)` answers with keys of the argument's type.
 # No percent sign appears in them: offline (`--sql`) output doubles it.
@@ -143,9 +159,10 @@ def upgrade() -> None:
     # Created here, after the catalog they read, each named with a _v1 suffix and qualified
     # with schema() (quote it), through op.execute so that `--sql` writes them too.
     quoted = _quote_identifier(schema())
-    literal = "'" + schema().replace("'", "''") + "'"
+    # E'' reads the same whatever standard_conforming_strings says.
+    literal = "E'" + schema().replace("\\", "\\\\").replace("'", "''") + "'"
     for function in (_NEAR_KEY, _SIMILAR_KEY):
-        op.execute(function.replace("{schema}", quoted).replace("{schema_literal}", literal))
+        op.execute(_filled(function, quoted, literal))
     # ---- end of SQL functions -------------------------------------------------------------
 
 

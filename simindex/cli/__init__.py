@@ -39,7 +39,7 @@ from simindex.cli._dedup import add_clusters, add_pairs
 from simindex.cli._demo import add_demo
 from simindex.cli._index import add_build, add_create, add_drop, add_stats
 from simindex.cli._query import add_query
-from simindex.cli._schema import add_migrate
+from simindex.cli._schema import add_grant, add_migrate
 from simindex.cli._sync import add_check, add_repair, add_sync
 from simindex.errors import SimindexError
 
@@ -58,6 +58,7 @@ COMMANDS: Sequence[Callable[[Subparsers, argparse.ArgumentParser], None]] = (
     add_repair,
     add_sync,
     add_drop,
+    add_grant,
     add_pairs,
     add_clusters,
     add_demo,

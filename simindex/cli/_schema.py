@@ -1,4 +1,4 @@
-"""``simindex migrate``: create or upgrade simindex's own schema."""
+"""``simindex migrate`` and ``simindex grant``: simindex's own schema, and who may use it."""
 
 from __future__ import annotations
 
@@ -29,4 +29,47 @@ def run_migrate(args: argparse.Namespace) -> int:
     migrate(dsn, schema=schema)
     revision = current_revision(dsn, schema=schema)
     emit(args, {"revision": revision, "schema": schema}, f"{schema} at revision {revision}")
+    return OK
+
+
+def add_grant(commands: Subparsers, common: argparse.ArgumentParser) -> None:
+    parser = commands.add_parser(
+        "grant",
+        parents=[common],
+        help="give a database role a right on simindex",
+        description="Give ROLE one right on simindex, for every index, now and later. "
+        "Each right includes the ones above it. Plain writes of an indexed table need no "
+        "right: the triggers run as simindex's owner role.",
+    )
+    parser.add_argument("role", metavar="ROLE", help="an existing database role")
+    rights = parser.add_mutually_exclusive_group(required=True)
+    for right, what in (
+        ("reader", "query the indexes"),
+        ("writer", "also index its own writes in its transaction (simindex.sqlalchemy.track)"),
+        ("worker", "also sync, check and repair; SELECT on the indexed tables where you may"),
+        ("admin", "create, build, drop and cluster indexes (member of simindex_owner)"),
+    ):
+        rights.add_argument(
+            f"--{right}", dest="right", action="store_const", const=right, help=what
+        )
+    parser.set_defaults(run=run_grant)
+
+
+def run_grant(args: argparse.Namespace) -> int:
+    from simindex.index import grant
+
+    dsn, schema = database(args)
+    report = grant(dsn, args.role, args.right, index_schema=schema)
+    missing = report.tables_not_granted
+    text = f"granted {args.right} to {args.role}"
+    if missing:
+        text += (
+            f"; SELECT on {', '.join(missing)} must come from their owner "
+            "(GRANT SELECT ON ... TO ...)"
+        )
+    emit(
+        args,
+        {"role": args.role, "right": args.right, "tables_not_granted": missing},
+        text,
+    )
     return OK
