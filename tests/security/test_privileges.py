@@ -1,0 +1,448 @@
+"""Who may do what with simindex: the attacks of issue 12, run as ordinary login roles.
+
+A role with USAGE on simindex's schema (and the TEMP right everyone has) must not become a
+superuser, truncate side tables or queue keys through simindex's trigger functions; the owner
+of an indexed table must not, by renaming the key or text column and adding one of the old name
+whose type casts through a function of theirs; a superuser running ``sync`` must never run that
+function either.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import psycopg
+import pytest
+
+import simindex
+from simindex.check import check
+from simindex.db.privileges import OWNER
+from simindex.errors import IndexNotReadyError, SourceError
+from simindex.index import Index, create_index, drop_index, get_index
+from simindex.sync import queue_counts, sync
+from tests.security.conftest import (
+    MakeRole,
+    drop_event_triggers,
+    is_superuser,
+    owned_table,
+    scalar,
+    superuser,
+)
+
+DOCS = "CREATE TABLE docs (id integer PRIMARY KEY, body text)"
+SIDE_ROWS = "SELECT count(*) FROM simindex.docs_simhash"
+QUEUED = "SELECT coalesce(array_agg(key::text ORDER BY key), '{}') FROM simindex.docs_queue"
+
+# A type of the attacker's whose assignment cast to integer tries to make them a superuser and
+# says so in a notice if it ever runs. Only TEMP is needed: it all lives in pg_temp.
+EVIL_TEMP_TYPE = """
+CREATE TYPE pg_temp.evil AS (v integer);
+CREATE FUNCTION pg_temp.evil_to_int(pg_temp.evil) RETURNS integer LANGUAGE plpgsql AS $f$
+BEGIN
+    RAISE NOTICE 'evil cast ran as %', current_user;
+    EXECUTE 'ALTER ROLE ' || quote_ident(session_user) || ' SUPERUSER';
+    RETURN ($1).v;
+END $f$;
+CREATE CAST (pg_temp.evil AS integer) WITH FUNCTION pg_temp.evil_to_int(pg_temp.evil)
+    AS ASSIGNMENT;
+CREATE TEMP TABLE t (id pg_temp.evil, body text);
+"""
+TRANSITIONS = {
+    "INSERT": "REFERENCING NEW TABLE AS new_rows",
+    "UPDATE": "REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows",
+    "DELETE": "REFERENCING OLD TABLE AS old_rows",
+    "TRUNCATE": "",
+}
+WRITES = {
+    "INSERT": "INSERT INTO t VALUES (ROW(99), 'injected')",
+    "UPDATE": "UPDATE t SET body = 'changed', id = ROW(98)",
+    "DELETE": "DELETE FROM t",
+    "TRUNCATE": "TRUNCATE t",
+}
+
+
+@pytest.fixture
+def index(database_dsn: str) -> Index:
+    superuser(database_dsn, DOCS)
+    superuser(
+        database_dsn,
+        "INSERT INTO docs SELECT n, 'the text of row ' || n || ' says ' || (n % 7) || ' things' "
+        "FROM generate_series(1, 20) AS n",
+    )
+    created = create_index(database_dsn, "docs", "docs", "body")
+    created.build()
+    return created
+
+
+def notices(conn: psycopg.Connection[tuple[object, ...]]) -> list[str]:
+    seen: list[str] = []
+    conn.add_notice_handler(lambda diagnostic: seen.append(str(diagnostic.message_primary)))
+    return seen
+
+
+def test_the_trigger_function_cannot_be_attached_to_another_table(
+    database_dsn: str, index: Index, make_role: MakeRole
+) -> None:
+    mallory = make_role("mallory")
+    superuser(database_dsn, f"GRANT USAGE ON SCHEMA simindex TO {mallory.name}")
+    with psycopg.connect(mallory.dsn, autocommit=True) as conn:
+        conn.execute(EVIL_TEMP_TYPE)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="docs_trigger_v1"):
+            conn.execute(
+                "CREATE TRIGGER x AFTER INSERT ON t REFERENCING NEW TABLE AS new_rows "
+                "FOR EACH STATEMENT EXECUTE FUNCTION simindex.docs_trigger_v1()"
+            )
+    assert not is_superuser(database_dsn, mallory)
+
+
+@pytest.mark.parametrize("event", sorted(WRITES))
+def test_attached_anyway_it_refuses_every_event_and_runs_nothing_of_the_attackers(
+    database_dsn: str, index: Index, make_role: MakeRole, event: str
+) -> None:
+    # EXECUTE given by mistake: the function still serves its index's table only.
+    mallory = make_role("mallory")
+    superuser(
+        database_dsn,
+        f"GRANT USAGE ON SCHEMA simindex TO {mallory.name}",
+        f"GRANT EXECUTE ON FUNCTION simindex.docs_trigger_v1() TO {mallory.name}",
+    )
+    side_rows = scalar(database_dsn, SIDE_ROWS)
+    with psycopg.connect(mallory.dsn, autocommit=True) as conn:
+        seen = notices(conn)
+        conn.execute(EVIL_TEMP_TYPE)
+        conn.execute("INSERT INTO t VALUES (ROW(1), 'a row'), (ROW(2), 'another')")
+        conn.execute(
+            f"CREATE TRIGGER x AFTER {event} ON t {TRANSITIONS[event]} "
+            "FOR EACH STATEMENT EXECUTE FUNCTION simindex.docs_trigger_v1()"
+        )
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="source table only"):
+            conn.execute(WRITES[event])
+    assert seen == []
+    assert not is_superuser(database_dsn, mallory)
+    assert scalar(database_dsn, SIDE_ROWS) == side_rows == 20
+    assert scalar(database_dsn, QUEUED) == []
+
+
+def test_a_row_level_trigger_is_refused(database_dsn: str, index: Index) -> None:
+    # An admin's mistake: the function attached to its own table, but per row.
+    with psycopg.connect(database_dsn, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TRIGGER simindex_docs_row AFTER INSERT ON docs FOR EACH ROW "
+            "EXECUTE FUNCTION simindex.docs_trigger_v1()"
+        )
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="FOR EACH STATEMENT"):
+            conn.execute("INSERT INTO docs VALUES (500, 'a row')")
+
+
+def test_everything_simindex_installs_belongs_to_a_role_without_attributes(
+    database_dsn: str, index: Index
+) -> None:
+    owner = scalar(
+        database_dsn,
+        "SELECT row(rolsuper, rolcanlogin, rolcreaterole, rolcreatedb, rolbypassrls, "
+        "rolreplication)::text FROM pg_roles WHERE rolname = %s",
+        (OWNER,),
+    )
+    assert owner == "(f,f,f,f,f,f)"
+    owners = scalar(
+        database_dsn,
+        """
+        SELECT array_agg(DISTINCT owner) FROM (
+            SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = 'simindex'
+            UNION ALL
+            SELECT relowner::regrole::text FROM pg_class
+            WHERE relnamespace = 'simindex'::regnamespace
+            UNION ALL
+            SELECT proowner::regrole::text FROM pg_proc
+            WHERE pronamespace = 'simindex'::regnamespace
+        ) AS o (owner)
+        """,
+    )
+    assert owners == [OWNER]
+
+
+def test_every_security_definer_function_is_pinned_and_executable_by_its_owner_only(
+    database_dsn: str, index: Index
+) -> None:
+    with psycopg.connect(database_dsn) as conn:
+        rows = conn.execute(
+            """
+            SELECT p.proname, p.proconfig, coalesce(p.proacl::text[], '{}')
+            FROM pg_proc AS p
+            WHERE p.pronamespace = 'simindex'::regnamespace AND p.prosecdef
+            ORDER BY 1
+            """
+        ).fetchall()
+    found = {name: (config, acl) for name, config, acl in rows}
+    assert set(found) == {"docs_trigger_v1", "on_alter_table_v1", "on_sql_drop_v1"}
+    for config, acl in found.values():
+        assert config == ["search_path=pg_catalog, pg_temp"]
+        assert acl == [f"{OWNER}={'X'}/{OWNER}"]  # no PUBLIC, nobody else
+
+
+# The same attack by the table's owner: a type of theirs whose cast logs who ran it (in a table
+# anyone may write, so a run as any role is seen) and tries to make them a superuser.
+OWNER_EVIL_TYPES = """
+CREATE TABLE public.cast_log (who text);
+GRANT INSERT ON public.cast_log TO PUBLIC;
+CREATE FUNCTION public.log_and_escalate() RETURNS void LANGUAGE plpgsql AS $f$
+BEGIN
+    INSERT INTO public.cast_log VALUES (current_user);
+    BEGIN
+        EXECUTE 'ALTER ROLE ' || quote_ident(session_user) || ' SUPERUSER';
+    EXCEPTION WHEN insufficient_privilege THEN
+        NULL;
+    END;
+END $f$;
+CREATE TYPE public.evil AS (v integer);
+CREATE FUNCTION public.evil_to_int(public.evil) RETURNS integer LANGUAGE plpgsql AS $f$
+BEGIN PERFORM public.log_and_escalate(); RETURN ($1).v; END $f$;
+CREATE CAST (public.evil AS integer) WITH FUNCTION public.evil_to_int(public.evil) AS IMPLICIT;
+CREATE TYPE public.evil_text AS (v text);
+CREATE FUNCTION public.evil_to_text(public.evil_text) RETURNS text LANGUAGE plpgsql AS $f$
+BEGIN PERFORM public.log_and_escalate(); RETURN ($1).v; END $f$;
+CREATE CAST (public.evil_text AS text) WITH FUNCTION public.evil_to_text(public.evil_text)
+    AS IMPLICIT;
+"""
+CAST_LOG = "SELECT coalesce(array_agg(who), '{}') FROM public.cast_log"
+
+
+def test_the_table_owner_cannot_escalate_by_renaming_the_key_column(
+    database_dsn: str, make_role: MakeRole
+) -> None:
+    alice = make_role("alice")
+    owned_table(database_dsn, alice, DOCS)
+    index = create_index(database_dsn, "docs", "docs", "body")
+    index.build()
+    alice.run(
+        OWNER_EVIL_TYPES,
+        "ALTER TABLE docs RENAME COLUMN id TO id_old",
+        "ALTER TABLE docs ADD COLUMN id public.evil",
+        "INSERT INTO docs VALUES (100, 'a new row of text for the index', ROW(7))",
+        "UPDATE docs SET body = 'row one is now this', id = ROW(8) WHERE id_old = 1",
+        "DELETE FROM docs WHERE id_old = 2",
+    )
+    assert scalar(database_dsn, QUEUED) == ["1", "2", "100"]
+    report = sync(database_dsn)  # as a superuser, which must not matter
+    assert (report.indexed, report.removed) == (2, 1)
+    assert scalar(database_dsn, CAST_LOG) == []
+    assert not is_superuser(database_dsn, alice)
+    assert [m.key for m in index.near("a new row of text for the index", max_distance=0)] == [100]
+    assert check(database_dsn, "docs").ok
+
+
+def test_the_table_owner_cannot_escalate_by_changing_the_key_type(
+    database_dsn: str, make_role: MakeRole
+) -> None:
+    alice = make_role("alice")
+    owned_table(database_dsn, alice, DOCS)
+    index = create_index(database_dsn, "docs", "docs", "body")
+    index.build()
+    alice.run(
+        OWNER_EVIL_TYPES,
+        "ALTER TABLE docs ALTER COLUMN id TYPE public.evil USING ROW(id)",
+        "INSERT INTO docs VALUES (ROW(100), 'a new row of text for the index')",
+        "UPDATE docs SET body = 'row one is now this' WHERE (id).v = 1",
+        "DELETE FROM docs WHERE (id).v = 2",
+        "TRUNCATE docs",
+    )
+    assert index.info().state == "needs_rebuild"
+    assert "changed type" in sync(database_dsn).unusable["docs"]
+    assert scalar(database_dsn, CAST_LOG) == []
+    assert not is_superuser(database_dsn, alice)
+
+
+def test_sync_as_a_superuser_never_casts_the_text_with_the_table_owners_function(
+    database_dsn: str, make_role: MakeRole
+) -> None:
+    alice = make_role("alice")
+    owned_table(database_dsn, alice, DOCS)
+    index = create_index(database_dsn, "docs", "docs", "body")
+    index.build()
+    alice.run(
+        OWNER_EVIL_TYPES,
+        "ALTER TABLE docs RENAME COLUMN body TO body_old",
+        "ALTER TABLE docs ADD COLUMN body public.evil_text",
+        "INSERT INTO docs VALUES (100, 'the real text of row one hundred', ROW('bait'))",
+    )
+    assert sync(database_dsn).indexed == 1
+    assert [m.key for m in index.near("the real text of row one hundred", max_distance=0)] == [100]
+    assert check(database_dsn, "docs").ok
+    # And when the text column itself becomes such a type: marked, never read.
+    alice.run(
+        "ALTER TABLE docs DROP COLUMN body",
+        "ALTER TABLE docs ALTER COLUMN body_old TYPE public.evil_text USING ROW(body_old)",
+        "INSERT INTO docs VALUES (101, ROW('another text'))",
+    )
+    report = sync(database_dsn)
+    assert "changed type" in report.unusable["docs"]
+    assert index.info().state == "needs_rebuild"
+    with pytest.raises(SourceError, match="text column"):
+        index.build()
+    assert scalar(database_dsn, CAST_LOG) == []
+    assert not is_superuser(database_dsn, alice)
+
+
+def test_without_event_triggers_sync_still_never_reads_a_retyped_text_column(
+    database_dsn: str, make_role: MakeRole
+) -> None:
+    drop_event_triggers(database_dsn)
+    alice = make_role("alice")
+    owned_table(database_dsn, alice, DOCS)
+    index = create_index(database_dsn, "docs", "docs", "body")
+    index.build()
+    alice.run(
+        OWNER_EVIL_TYPES,
+        "INSERT INTO docs VALUES (100, 'queued before the change of type')",
+        "ALTER TABLE docs ALTER COLUMN body TYPE public.evil_text USING ROW(body)",
+    )
+    assert scalar(database_dsn, "SELECT state FROM simindex.indexes") == "ready"  # not told
+    assert "changed type" in sync(database_dsn).unusable["docs"]
+    assert index.info().state == "needs_rebuild"
+    assert scalar(database_dsn, CAST_LOG) == []
+    assert not is_superuser(database_dsn, alice)
+
+
+def test_create_refuses_a_text_type_whose_cast_a_non_superuser_wrote(
+    database_dsn: str, make_role: MakeRole
+) -> None:
+    alice = make_role("alice")
+    owned_table(database_dsn, alice, "CREATE TABLE docs (id integer PRIMARY KEY, body text)")
+    # A base type needs a superuser; a domain's casts are ignored. What a non-superuser can
+    # make is a cast of a type of theirs, which is never a string type; so the check is proven
+    # against a string type whose cast to text an ordinary role owns.
+    superuser(
+        database_dsn,
+        "CREATE FUNCTION public.name_to_text(name) RETURNS text LANGUAGE sql "
+        "AS $$ SELECT $1::varchar::text $$",
+        f"ALTER FUNCTION public.name_to_text(name) OWNER TO {alice.name}",
+        "CREATE TABLE names (id integer PRIMARY KEY, label name)",
+    )
+    create_index(database_dsn, "names_idx", "names", "label")  # the built-in cast: accepted
+    superuser(
+        database_dsn,
+        "UPDATE pg_cast SET castfunc = 'public.name_to_text'::regproc "
+        "WHERE castsource = 'name'::regtype AND casttarget = 'text'::regtype",
+    )
+    try:
+        with pytest.raises(SourceError, match="cast to text"):
+            create_index(database_dsn, "names_idx2", "names", "label")
+    finally:
+        superuser(
+            database_dsn,
+            "UPDATE pg_cast SET castfunc = 'pg_catalog.text(name)'::regprocedure "
+            "WHERE castsource = 'name'::regtype AND casttarget = 'text'::regtype",
+        )
+
+
+# -- the rights a role can be given
+
+
+def test_an_admin_creates_builds_and_drops_without_being_a_superuser(
+    database_dsn: str, make_role: MakeRole
+) -> None:
+    alice = make_role("alice")
+    owned_table(database_dsn, alice, DOCS)
+    simindex.grant(database_dsn, alice.name, "admin")
+    index = create_index(alice.dsn, "docs", "docs", "body")
+    assert index.build().rows == 20
+    assert get_index(alice.dsn, "docs").info().state == "ready"
+    assert scalar(
+        database_dsn,
+        "SELECT bool_and(relowner = %s::regrole) FROM pg_class "
+        "WHERE relnamespace = 'simindex'::regnamespace AND relname LIKE 'docs%%'",
+        (OWNER,),
+    )
+    alice.run("INSERT INTO docs VALUES (100, 'written by the table owner')")
+    drop_index(alice.dsn, "docs")
+    alice.run("INSERT INTO docs VALUES (101, 'still writable')")
+
+
+def test_each_right_allows_its_work_and_no_more(
+    database_dsn: str, index: Index, make_role: MakeRole
+) -> None:
+    app, reader, worker = make_role("app"), make_role("reader"), make_role("worker")
+    superuser(database_dsn, f"GRANT ALL ON docs TO {app.name}")
+    simindex.grant(database_dsn, reader.name, "reader")
+    report = simindex.grant(database_dsn, worker.name, "worker")
+    assert report.tables_not_granted == []
+    # The app needs no right on simindex to write an indexed table.
+    app.run(
+        "INSERT INTO docs VALUES (100, 'written by the app, queued by the trigger')",
+        "UPDATE docs SET body = 'changed by the app' WHERE id = 1",
+        "DELETE FROM docs WHERE id = 2",
+    )
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        app.run("SELECT count(*) FROM simindex.docs_queue")
+    # The worker drains the queue and checks, and may not change the catalog or drop anything.
+    assert sync(worker.dsn).indexed == 2
+    assert check(worker.dsn, "docs").ok
+    for forbidden in (
+        "UPDATE simindex.indexes SET key_type = 'text'",
+        "DROP TABLE simindex.docs_queue",
+        "TRUNCATE simindex.docs_simhash",
+    ):
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            worker.run(forbidden)
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        drop_index(worker.dsn, "docs")
+    # The reader queries, from Python and SQL, and writes nothing.
+    assert [m.key for m in get_index(reader.dsn, "docs").near_key(1)] == [
+        m.key for m in index.near_key(1)
+    ]
+    assert reader.scalar("SELECT count(*) FROM simindex.near_key_v1('docs', 1)") >= 0
+    for forbidden in (
+        "DELETE FROM simindex.docs_simhash",
+        "INSERT INTO simindex.docs_queue VALUES (12345)",
+    ):
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            reader.run(forbidden)
+    assert queue_counts(database_dsn, "docs") == (0, 0)
+
+
+def test_rights_reach_indexes_made_later(database_dsn: str, make_role: MakeRole) -> None:
+    reader = make_role("reader")
+    simindex.grant(database_dsn, reader.name, "reader")
+    superuser(database_dsn, DOCS, "INSERT INTO docs VALUES (1, 'one text'), (2, 'one text')")
+    create_index(database_dsn, "docs", "docs", "body").build()
+    assert [m.key for m in get_index(reader.dsn, "docs").near_key(1)] == [2]
+
+
+def test_grant_refuses_an_unknown_role_or_right(database_dsn: str) -> None:
+    with pytest.raises(ValueError, match="no role named"):
+        simindex.grant(database_dsn, "no_such_role_anywhere", "reader")
+    with pytest.raises(ValueError, match="right must be"):
+        simindex.grant(database_dsn, "postgres", "owner")  # type: ignore[arg-type]
+
+
+def test_sync_and_build_warn_when_run_as_a_superuser(
+    database_dsn: str, index: Index, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="simindex"):
+        sync(database_dsn)
+        index.build()
+    assert [r.getMessage().split(";")[0] for r in caplog.records] == [
+        "simindex sync runs as a superuser",
+        "simindex build runs as a superuser",
+    ]
+
+
+def test_a_superuser_warning_is_not_given_to_an_ordinary_role(
+    database_dsn: str, index: Index, make_role: MakeRole, caplog: pytest.LogCaptureFixture
+) -> None:
+    worker = make_role("worker")
+    simindex.grant(database_dsn, worker.name, "worker")
+    with caplog.at_level(logging.WARNING, logger="simindex"):
+        sync(worker.dsn)
+    assert caplog.records == []
+
+
+def test_queries_of_an_index_whose_table_was_dropped_fail_clearly(
+    database_dsn: str, index: Index
+) -> None:
+    superuser(database_dsn, "DROP TABLE docs")
+    with pytest.raises(IndexNotReadyError, match="was dropped"):
+        index.near_key(1)
+    with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match="was dropped"):
+        scalar(database_dsn, "SELECT count(*) FROM simindex.docs_near_key_v1(1)")
+    drop_index(database_dsn, "docs")
