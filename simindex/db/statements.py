@@ -5,6 +5,9 @@ A block starts with ``-- name: <name>``. Blocks are templates for psycopg's ``sq
 take values. Literal braces are doubled; a literal percent sign is doubled only in blocks
 run with values (DDL runs without, so its plpgsql ``%`` stays single).
 
+A block run with values has its identifiers and literals filled in with their percent signs
+doubled: psycopg reads ``%`` anywhere in such a query, even inside a quoted name.
+
 A dollar-quoted part of a block (a function's body, ``$body$ ... $body$``) is filled in on its
 own and quoted again with a tag that provably does not occur in what was filled in, so no
 identifier (a column named ``$body$;DROP ...``) can end a body early.
@@ -24,6 +27,22 @@ from simindex.db.connection import PgConnection
 
 _BLOCK = re.compile(r"^-- name: (\S+)[^\n]*\n(.*?)(?=^-- name: |\Z)", re.MULTILINE | re.DOTALL)
 _DOLLAR_QUOTED = re.compile(r"(\$[A-Za-z_]*\$)(.*?)\1", re.DOTALL)
+_VALUES = re.compile(r"%(\(\w+\))?[sbt]")
+
+
+class _PercentDoubled(sql.Composable):
+    """A name or value in a statement run with values: ``%`` doubled, read back as one."""
+
+    def as_bytes(self, context: Any = None) -> bytes:
+        return bytes(self._obj.as_bytes(context)).replace(b"%", b"%%")
+
+
+def _doubled(part: sql.Composable) -> sql.Composable:
+    if isinstance(part, sql.Composed):
+        return sql.Composed([_doubled(each) for each in part._obj])
+    if isinstance(part, (sql.Identifier, sql.Literal, sql.SQL)):
+        return _PercentDoubled(part)
+    return part  # a Placeholder stays one
 
 
 class DollarQuoted(sql.Composable):
@@ -68,6 +87,8 @@ def statement(block: str, /, **parts: sql.Composable) -> sql.Composed:
     """The named block with its placeholders filled by identifiers or composed SQL; its
     dollar-quoted parts quoted afresh (see :class:`DollarQuoted`)."""
     text = _blocks()[block]
+    if _VALUES.search(text):
+        parts = {name: _doubled(part) for name, part in parts.items()}
     pieces: list[sql.Composable] = []
     end = 0
     for match in _DOLLAR_QUOTED.finditer(text):

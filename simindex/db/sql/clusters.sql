@@ -211,13 +211,15 @@ BEGIN
             || 'largest_key, longest_text, shortest_text, newest:<column> or oldest:<column>, '
             || 'got ' || coalesce(quote_literal(prefer), 'NULL');
     END IF;
+    -- Every name goes in as an argument of format, never into its format string: a name may
+    -- hold a percent sign.
     RETURN QUERY EXECUTE format(
         'SELECT c.cluster_id, c.key, c.size, '
-        || 'row_number() OVER (PARTITION BY c.cluster_id ORDER BY ' || ordering || ') = 1 '
+        || 'row_number() OVER (PARTITION BY c.cluster_id ORDER BY %s) = 1 '
         || 'FROM (SELECT k.cluster_id, k.key, count(*) OVER (PARTITION BY k.cluster_id) AS size '
         || 'FROM %s AS k) AS c JOIN %s AS s ON s.%I = c.key WHERE c.size > 1 '
         || 'ORDER BY c.cluster_id, 4 DESC, c.key',
-        {clusters_table}, source.relation, source.key_column);
+        ordering, {clusters_table}, source.relation, source.key_column);
 END
 $body$
 
