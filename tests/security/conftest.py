@@ -96,6 +96,8 @@ def owned_table(dsn: str, owner: Role, create: str, rows: int = 20) -> None:
         dsn, sql.SQL("GRANT CREATE ON SCHEMA public TO {}").format(sql.Identifier(owner.name))
     )
     owner.run(create)
+    if not rows:
+        return
     values = ", ".join(
         f"({n}, 'the text of row {n} says {n % 7} things about {n % 5} subjects')"
         for n in range(1, rows + 1)
