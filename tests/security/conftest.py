@@ -28,13 +28,13 @@ class Role:
     name: str
     dsn: str
 
-    def run(self, *statements: str | sql.Composable) -> None:
+    def run(self, *statements: str | sql.Composed) -> None:
         """Each statement in its own transaction, as this role."""
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             for statement in statements:
                 conn.execute(statement)
 
-    def scalar(self, query: str | sql.Composable, params: Any = None) -> Any:
+    def scalar(self, query: str | sql.Composed, params: Any = None) -> Any:
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             row = conn.execute(query, params).fetchone()
         assert row is not None
@@ -71,14 +71,14 @@ def make_role(database_dsn: str) -> Iterator[MakeRole]:
             conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
 
 
-def superuser(dsn: str, *statements: str | sql.Composable) -> None:
+def superuser(dsn: str, *statements: str | sql.Composed) -> None:
     """Each statement in its own transaction, as the test server's superuser."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         for statement in statements:
             conn.execute(statement)
 
 
-def scalar(dsn: str, query: str | sql.Composable, params: Any = None) -> Any:
+def scalar(dsn: str, query: str | sql.Composed, params: Any = None) -> Any:
     with psycopg.connect(dsn, autocommit=True) as conn:
         row = conn.execute(query, params).fetchone()
     assert row is not None

@@ -148,8 +148,8 @@ def test_the_app_keeps_writing_and_the_index_follows_or_says_why(
             index.build()
             app_writes(alice, form, first_key=200)
             sync(database_dsn)
-            report = check(database_dsn, "docs")
-            assert (report.missing, report.stale, report.orphaned) == ([], [], [])
+            found = check(database_dsn, "docs")
+            assert (found.missing, found.stale, found.orphaned) == ([], [], [])
         else:
             with pytest.raises(IndexNotReadyError, match="was dropped"):
                 index.build()
