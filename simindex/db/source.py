@@ -39,6 +39,9 @@ class Source:
     text_position: int = 0
     key_equality: str = "pg_catalog"
     """The schema of the ``=`` that compares keys in the triggers."""
+    key_type_id: int = 0
+    key_typmod: int = -1
+    text_type_id: int = 0
 
     @property
     def identifier(self) -> sql.Identifier:
@@ -117,6 +120,9 @@ def describe(
         key_position=key_found.position,
         text_position=text.position,
         key_equality=_key_equality(conn, oid, key_found.attnum),
+        key_type_id=key_found.type_id,
+        key_typmod=key_found.typmod,
+        text_type_id=text.type_id,
     )
 
 
@@ -131,6 +137,8 @@ class _Column:
     category: str
     attnum: int
     position: int
+    type_id: int
+    typmod: int
     text_by_builtin_means: bool
 
 

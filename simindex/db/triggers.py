@@ -24,6 +24,7 @@ revoked from PUBLIC. :mod:`simindex.ops.sync` drains the queue.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,20 +45,13 @@ _TRANSITION_TABLES = {
 }
 # Where the aliases go in a statement run with EXECUTE format(statement, aliases).
 _ALIASES_MARK = "\0aliases\0"
+BUILD_LOCK_CLASS = 0x53494D58
+"""The first half of the two-key advisory lock a build holds (``'SIMX'``)."""
 
 
 def channel(name: str) -> str:
     """The NOTIFY channel of an index: its name after ``simindex_`` (payloads are empty)."""
     return f"simindex_{name}"
-
-
-def aliases(key_position: int, text_position: int) -> sql.Composable:
-    """The alias list that names the key ``k`` and the text ``t`` by their positions."""
-    names = [
-        "k" if position == key_position else "t" if position == text_position else f"_{position}"
-        for position in range(1, max(key_position, text_position) + 1)
-    ]
-    return sql.SQL(", ").join(sql.SQL(name) for name in names)
 
 
 class _FormatString(sql.Composable):
@@ -142,53 +136,105 @@ class Triggers:
 
     def _function_statement(self) -> sql.Composed:
         source = self.source
-        known = source.key_position > 0 and source.text_position > 0
-        static = aliases(source.key_position, source.text_position) if known else sql.SQL("")
-        mark = sql.SQL(_ALIASES_MARK)
-
-        def dynamic(statements: list[sql.Composed]) -> sql.Composed:
-            return sql.SQL(";\n").join(
-                statement("sync_trigger_dynamic", statement=_FormatString(one))
-                for one in statements
+        known = source.key_attnum > 0 and source.text_attnum > 0 and source.oid > 0
+        by_name = {
+            event: self._event_statements(
+                event, sql.Identifier(source.key_column), sql.Identifier(source.text_column)
             )
-
-        events = {event: self._event_statements(event, mark) for event in EVENTS[:3]}
+            for event in EVENTS
+        }
+        by_position = {
+            event: self._event_statements(event, sql.SQL("k"), sql.SQL("t"), by_position=True)
+            for event in EVENTS
+        }
         return statement(
             "sync_trigger_function",
             function=self.function,
             catalog=sql.Identifier(self.schema, "indexes"),
             index_name=sql.Literal(self.name),
             source_changed=sql.Identifier(self.schema, "source_changed_v1"),
-            # Unknown positions (an offline script) never match: the EXECUTE path runs until
+            # Not known (an offline script): 0, no table's OID, so the checked path runs until
             # the first build writes the function again.
-            key_position=sql.Literal(source.key_position if known else -1),
-            text_position=sql.Literal(source.text_position if known else -1),
-            **{
-                event: sql.SQL(";\n").join(self._event_statements(event, static))
-                if known
-                else sql.SQL("NULL")
-                for event in EVENTS[:3]
-            },
-            **{f"dynamic_{event}": dynamic(events[event]) for event in events},
+            relid=sql.Literal(source.oid if known else 0),
+            key_attnum=sql.Literal(source.key_attnum),
+            key_name=sql.Literal(source.key_column),
+            key_type_id=sql.Literal(source.key_type_id),
+            key_typmod=sql.Literal(source.key_typmod),
+            text_attnum=sql.Literal(source.text_attnum),
+            text_name=sql.Literal(source.text_column),
+            text_type_id=sql.Literal(source.text_type_id),
+            insert=by_name["insert"],
+            update=by_name["update"],
+            delete=by_name["delete"],
+            dynamic_insert=by_position["insert"],
+            dynamic_update=by_position["update"],
+            dynamic_delete=by_position["delete"],
             truncate=statement(
                 "sync_trigger_truncate", tables=sql.SQL(", ").join(self.store.side_tables())
             ),
             channel=sql.Literal(channel(self.name)),
         )
 
-    def _event_statements(self, event: str, alias_list: sql.Composable) -> list[sql.Composed]:
-        parts = {"queue": self.queue, "aliases": alias_list, "equals": self.equals}
+    def _event_statements(
+        self,
+        event: str,
+        key: sql.Composable,
+        text: sql.Composable,
+        *,
+        by_position: bool = False,
+    ) -> sql.Composable:
+        """The statements of ``event``, the columns named ``key`` and ``text``; ``by_position``:
+        each as ``EXECUTE format(...)`` with the alias list found when it runs."""
+        marked = sql.SQL(" ({})").format(sql.SQL(_ALIASES_MARK))
+        parts = {
+            "queue": self.queue,
+            "aliases": marked if by_position else sql.SQL(""),
+            "key": key,
+            "text": text,
+            "equals": self.equals,
+        }
+
+        def run(block: str, **more: sql.Composable) -> sql.Composable:
+            one = statement(block, **parts, **more)
+            if not by_position:
+                return one
+            return statement("sync_trigger_dynamic", statement=_FormatString(one))
+
         if event == "insert":
-            return [statement("sync_trigger_insert", **parts)]
+            return run("sync_trigger_insert")
         if event == "update":
-            return [statement("sync_trigger_update", **parts)]
-        return [
-            statement("sync_trigger_delete_queue", **parts),
-            *(
-                statement("sync_trigger_delete_rows", table=table, **parts)
-                for table in self.store.side_tables()
-            ),
-        ]
+            return run("sync_trigger_update")
+        if event == "truncate":
+            return sql.SQL("NULL")
+        return sql.SQL(";\n").join(
+            [
+                run("sync_trigger_delete_entries"),
+                statement(
+                    "sync_trigger_if_building",
+                    lock_class=sql.Literal(BUILD_LOCK_CLASS),
+                    lock_key=sql.Literal(self.build_lock_key),
+                    statement=run("sync_trigger_delete_queue"),
+                ),
+                *(
+                    run("sync_trigger_delete_rows", table=table)
+                    for table in self.store.side_tables()
+                ),
+            ]
+        )
+
+    @property
+    def build_lock_key(self) -> int:
+        """The second half of the advisory lock a build of this index holds (see
+        :data:`BUILD_LOCK_CLASS`): a fixed hash of schema and name, the same in every release."""
+        digest = hashlib.blake2b(f"{self.schema}\0{self.name}".encode(), digest_size=4).digest()
+        return int.from_bytes(digest, "big", signed=True)
+
+    def build_lock(self, conn: PgConnection) -> None:
+        """Take the lock that makes deletes queue their keys while a build reads the source
+        (for this transaction; it waits for deletes in flight)."""
+        conn.execute(
+            statement("sync_build_lock"), {"class": BUILD_LOCK_CLASS, "key": self.build_lock_key}
+        )
 
     def remove(self, conn: PgConnection) -> None:
         """Drop what :meth:`install` created (whatever of it exists)."""

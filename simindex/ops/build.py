@@ -96,6 +96,9 @@ def build(
             parallel = estimate is not None and estimate >= _PARALLEL_FROM_ROWS
             workers = (os.cpu_count() or 1) if parallel else 1
         store = store_for(index_schema, name, source, info.spec)
+        triggers = Triggers(index_schema, name, source, store)
+        # Before the snapshot the read takes: deletes meanwhile queue their keys.
+        triggers.build_lock(conn)
         # The source is read with the caller's rights (the cursor checks them when it opens);
         # simindex's tables are written as its owner role.
         reader = conn.cursor(name="simindex_build")
@@ -126,7 +129,7 @@ def build(
         store.finish(conn, staging=True)
         store.swap_in_staging(conn)
         # The trigger function again, for the column positions of now.
-        run(conn, Triggers(index_schema, name, source, store).function_statements())
+        run(conn, triggers.function_statements())
         conn.execute(
             statement("catalog_built", catalog=catalog(index_schema)),
             {"name": name, "row_count": indexed, "skipped_count": skipped},

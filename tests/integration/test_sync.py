@@ -21,6 +21,7 @@ from simindex.core.spec import Method, MinHash, SimHash
 from simindex.db.schema import migrate
 from simindex.embedded import find_local_bindir, local_postgres, restart_local_postgres
 from simindex.index import Index, create_index, drop_index
+from simindex.ops.batch import load_target, process, take
 from simindex.sync import failed_items, queue_counts, sync
 from tests.integration import sync_processes
 
@@ -126,7 +127,46 @@ def test_a_delete_reaches_the_index_at_once(database_dsn: str, index: Index) -> 
     assert indexed_keys(database_dsn, index).isdisjoint(range(1, 11))
     assert len(indexed_keys(database_dsn, index)) == 90
     assert_in_step(database_dsn, index)
-    assert sync(database_dsn).removed == 10  # queued too, for a worker racing the delete
+    assert sync(database_dsn).taken == 0  # nothing left for a worker
+
+
+def test_a_delete_waits_for_a_worker_that_read_the_row_and_removes_what_it_wrote(
+    database_dsn: str, index: Index
+) -> None:
+    run(database_dsn, "UPDATE documents SET body = 'a text changed once more' WHERE id = 5")
+    with psycopg.connect(database_dsn) as worker:
+        target = load_target(worker, "simindex", "docs")
+        assert target is not None
+        assert take(worker, target, 10) == [5]
+        deleted = threading.Thread(
+            target=run, args=(database_dsn, "DELETE FROM documents WHERE id = 5")
+        )
+        deleted.start()
+        time.sleep(0.3)  # the delete is done but waits, at its trigger, for the worker's entry
+        assert deleted.is_alive()
+        assert process(worker, target, [5]).indexed == 1  # the row it still sees
+        worker.commit()
+    deleted.join(timeout=10)
+    assert 5 not in indexed_keys(database_dsn, index)
+    assert_in_step(database_dsn, index)
+
+
+def test_a_delete_during_a_build_is_queued_and_removed_after_it(
+    database_dsn: str, index: Index
+) -> None:
+    deleted: list[int] = []
+
+    def delete_once(done: int, total: int | None) -> None:
+        if not deleted:  # the build has read its snapshot: the row is in it
+            run(database_dsn, "DELETE FROM documents WHERE id = 7")
+            deleted.append(7)
+
+    index.build(batch_size=10, progress=delete_once)
+    assert 7 in indexed_keys(database_dsn, index)  # from the build's snapshot
+    assert queue_counts(database_dsn, "docs") == (1, 0)
+    assert sync(database_dsn).removed == 1
+    assert 7 not in indexed_keys(database_dsn, index)
+    assert_in_step(database_dsn, index)
 
 
 def test_truncate_empties_the_index(database_dsn: str, index: Index) -> None:

@@ -14,6 +14,8 @@ SELECT a.attname AS name,
        t.typcategory::text AS category,
        a.attnum,
        row_number() OVER (ORDER BY a.attnum) AS position,
+       a.atttypid::bigint AS type_id,
+       a.atttypmod AS typmod,
        NOT EXISTS (
            SELECT FROM pg_catalog.pg_cast AS k
            JOIN pg_catalog.pg_proc AS p ON p.oid = k.castfunc

@@ -21,23 +21,28 @@ CREATE TABLE {failed} (
 -- one event). It runs as simindex's owner role (SECURITY DEFINER), so the app's roles need no
 -- right on simindex's schema; nobody is granted EXECUTE, and it refuses every table but its
 -- index's source, and every use but AFTER ... FOR EACH STATEMENT.
--- It names no column of the source: the transition tables' columns are renamed by position
--- ("AS n (_1, k, _3, t)"), positions found from the column numbers the catalog recorded, after
--- checking that those columns still have the recorded types. So renaming the table or a column
--- changes nothing, a column of another type is never read (no cast, operator or function the
--- table's owner defined is evaluated here: text and key are compared with built-in operators
--- and casts only), and a drifted source marks the index instead of failing the write.
--- When a dropped column shifted the positions, the same statements run with the aliases of now
--- (EXECUTE) until a build writes this function afresh.
+-- No column is read before its number, name and type are checked against what the index was
+-- built for, from pg_attribute (which no snapshot makes stale): a column of another type is
+-- never read, so no cast, operator or function the table's owner defined is evaluated here
+-- (keys and texts are compared with built-in operators and casts), and a drifted source marks
+-- the index instead of failing the write.
+-- Fast path: the table and columns the function was written for (one catalog lookup), their
+-- names in the statements. Otherwise (a renamed table or column, a dropped column before them,
+-- a restored database), the catalog's record is checked and the same statements run with the
+-- columns renamed by position, "AS n (_1, k, _3, t)" (EXECUTE), until a build writes this
+-- function afresh. Either way renames change nothing for the app.
 -- Enqueueing uses DO UPDATE ... WHERE false, not DO NOTHING: it changes nothing but locks an
 -- entry that already exists, so no worker can consume that entry (and read the source before
 -- this transaction commits) until the writer is done. A writer that finds the entry being
 -- consumed waits for that worker, then queues the key afresh.
 -- UPDATE queues the keys whose text changed (compared as text, byte for byte: a case-only
 -- change of a citext counts), and both keys of a changed key (the old one's rows go).
--- DELETE removes the index rows at once and queues the keys too (first, so a writer only ever
--- waits for a worker, never the other way round): a worker that read a row just before its
--- delete committed may write it back, and its entry makes the next worker remove it again.
+-- DELETE removes the index rows at once. First it takes the keys' queue entries, waiting for a
+-- worker that holds one: that worker read the row before this delete and may write it back,
+-- so its rows must be deleted after it committed. (Entries first, rows second: a writer only
+-- ever waits for a worker, never the other way round.) A build reads the table in one
+-- snapshot that may still hold the deleted rows: while one runs (it holds the index's
+-- advisory lock) the keys are queued too, and the first batch after the build removes them.
 -- TRUNCATE leaves the queue and the failed items: their keys no longer exist, so a worker
 -- deletes nothing for them (truncating them here could deadlock with a worker holding them).
 CREATE OR REPLACE FUNCTION {function}() RETURNS trigger
@@ -45,6 +50,7 @@ LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $body$
 DECLARE
+    written_for boolean;
     source record;
     aliases text;
 BEGIN
@@ -52,25 +58,23 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = 'simindex: ' || TG_NAME
             || ' must be an AFTER ... FOR EACH STATEMENT trigger of index ' || {index_name};
     END IF;
-    SELECT count(*) FILTER (WHERE a.attnum <= i.key_attnum) AS key_position,
-           count(*) FILTER (WHERE a.attnum <= i.text_attnum) AS text_position,
-           bool_or(a.attnum = i.key_attnum AND a.atttypid = i.key_type_id
-                   AND a.atttypmod = i.key_typmod)
-           AND bool_or(a.attnum = i.text_attnum AND a.atttypid = i.text_type_id) AS as_recorded
-    INTO source
-    FROM {catalog} AS i
-    JOIN pg_catalog.pg_attribute AS a
-      ON a.attrelid = i.source AND a.attnum > 0
-     AND a.attnum <= greatest(i.key_attnum, i.text_attnum) AND NOT a.attisdropped
-    WHERE i.name = {index_name} AND i.source = TG_RELID
-      AND i.state IN ('created', 'building', 'ready', 'failed');
-    IF source.as_recorded IS NOT TRUE THEN
-        -- Another table (refused there), a drifted source (marked there) or an index that no
-        -- longer follows its source: nothing to queue.
-        PERFORM {source_changed}({index_name}, TG_RELID);
-        RETURN NULL;
+    IF TG_RELID = {relid} THEN
+        IF TG_OP = 'TRUNCATE' THEN
+            written_for := true;
+        ELSE
+            SELECT true INTO written_for FROM pg_catalog.pg_attribute AS a
+            WHERE a.attrelid = TG_RELID AND a.attnum = {key_attnum} AND a.attname = {key_name}
+              AND a.atttypid = {key_type_id} AND a.atttypmod = {key_typmod}
+              AND NOT a.attisdropped;
+            IF written_for AND TG_OP = 'UPDATE' THEN
+                SELECT true INTO written_for FROM pg_catalog.pg_attribute AS a
+                WHERE a.attrelid = TG_RELID AND a.attnum = {text_attnum}
+                  AND a.attname = {text_name} AND a.atttypid = {text_type_id}
+                  AND NOT a.attisdropped;
+            END IF;
+        END IF;
     END IF;
-    IF source.key_position = {key_position} AND source.text_position = {text_position} THEN
+    IF written_for THEN
         CASE TG_OP
             WHEN 'INSERT' THEN
                 {insert};
@@ -82,6 +86,25 @@ BEGIN
                 {truncate};
         END CASE;
     ELSE
+        SELECT count(*) FILTER (WHERE a.attnum <= i.key_attnum) AS key_position,
+               count(*) FILTER (WHERE a.attnum <= i.text_attnum) AS text_position,
+               bool_or(a.attnum = i.key_attnum AND a.atttypid = i.key_type_id
+                       AND a.atttypmod = i.key_typmod)
+               AND bool_or(a.attnum = i.text_attnum AND a.atttypid = i.text_type_id)
+                   AS as_recorded
+        INTO source
+        FROM {catalog} AS i
+        JOIN pg_catalog.pg_attribute AS a
+          ON a.attrelid = i.source AND a.attnum > 0
+         AND a.attnum <= greatest(i.key_attnum, i.text_attnum) AND NOT a.attisdropped
+        WHERE i.name = {index_name} AND i.source = TG_RELID
+          AND i.state IN ('created', 'building', 'ready', 'failed');
+        IF source.as_recorded IS NOT TRUE THEN
+            -- Another table (refused there), a drifted source (marked there) or an index that
+            -- no longer follows its source: nothing to queue.
+            PERFORM {source_changed}({index_name}, TG_RELID);
+            RETURN NULL;
+        END IF;
         SELECT string_agg(CASE p WHEN source.key_position THEN 'k'
                                  WHEN source.text_position THEN 't'
                                  ELSE '_' || p END, ', ' ORDER BY p)
@@ -107,29 +130,39 @@ $body$
 
 -- name: sync_trigger_insert
 INSERT INTO {queue} AS q (key)
-SELECT n.k FROM new_rows AS n ({aliases}) WHERE n.k IS NOT NULL
+SELECT n.{key} FROM new_rows AS n{aliases} WHERE n.{key} IS NOT NULL
 ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false
 
 -- name: sync_trigger_update
+-- One pass (a hash full join on the key): new keys whose text differs from their old row's,
+-- new keys without an old row and old keys without a new row (a key that changed).
 INSERT INTO {queue} AS q (key)
-SELECT n.k FROM new_rows AS n ({aliases})
-WHERE n.k IS NOT NULL AND NOT EXISTS (
-    SELECT FROM old_rows AS o ({aliases})
-    WHERE o.k OPERATOR({equals}) n.k
-      AND (o.t::text COLLATE pg_catalog."C") IS NOT DISTINCT FROM (n.t::text COLLATE pg_catalog."C"))
-UNION ALL
-SELECT o.k FROM old_rows AS o ({aliases})
-WHERE o.k IS NOT NULL
-  AND NOT EXISTS (SELECT FROM new_rows AS n ({aliases}) WHERE n.k OPERATOR({equals}) o.k)
+SELECT coalesce(n.{key}, o.{key})
+FROM new_rows AS n{aliases}
+FULL JOIN old_rows AS o{aliases} ON o.{key} OPERATOR({equals}) n.{key}
+WHERE coalesce(n.{key}, o.{key}) IS NOT NULL
+  AND (n.{key} IS NULL OR o.{key} IS NULL
+       OR (o.{text}::text COLLATE pg_catalog."C")
+          IS DISTINCT FROM (n.{text}::text COLLATE pg_catalog."C"))
 ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false
+
+-- name: sync_trigger_delete_entries
+DELETE FROM {queue} AS q USING old_rows AS o{aliases} WHERE q.key OPERATOR({equals}) o.{key}
 
 -- name: sync_trigger_delete_queue
 INSERT INTO {queue} AS q (key)
-SELECT o.k FROM old_rows AS o ({aliases}) WHERE o.k IS NOT NULL
+SELECT o.{key} FROM old_rows AS o{aliases} WHERE o.{key} IS NOT NULL
 ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false
 
+-- name: sync_trigger_if_building
+-- The shared lock is held until commit: a build that starts meanwhile waits, and its snapshot
+-- sees this delete.
+IF NOT pg_catalog.pg_try_advisory_xact_lock_shared({lock_class}, {lock_key}) THEN
+    {statement};
+END IF
+
 -- name: sync_trigger_delete_rows
-DELETE FROM {table} AS s USING old_rows AS o ({aliases}) WHERE s.key OPERATOR({equals}) o.k
+DELETE FROM {table} AS s USING old_rows AS o{aliases} WHERE s.key OPERATOR({equals}) o.{key}
 
 -- name: sync_trigger_truncate
 TRUNCATE {tables}
@@ -137,12 +170,19 @@ TRUNCATE {tables}
 -- name: sync_trigger_dynamic
 EXECUTE pg_catalog.format({statement}, aliases)
 
+-- name: sync_build_lock
+-- Taken by a build before it reads the source: deletes meanwhile queue their keys (see the
+-- trigger function), and deletes in flight finish first.
+SELECT pg_catalog.pg_advisory_xact_lock(%(class)s, %(key)s)
+
 -- name: sync_revoke_function
 REVOKE ALL ON FUNCTION {function}() FROM PUBLIC
 
 -- name: sync_check_equality
--- Fails here, not in a trigger, when the key's type has no such = operator.
-SELECT FROM {queue} AS q WHERE false AND q.key OPERATOR({equals}) q.key
+-- Fails here, not in a trigger, when the key's type has no such = operator, or one a full
+-- join cannot use (random() keeps the join from being planned away).
+SELECT FROM {queue} AS a FULL JOIN {queue} AS b ON a.key OPERATOR({equals}) b.key
+WHERE pg_catalog.random() < 0
 
 -- name: sync_create_trigger
 CREATE TRIGGER {trigger} AFTER {event} ON {source}
