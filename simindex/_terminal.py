@@ -276,6 +276,7 @@ def info_json(info: IndexInfo) -> dict[str, Any]:
         },
         "spec": json.loads(info.spec.to_json()),
         "state": info.state,
+        "state_reason": info.state_reason,
         "rows": info.row_count,
         "skipped": info.skipped_count,
         "created_at": info.created_at,
@@ -332,7 +333,13 @@ def stats_text(found: Sequence[IndexStats]) -> str:
             for name, count in stats.table_bytes.items()
         ],
     )
-    return f"{summary}\n\n{sizes}"
+    # Why an index needs a rebuild or lost its table: one line each.
+    reasons = "".join(
+        f"\n{stats.info.name} is {stats.info.state}: {stats.info.state_reason}"
+        for stats in found
+        if stats.info.state_reason
+    )
+    return f"{summary}\n\n{sizes}" + (f"\n{reasons}" if reasons else "")
 
 
 def check_json(name: str, report: CheckReport) -> dict[str, Any]:

@@ -14,8 +14,9 @@ or recorded as failed exactly as a worker would. What stays for the worker:
 * entries queued inside a savepoint of a REPEATABLE READ or SERIALIZABLE transaction;
 * keys another transaction queued; a tracked commit never takes those.
 
-The session's database role needs the worker's rights on simindex's schema (the triggers run
-as their owner; this path does not).
+The session's database role needs the writer right on simindex (``simindex grant ROLE
+--writer``): the triggers run as simindex's owner role, this path as the session's role. An
+index it may not serve, or whose source drifted, is left to the worker; the commit goes on.
 """
 
 from __future__ import annotations

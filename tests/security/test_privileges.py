@@ -13,6 +13,7 @@ import logging
 
 import psycopg
 import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import simindex
 from simindex.check import check
@@ -446,3 +447,41 @@ def test_queries_of_an_index_whose_table_was_dropped_fail_clearly(
     with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match="was dropped"):
         scalar(database_dsn, "SELECT count(*) FROM simindex.docs_near_key_v1(1)")
     drop_index(database_dsn, "docs")
+
+
+def test_a_member_of_the_owner_role_migrates_without_a_superuser(
+    make_role: MakeRole, empty_database_dsn: str
+) -> None:
+    # A superuser's part, once: the role exists (the test server has it) and is granted.
+    deployer = make_role("deployer")
+    dsn = make_conninfo(deployer.dsn, dbname=conninfo_to_dict(empty_database_dsn)["dbname"])
+    superuser(
+        empty_database_dsn,
+        f"GRANT CREATE ON DATABASE {conninfo_to_dict(empty_database_dsn)['dbname']} "
+        f"TO {deployer.name}",
+        f"GRANT {OWNER} TO {deployer.name}",
+    )
+    simindex.migrate(dsn)
+    assert scalar(empty_database_dsn, "SELECT count(*) FROM pg_event_trigger") == 0
+    owner = scalar(
+        empty_database_dsn,
+        "SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = 'simindex'",
+    )
+    assert owner == OWNER
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(DOCS)
+        conn.execute("INSERT INTO docs VALUES (1, 'one text'), (2, 'one text')")
+    index = create_index(dsn, "docs", "docs", "body")
+    index.build()
+    # Drift without event triggers: writes go on, the index says why.
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("ALTER TABLE docs RENAME COLUMN body TO content")
+        conn.execute("INSERT INTO docs VALUES (3, 'one text')")
+        conn.execute("ALTER TABLE docs ALTER COLUMN id TYPE bigint")
+        conn.execute("INSERT INTO docs VALUES (4, 'one text')")
+        conn.execute("DELETE FROM docs WHERE id = 1")
+    assert index.info().state == "needs_rebuild"
+    index.build()
+    assert [m.key for m in index.near_key(2)] == [3, 4]
+    drop_index(dsn, "docs")
+    superuser(empty_database_dsn, f"DROP OWNED BY {deployer.name}")
