@@ -4,32 +4,52 @@ Every method takes the caller's ``bind`` (Engine, Connection or DSN, see
 :mod:`simindex.db.connection`): with a Connection it works inside the caller's transaction and
 leaves committing to them; otherwise it commits its own. The work itself is done by the
 operations in :mod:`simindex.ops`, which take a connection, the catalog entry and the store.
+
+Queries are the hot path: an Index keeps its catalog entry and checks it with one short
+prepared statement (the catalog row's id and xmin) before each query, and with an Engine or a
+DSN a query runs in autocommit, without BEGIN and COMMIT round trips.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
+import psycopg
+from sqlalchemy.engine import Connection
+
+from simindex.core.bits import to_signed
 from simindex.core.spec import Method, SimHash, resolve
 from simindex.db.catalog import (
     DEFAULT_SCHEMA,
     IndexInfo,
     Store,
+    catalog,
     check_name,
     check_schema,
     find_index,
     index_names,
     read_index,
     ready_index,
+    store_of,
 )
-from simindex.db.connection import Bind, PgConnection, transaction
+from simindex.db.connection import Bind, PgConnection, connect, raw_connection, transaction
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.objects import create_statements, drop_statements
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.source import describe
-from simindex.db.statements import run
-from simindex.errors import IndexExistsError, IndexNotFoundError
+from simindex.db.statements import run, statement
+from simindex.db.triggers import Triggers
+from simindex.errors import (
+    IndexExistsError,
+    IndexNotFoundError,
+    KeyNotIndexedError,
+    LowRecallWarning,
+    SchemaNotMigratedError,
+)
 from simindex.ops import build as build_op
 from simindex.ops import clusters as clusters_op
 from simindex.ops import near as near_op
@@ -53,6 +73,7 @@ __all__ = [
     "IndexInfo",
     "Match",
     "Similar",
+    "SimilarArguments",
     "create_index",
     "drop_index",
     "get_index",
@@ -83,7 +104,7 @@ def create_index(
     """
     check_name(name)
     spec = resolve(method if method is not None else SimHash())
-    with transaction(bind) as conn:
+    with session(bind, index_schema) as conn:
         source = describe(conn, table, column, schema=schema, key=key)
         if find_index(conn, index_schema, name) is not None:
             raise IndexExistsError(f"an index named {name!r} exists already")
@@ -102,7 +123,7 @@ def drop_index(
     bind: Bind, name: str, *, index_schema: str = DEFAULT_SCHEMA, missing_ok: bool = False
 ) -> None:
     """Remove an index: its side tables, functions and catalog row (the source is untouched)."""
-    with transaction(bind) as conn:
+    with session(bind, index_schema) as conn:
         row = find_index(conn, index_schema, name)
         if row is None:
             if missing_ok:
@@ -113,34 +134,173 @@ def drop_index(
 
 def list_indexes(bind: Bind, *, index_schema: str = DEFAULT_SCHEMA) -> list[str]:
     """Names of all indexes."""
-    with transaction(bind) as conn:
+    with session(bind, index_schema) as conn:
         return index_names(conn, index_schema)
 
 
+@dataclass(frozen=True, slots=True)
+class SimilarArguments:
+    """A text's MinHash as ``<name>_similar_v1(signature, band_hashes)`` takes it."""
+
+    signature: tuple[int, ...]
+    band_hashes: tuple[int, ...]
+
+
+@contextmanager
+def session(bind: Bind, index_schema: str) -> Iterator[PgConnection]:
+    """:func:`transaction`, with a missing simindex schema said as such."""
+    try:
+        with transaction(bind) as conn:
+            yield conn
+    except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName) as exc:
+        raise _unmigrated(exc, index_schema) from exc
+
+
+@contextmanager
+def _reading(bind: Bind, index_schema: str) -> Iterator[PgConnection]:
+    """A connection for queries: the caller's, in their transaction; else one from the pool
+    in autocommit (each statement reads committed data; no BEGIN or COMMIT to wait for)."""
+    if isinstance(bind, Connection):
+        with session(bind, index_schema) as conn:
+            yield conn
+        return
+    try:
+        with connect(bind) as connection:
+            conn = raw_connection(connection)
+            conn.autocommit = True
+            try:
+                yield conn
+            finally:
+                conn.autocommit = False
+    except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName) as exc:
+        raise _unmigrated(exc, index_schema) from exc
+
+
+def _unmigrated(exc: psycopg.Error, index_schema: str) -> Exception:
+    missing = exc.diag.message_primary or ""
+    if f'"{index_schema}"' in missing or f'"{index_schema}.indexes"' in missing:
+        return SchemaNotMigratedError(
+            f"simindex's schema {index_schema!r} is not installed in this database: run "
+            "simindex.migrate(engine) (or `simindex migrate`) first"
+        )
+    return exc
+
+
 class Index:
-    """One near-duplicate index. Cheap to make: it reads the catalog when a method runs."""
+    """One near-duplicate index. Cheap to make; it reads its catalog entry on first use and
+    keeps it while the catalog row is unchanged (checked before every query)."""
 
     def __init__(self, bind: Bind, name: str, *, index_schema: str = DEFAULT_SCHEMA) -> None:
         self.bind = bind
         self.name = check_name(name)
         self.index_schema = check_schema(index_schema)
+        self._entry: tuple[tuple[Any, ...], IndexInfo, Store] | None = None
 
     def __repr__(self) -> str:
         return f"Index({self.name!r}, index_schema={self.index_schema!r})"
 
     def info(self) -> IndexInfo:
         """The catalog row: source, spec, state and counts."""
-        with transaction(self.bind) as conn:
+        with session(self.bind, self.index_schema) as conn:
             return read_index(conn, self.index_schema, self.name)
 
     def _ready(self, conn: PgConnection) -> tuple[IndexInfo, Store]:
-        return ready_index(conn, self.index_schema, self.name)
+        """The catalog entry and store, from the last call's while the catalog row is the
+        same (a prepared statement: one short round trip); an index not built raises."""
+        token = conn.execute(
+            statement("catalog_token", catalog=catalog(self.index_schema)),
+            {"name": self.name},
+            prepare=True,
+        ).fetchone()
+        return self._entry_for(conn, token)
+
+    def _entry_for(self, conn: PgConnection, token: Any) -> tuple[IndexInfo, Store]:
+        if token is None:
+            self._entry = None
+            raise IndexNotFoundError(f"no index named {self.name!r}")
+        if self._entry is None or self._entry[0] != tuple(token[:2]):
+            info, store = ready_index(conn, self.index_schema, self.name)
+            self._entry = (tuple(token[:2]), info, store)
+        return self._entry[1], self._entry[2]
+
+    def _ready_for_key(self, conn: PgConnection, key: Any) -> tuple[IndexInfo, Store, bool | None]:
+        """:meth:`_ready`, and whether ``key`` is in the index (None: not asked), in the same
+        round trip when the entry is known and the connection is in autocommit (a dropped
+        index's missing table then fails one statement, not the caller's transaction)."""
+        entry = self._entry
+        if entry is None or not conn.autocommit:
+            return *self._ready(conn), None
+        store = entry[2]
+        table = store.table() if isinstance(store, SimHashStore) else store.signatures()
+        try:
+            row = conn.execute(
+                statement("catalog_token_and_key", catalog=catalog(self.index_schema), table=table),
+                {"name": self.name, "key": key},
+                prepare=True,
+            ).fetchone()
+        except (psycopg.errors.UndefinedTable, psycopg.errors.DataError):
+            return *self._ready(conn), None
+        info, current = self._entry_for(conn, row)
+        if row is None or current is not store:  # (None raised already) a new entry
+            return info, current, None
+        return info, current, bool(row[2])
+
+    def fingerprint(self, text: str | None) -> int | SimilarArguments | None:
+        """What this index's SQL functions take for ``text``, computed as the index computes
+        it: for SimHash the fingerprint as a signed ``bigint`` (``to_signed`` of the unsigned
+        64-bit SimHash, see :mod:`simindex.bits`), for ``<name>_near_v1(fingerprint => ...)``;
+        for MinHash the two arrays ``<name>_similar_v1(signature, band_hashes)`` takes.
+        None for a text with no features (NULL, empty, punctuation only)."""
+        with session(self.bind, self.index_schema) as conn:
+            info = read_index(conn, self.index_schema, self.name)
+        spec = info.spec
+        if isinstance(spec.method, SimHash):
+            values, present = spec.simhash_values([text])
+            return to_signed(int(values[0])) if present[0] else None
+        store = store_of(info)
+        assert isinstance(store, MinHashStore)
+        signatures, lengths = spec.minhash_values([text])
+        if not lengths[0]:
+            return None
+        return SimilarArguments(
+            tuple(int(value) for value in store.stored_signatures(signatures[0]).tolist()),
+            tuple(int(value) for value in store.design.band_hashes(signatures[:1])[0].tolist()),
+        )
+
+    def _warn_below_threshold(self, info: IndexInfo, threshold: float | None) -> None:
+        method = info.spec.method
+        if threshold is None or isinstance(method, SimHash) or threshold >= method.threshold:
+            return
+        warnings.warn(
+            f"threshold {threshold} is below the {method.threshold} index {self.name!r} was "
+            "tuned for: its LSH bands find pairs that similar only by chance (recall falls "
+            "fast below the tuned threshold); create an index with a lower threshold instead",
+            LowRecallWarning,
+            stacklevel=3,
+        )
+
+    def _not_indexed(self, conn: PgConnection, info: IndexInfo, key: Any) -> KeyNotIndexedError:
+        """Why ``key`` is not in the index, as far as the queue and failed items tell."""
+        triggers = Triggers(self.index_schema, self.name, info.source, store_of(info))
+        queued, error = conn.execute(
+            statement("key_state", queue=triggers.queue, failed=triggers.failed), {"key": key}
+        ).fetchone() or (False, None)
+        if error is not None:
+            why = f"sync failed on its row: {error}; see `simindex sync --retry-failed`"
+        elif queued:
+            why = "its row is queued and not synced yet: run `simindex sync` or sync(engine)"
+        else:
+            why = "no such row, or its text is NULL, empty or punctuation only"
+        return KeyNotIndexedError.of(self.name, key, why=why)
 
     def _simhash(self, conn: PgConnection, other: str) -> tuple[IndexInfo, SimHashStore]:
         info, store = self._ready(conn)
+        return info, self._simhash_store(store, other)
+
+    def _simhash_store(self, store: Store, other: str) -> SimHashStore:
         if not isinstance(store, SimHashStore):
             raise TypeError(f"index {self.name!r} is a MinHash index: use {other}")
-        return info, store
+        return store
 
     def build(
         self,
@@ -177,7 +337,7 @@ class Index:
         ``max_distance`` defaults to, and may not exceed, the index's. Sorted by distance, then
         key. A text with no features (NULL, empty) has no neighbours: ``[]``.
         """
-        with transaction(self.bind) as conn:
+        with _reading(self.bind, self.index_schema) as conn:
             info, store = self._simhash(conn, "similar()")
             return near_op.near(
                 conn, info, store, text=text, fingerprint=fingerprint, max_distance=max_distance
@@ -185,9 +345,13 @@ class Index:
 
     def near_key(self, key: Any, *, max_distance: int | None = None) -> list[Match]:
         """Rows within ``max_distance`` bits of the row with ``key`` (itself excluded)."""
-        with transaction(self.bind) as conn:
-            info, store = self._simhash(conn, "similar(key=...)")
-            return near_op.near_key(conn, info, store, key, max_distance)
+        with _reading(self.bind, self.index_schema) as conn:
+            info, found, indexed = self._ready_for_key(conn, key)
+            store = self._simhash_store(found, "similar(key=...)")
+            try:
+                return near_op.near_key(conn, info, store, key, max_distance, indexed=indexed)
+            except KeyNotIndexedError:
+                raise self._not_indexed(conn, info, key) from None
 
     def similar(
         self,
@@ -204,13 +368,28 @@ class Index:
         (estimated Jaccard). ``exact=True`` recomputes the exact Jaccard of the shingle sets
         from the source texts, re-ranks and filters by it.
         """
-        with transaction(self.bind) as conn:
-            info, store = self._ready(conn)
+        with _reading(self.bind, self.index_schema) as conn:
+            if key is None:
+                info, store = self._ready(conn)
+                indexed = None
+            else:
+                info, store, indexed = self._ready_for_key(conn, key)
             if not isinstance(store, MinHashStore):
                 raise TypeError(f"index {self.name!r} is a SimHash index: use near()")
-            return similar_op.similar(
-                conn, info, store, text=text, key=key, threshold=threshold, exact=exact
-            )
+            self._warn_below_threshold(info, threshold)
+            try:
+                return similar_op.similar(
+                    conn,
+                    info,
+                    store,
+                    text=text,
+                    key=key,
+                    threshold=threshold,
+                    exact=exact,
+                    indexed=indexed,
+                )
+            except KeyNotIndexedError:
+                raise self._not_indexed(conn, info, key) from None
 
     def pairs(
         self,
@@ -226,8 +405,9 @@ class Index:
         transaction held open while you iterate. ``progress`` is called after each Manku table
         or band with (parts done, parts in all).
         """
-        with transaction(self.bind) as conn:
+        with session(self.bind, self.index_schema) as conn:
             info, store = self._ready(conn)
+            self._warn_below_threshold(info, threshold)
             yield from pairs_op.pairs(
                 conn,
                 info,
@@ -254,8 +434,9 @@ class Index:
         ``max_distance``/``threshold``, computed inside PostgreSQL. ``method="bottom_k"``: rows
         whose ``bottom_k`` smallest feature hashes are the same (no comparisons; seed 000).
         """
-        with transaction(self.bind) as conn:
+        with session(self.bind, self.index_schema) as conn:
             info, store = self._ready(conn)
+            self._warn_below_threshold(info, threshold)
             return clusters_op.clusters(
                 conn,
                 info,
@@ -270,7 +451,7 @@ class Index:
     def cluster_members(self, *, min_size: int = 2) -> Iterator[ClusterMember]:
         """The rows of clusters with at least ``min_size`` rows, biggest clusters first, as
         written by the last :meth:`clusters` (streamed)."""
-        with transaction(self.bind) as conn:
+        with session(self.bind, self.index_schema) as conn:
             yield from clusters_op.members(
                 conn, read_index(conn, self.index_schema, self.name), min_size=min_size
             )
@@ -283,7 +464,7 @@ class Index:
         ``newest:<column>`` or ``oldest:<column>`` (a column of the source table, e.g. a
         timestamp); ties go to the smallest key. In SQL: ``<name>_survivors_v1(prefer)``.
         """
-        with transaction(self.bind) as conn:
+        with session(self.bind, self.index_schema) as conn:
             yield from clusters_op.survivors(
                 conn, read_index(conn, self.index_schema, self.name), prefer=prefer
             )

@@ -17,7 +17,7 @@ import pytest
 
 from simindex.db.schema import head_revision
 from simindex.errors import IndexNotFoundError, KeyNotIndexedError
-from simindex.index import Index, create_index, get_index
+from simindex.index import Index, create_index, get_index, list_indexes
 from simindex.sync import queue_counts
 
 TEXTS = [
@@ -317,9 +317,22 @@ def test_a_simhash_index_from_create_to_drop(docs: str) -> None:
     with pytest.raises(IndexNotFoundError):
         get_index(docs, "docs_body")
     assert run_json("drop", "docs_body", "--missing-ok", dsn=docs) == {
-        "name": "docs_body",
-        "dropped": False,
+        "indexes": [{"name": "docs_body", "dropped": False}]
     }
+
+
+def test_drop_takes_several_names_and_drops_none_when_one_is_missing(docs: str) -> None:
+    create_index(docs, "first", "docs", "body")
+    create_index(docs, "second", "docs", "body")
+    refused = simindex("drop", "first", "nosuch", "second", SIMINDEX_DSN=docs)
+    assert refused.returncode == 1
+    assert "'nosuch'" in one_error_line(refused)
+    assert sorted(list_indexes(docs)) == ["first", "second"]
+
+    dropped = simindex("drop", "first", "second", SIMINDEX_DSN=docs)
+    assert dropped.returncode == 0, dropped.stderr
+    assert dropped.stdout.splitlines() == ["dropped index first", "dropped index second"]
+    assert list_indexes(docs) == []
 
 
 def test_a_minhash_index_with_text_keys(database_dsn: str, tmp_path: Path) -> None:

@@ -147,7 +147,7 @@ def test_clusters_report_as_text_and_json(simhash: Index, table: str) -> None:
         for cluster_id in ids
     ]  # fmt: skip
 
-    report = json.loads(run("clusters", "docs", "--json", "--show", "1", dsn=table).stdout)
+    report = json.loads(run("clusters", "docs", "--json", "--largest", "1", dsn=table).stdout)
     assert report["rows"] == 11 and report["method"] == "pairs"
     assert report["duplicate_rows"] == len(members)
     assert report["largest_clusters"] == [
