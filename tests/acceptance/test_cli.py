@@ -410,3 +410,37 @@ def test_bad_input_is_one_line(
     result = simindex(*args, stdin=stdin, SIMINDEX_DSN=database_dsn)
     assert result.returncode == code
     assert expected in one_error_line(result)
+
+
+def test_version() -> None:
+    import simindex as package
+
+    result = simindex("--version")
+    assert result.returncode == 0 and result.stdout.strip() == f"simindex {package.__version__}"
+    assert package.__version__[0].isdigit()
+
+
+def test_fingerprint_is_what_the_sql_function_takes(index: Index, docs: str) -> None:
+    result = simindex("fingerprint", "docs", TEXTS[1], SIMINDEX_DSN=docs)
+    assert result.returncode == 0, result.stderr
+    value = int(result.stdout)
+    assert value == index.fingerprint(TEXTS[1])
+    assert run_json("fingerprint", "docs", "-", stdin=TEXTS[1], dsn=docs) == {
+        "index": "docs",
+        "fingerprint": value,
+    }
+    with psycopg.connect(docs) as conn:
+        found = conn.execute("SELECT key FROM simindex.docs_near_v1(%s, 0)", (value,)).fetchall()
+    assert found == [(2,)]
+    empty = simindex("fingerprint", "docs", "!!!", SIMINDEX_DSN=docs)
+    assert "no features" in one_error_line(empty)
+
+
+def test_query_shows_columns(index: Index, docs: str) -> None:
+    insert(docs, [(10, TEXTS[0].replace("today", "tonight"))])
+    index.build()
+    result = simindex("query", "docs", "--key", "1", "--show", "body", SIMINDEX_DSN=docs)
+    assert result.returncode == 0, result.stderr
+    header, _, *rows = result.stdout.splitlines()
+    assert header.split() == ["key", "distance", "body"]
+    assert rows and rows[0].split()[0] == "10" and "the quick brown fox" in rows[0]
