@@ -178,13 +178,12 @@ def test_bad_rows_each_have_a_defined_outcome(database_dsn: str, index: Index) -
         "UPDATE documents SET body = '' WHERE id = 2",
         "UPDATE documents SET body = E' \\t\\n ' WHERE id = 3",
         "UPDATE documents SET body = '!!! ...' WHERE id = 4",
-        # 50 MB: over the default max_text_bytes, so it is never even read.
+        # 50 MB: over the default max_text_bytes, so it is never read (test_text_limit.py
+        # proves that no block of such a text is fetched).
         "UPDATE documents SET body = repeat('large text ', 5000000) WHERE id = 5",
         "INSERT INTO documents VALUES (6000, 'a new row', 'n')",
     )
-    started = time.perf_counter()
     report = sync(database_dsn)
-    assert time.perf_counter() - started < 5
     assert (report.taken, report.indexed, report.removed, report.failed) == (6, 1, 4, 1)
     keys = indexed_keys(database_dsn, index)
     assert keys.isdisjoint({1, 2, 3, 4, 5}) and 6000 in keys
