@@ -155,15 +155,19 @@ def test_the_writers_role_needs_no_rights_on_simindex(database_dsn: str, index: 
         "CREATE ROLE simindex_test_app",
         "GRANT ALL ON documents TO simindex_test_app",
     )
+    as_app = "SET ROLE simindex_test_app; "
     try:
-        run(
-            database_dsn,
-            "SET ROLE simindex_test_app; "
-            "INSERT INTO documents VALUES (300, 'written by the app', 'n'); "
-            "UPDATE documents SET body = 'changed by the app' WHERE id = 1; "
-            "DELETE FROM documents WHERE id = 2; "
-            "TRUNCATE documents",
-        )
+        run(database_dsn, as_app + "INSERT INTO documents VALUES (300, 'written by the app', 'n')")
+        run(database_dsn, as_app + "UPDATE documents SET body = 'changed by the app' WHERE id = 1")
+        run(database_dsn, as_app + "DELETE FROM documents WHERE id = 2")
+        assert queued_keys(database_dsn) == {300, 1, 2}
+        assert 2 not in indexed_keys(database_dsn, index)  # a delete reaches the index at once
+        report = sync(database_dsn)
+        assert (report.taken, report.indexed, report.removed, report.failed) == (3, 2, 1, 0)
+        assert_in_step(database_dsn, index)
+        run(database_dsn, as_app + "TRUNCATE documents")
+        assert indexed_keys(database_dsn, index) == set()
+        assert_in_step(database_dsn, index)
     finally:
         run(database_dsn, "DROP OWNED BY simindex_test_app; DROP ROLE simindex_test_app")
 
