@@ -36,3 +36,10 @@ class IndexNotReadyError(SimindexError):
 
 class KeyNotIndexedError(SimindexError, LookupError):
     """That key is not in the index: no such row, or its text has no features."""
+
+    @classmethod
+    def of(cls, index: str, key: object) -> KeyNotIndexedError:
+        """The error for ``key`` of index ``index``."""
+        return cls(
+            f"key {key!r} is not in index {index!r} (no such row, or its text is NULL or empty)"
+        )

@@ -64,10 +64,10 @@ def add_query(commands: Subparsers, common: argparse.ArgumentParser) -> None:
 
 
 def run_query(args: argparse.Namespace) -> int:
-    from simindex.connection import connect
-    from simindex.index import Index, transaction
-    from simindex.source import key_from_text
-    from simindex.spec import SimHash
+    from simindex.core.spec import SimHash
+    from simindex.db.connection import connect, transaction
+    from simindex.db.source import key_from_text
+    from simindex.index import Index
 
     if [args.text, args.file, args.key].count(None) != 2:
         raise UsageError("give exactly one of TEXT, --file PATH or --key KEY ('-' reads stdin)")

@@ -13,12 +13,12 @@ import psycopg
 import pytest
 
 from simindex import errors
-from simindex.bits import hamming_distance
-from simindex.design import LshDesign
+from simindex.core.bits import hamming_distance
+from simindex.core.design import LshDesign
+from simindex.core.minhash import bottom_k_key
+from simindex.core.spec import MinHash, SimHash, resolve
+from simindex.db.simhash_store import SimHashStore
 from simindex.index import Index, create_index
-from simindex.minhash import bottom_k_key
-from simindex.simhash_store import SimHashStore
-from simindex.spec import MinHash, SimHash, resolve
 from simindex.sync import sync
 from tests.integration.test_pairs import planted_fingerprints, planted_texts
 

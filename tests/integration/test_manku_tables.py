@@ -15,11 +15,11 @@ import random
 import psycopg
 import pytest
 
-from simindex.bits import hamming_distance, to_signed
-from simindex.design import MankuDesign, MankuTable
+from simindex.core.bits import hamming_distance, to_signed
+from simindex.core.design import MankuDesign, MankuTable
+from simindex.core.spec import SimHash
 from simindex.index import Index, create_index
-from simindex.pairs import NearPair
-from simindex.spec import SimHash
+from simindex.ops.pairs import NearPair
 from tests.integration.test_simhash_index import load_synthetic
 
 DESIGNS = [

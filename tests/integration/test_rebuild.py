@@ -13,8 +13,8 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
+from simindex.core.spec import Method, MinHash, SimHash
 from simindex.index import Index, create_index
-from simindex.spec import Method, MinHash, SimHash
 
 WORDS = [f"w{i}" for i in range(3000)]
 METHODS: dict[str, Method] = {"simhash": SimHash(max_distance=3), "minhash": MinHash(0.6)}

@@ -13,15 +13,15 @@ from typing import Any
 import numpy as np
 import xxhash
 
-from simindex.bits import to_signed
-from simindex.build import fingerprint_batch
-from simindex.design import LshDesign, MankuDesign
-from simindex.minhash import MinHasher
-from simindex.minhash_store import MinHashStore
-from simindex.simhash import simhash
-from simindex.simhash_store import SimHashStore
-from simindex.spec import IndexSpec, MinHash, SimHash, resolve
-from simindex.text import Shingling
+from simindex.core.batch import fingerprint_batch
+from simindex.core.bits import to_signed
+from simindex.core.design import LshDesign, MankuDesign
+from simindex.core.minhash import MinHasher
+from simindex.core.simhash import simhash
+from simindex.core.spec import IndexSpec, MinHash, SimHash, resolve
+from simindex.core.text import Shingling
+from simindex.db.minhash_store import MinHashStore
+from simindex.db.simhash_store import SimHashStore
 
 PATH = Path(__file__).with_name("golden_vectors.json")
 

@@ -8,11 +8,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from simindex.bits import to_signed
-from simindex.build import fingerprint_batch
-from simindex.minhash import MinHasher
-from simindex.simhash import simhash
-from simindex.spec import IndexSpec, MinHash, SimHash
+from simindex.core.batch import fingerprint_batch
+from simindex.core.bits import to_signed
+from simindex.core.minhash import MinHasher
+from simindex.core.simhash import simhash
+from simindex.core.spec import IndexSpec, MinHash, SimHash
 from tests.unit.golden import INPUTS, PATH, SPECS, compute
 
 PINNED: dict[str, Any] = json.loads(PATH.read_text(encoding="utf-8"))

@@ -35,7 +35,7 @@ import numpy as np
 import xxhash
 from numpy.typing import NDArray
 
-from simindex.bits import MAX_UNSIGNED
+from simindex.core.bits import MAX_UNSIGNED
 
 Unit = Literal["word", "char"]
 UINT64 = np.dtype(np.uint64)

@@ -16,11 +16,12 @@ from typing import Any
 
 from psycopg import sql
 
-from simindex.index import Index, transaction
-from simindex.minhash_store import MinHashStore
-from simindex.simhash_store import SimHashStore
-from simindex.similar import check_threshold
-from simindex.sql import PgConnection, statement
+from simindex.db.catalog import IndexInfo, Store
+from simindex.db.connection import PgConnection
+from simindex.db.simhash_store import SimHashStore
+from simindex.db.statements import statement
+from simindex.ops.near import check_distance
+from simindex.ops.similar import check_threshold
 
 PairsProgress = Callable[[int, int], None]
 """Called after each Manku table or band with (parts done, parts in all)."""
@@ -45,45 +46,45 @@ class SimilarPair:
 
 
 def pairs_queries(
-    index: Index,
-    conn: PgConnection,
+    info: IndexInfo,
+    store: Store,
     *,
     max_distance: int | None,
     threshold: float | None,
     simhash_table: sql.Composable | None = None,
-) -> tuple[SimHashStore | MinHashStore, list[sql.Composed]]:
-    """The store and one query per Manku table or band, with the limit checked."""
-    info, store = index._ready(conn)
+) -> list[sql.Composed]:
+    """One query per Manku table or band, with the limit checked."""
     if isinstance(store, SimHashStore):
         if threshold is not None:
-            raise TypeError(f"index {index.name!r} is a SimHash index: give max_distance")
-        limit = sql.Literal(Index._distance(store, max_distance))
-        return store, [
+            raise TypeError(f"index {info.name!r} is a SimHash index: give max_distance")
+        limit = sql.Literal(check_distance(store, max_distance))
+        return [
             store.pairs_query(position, limit, simhash_table)
             for position in range(store.design.table_count)
         ]
     if max_distance is not None:
-        raise TypeError(f"index {index.name!r} is a MinHash index: give threshold")
+        raise TypeError(f"index {info.name!r} is a MinHash index: give threshold")
     floor = sql.Literal(check_threshold(info.spec, threshold))
-    return store, [store.pairs_query(band, floor) for band in range(store.design.num_bands)]
+    return [store.pairs_query(band, floor) for band in range(store.design.num_bands)]
 
 
 def pairs(
-    index: Index,
+    conn: PgConnection,
+    info: IndexInfo,
+    store: Store,
     *,
     max_distance: int | None = None,
     threshold: float | None = None,
     progress: PairsProgress | None = None,
 ) -> Iterator[NearPair | SimilarPair]:
     """See :meth:`simindex.index.Index.pairs`."""
-    with transaction(index.bind) as conn:
-        store, queries = pairs_queries(index, conn, max_distance=max_distance, threshold=threshold)
-        make = NearPair if isinstance(store, SimHashStore) else SimilarPair
-        conn.execute(statement("pairs_work_mem"))
-        for done, query in enumerate(queries, 1):
-            # stream(), not a named cursor: PostgreSQL never plans a cursor's query in
-            # parallel, and single-row mode keeps memory just as flat.
-            for left, right, score in conn.cursor().stream(query):
-                yield make(left, right, score)
-            if progress is not None:
-                progress(done, len(queries))
+    queries = pairs_queries(info, store, max_distance=max_distance, threshold=threshold)
+    make = NearPair if isinstance(store, SimHashStore) else SimilarPair
+    conn.execute(statement("pairs_work_mem"))
+    for done, query in enumerate(queries, 1):
+        # stream(), not a named cursor: PostgreSQL never plans a cursor's query in
+        # parallel, and single-row mode keeps memory just as flat.
+        for left, right, score in conn.cursor().stream(query):
+            yield make(left, right, score)
+        if progress is not None:
+            progress(done, len(queries))

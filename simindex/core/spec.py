@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from simindex.design import LshDesign, MankuDesign, choose_lsh, choose_manku
-from simindex.minhash import MinHasher, Scheme, SchemeName
-from simindex.simhash import check_top_n, simhash_batch
-from simindex.text import Shingling
+from simindex.core.design import LshDesign, MankuDesign, choose_lsh, choose_manku
+from simindex.core.minhash import MinHasher, Scheme, SchemeName
+from simindex.core.simhash import check_top_n, simhash_batch
+from simindex.core.text import Shingling
 
 SPEC_VERSION = 1
 DEFAULT_EXPECTED_ROWS = 1_000_000
@@ -91,7 +91,7 @@ class IndexSpec:
     def simhash_values(
         self, texts: Sequence[str | None]
     ) -> tuple[NDArray[np.uint64], NDArray[np.bool_]]:
-        """SimHash of each text, and which texts had features (see :mod:`simindex.text`)."""
+        """SimHash of each text, and which texts had features (see :mod:`simindex.core.text`)."""
         if not isinstance(self.method, SimHash):
             raise TypeError("simhash_values needs a SimHash spec")
         hashes = [self.method.shingling.hashes(text) for text in texts]
