@@ -252,6 +252,39 @@ def test_a_failing_row_never_blocks_the_queue(database_dsn: str, index: Index) -
     assert_in_step(database_dsn, index)
 
 
+def test_a_text_whose_fingerprint_fails_fails_alone(database_dsn: str, documents: str) -> None:
+    index = create_index(database_dsn, "docs", documents, "body")
+    index.build()
+    # 4 million words (12 MB, under max_text_bytes): splitting them alone needs more memory
+    # than the worker may have; the texts around it in the same batch need little.
+    run(
+        database_dsn,
+        "UPDATE documents SET body = body || ' changed' WHERE id IN (10, 12)",
+        "UPDATE documents SET body = repeat('ab ', 4000000) WHERE id = 11",
+    )
+    reports = SPAWN.Queue()
+    process = SPAWN.Process(
+        target=sync_processes.memory_capped_sync, args=(database_dsn, 150 * 2**20, reports)
+    )
+    process.start()
+    process.join(timeout=60)
+    if process.is_alive():
+        process.kill()
+    assert process.exitcode == 0
+    assert reports.get(timeout=1) == (3, 2, 0, 1)
+    [(key, error, attempts, _)] = failed_items(database_dsn, "docs")
+    assert (key, attempts) == (11, 1)
+    assert error.startswith("fingerprint: ") and "MemoryError" in error
+    assert queue_counts(database_dsn, "docs") == (0, 1)
+    report = check(database_dsn, "docs")
+    assert (report.missing, report.orphaned) == ([], []) and set(report.stale) <= {11}
+
+    run(database_dsn, "UPDATE documents SET body = 'a short text again' WHERE id = 11")
+    assert sync(database_dsn).indexed == 1
+    assert failed_items(database_dsn, "docs") == []
+    assert_in_step(database_dsn, index)
+
+
 # -- workers
 
 
