@@ -67,8 +67,7 @@ def synced(engine: Engine, limit: int | None) -> tuple[int, int, int]:
     )
     with engine.connect() as connection:
         before = connection.execute(count).scalar_one()
-        arguments = {} if limit is None else {"max_text_bytes": limit}
-        report = sync(connection, **arguments)  # type: ignore[arg-type]
+        report = sync(connection) if limit is None else sync(connection, max_text_bytes=limit)
         after = connection.execute(count).scalar_one()
         connection.commit()
     return report.indexed, report.failed, int(after - before)
