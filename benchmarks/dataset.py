@@ -16,12 +16,7 @@ from typing import Any, TypeVar
 import corpus
 import numpy as np
 from numpy.typing import NDArray
-from query_plan import (
-    PLANT_KINDS,
-    PLANTED_SHARE,
-    SEED,
-    SHORT_WORDS_LIMIT,
-)
+from query_plan import PLANT_KINDS, PLANTED_SHARE, SEED, SHORT_WORDS_LIMIT
 
 T = TypeVar("T")
 

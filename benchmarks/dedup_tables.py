@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from report import (
-    fmt,
-    print_table,
-)
+from report import fmt, print_table
 
 Pair = tuple[int, int]
 

@@ -45,11 +45,7 @@ from typing import Any
 
 import psycopg
 from dataset import make_dataset
-from pgserver import (
-    Server,
-    benchmark_server,
-    load_table,
-)
+from pgserver import Server, benchmark_server, load_table
 from query_build import build_phases, long_build
 from query_minhash import minhash_part
 from query_peers import pgvector_part, trgm_part

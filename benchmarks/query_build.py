@@ -14,17 +14,10 @@ import numpy as np
 import psycopg
 from dataset import Dataset
 from numpy.typing import NDArray
-from pgserver import (
-    Conn,
-    load_table,
-    scalar,
-)
+from pgserver import Conn, load_table, scalar
 from psycopg import sql
 from query_plan import MAX_DISTANCE
-from report import (
-    per_second,
-    since,
-)
+from report import per_second, since
 
 from simindex.core.batch import fingerprint_batch
 from simindex.core.bits import to_signed_array

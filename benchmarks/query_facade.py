@@ -15,10 +15,7 @@ import psycopg
 from pgserver import Conn
 from psycopg import sql
 from psycopg.pq import Trace
-from report import (
-    latency_ms,
-    timed_calls,
-)
+from report import latency_ms, timed_calls
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 

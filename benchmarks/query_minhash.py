@@ -10,34 +10,12 @@ from typing import Any
 
 import psycopg
 from dataset import Dataset
-from pgserver import (
-    BuildProgress,
-    Server,
-    nested_plans,
-    prewarm,
-    relation_sizes,
-    visibility,
-)
+from pgserver import BuildProgress, Server, nested_plans, prewarm, relation_sizes, visibility
 from psycopg import sql
-from query_facade import (
-    facade_trace,
-    sqlalchemy_engine,
-)
-from query_plan import (
-    MINHASH_THRESHOLD,
-    NUM_PERM,
-    SEED,
-    Plan,
-)
-from query_simhash import (
-    generic_plans,
-    spread,
-)
-from report import (
-    latency_ms,
-    log,
-    timed_calls,
-)
+from query_facade import facade_trace, sqlalchemy_engine
+from query_plan import MINHASH_THRESHOLD, NUM_PERM, SEED, Plan
+from query_simhash import generic_plans, spread
+from report import latency_ms, log, timed_calls
 
 from simindex.core.spec import MinHash
 from simindex.db.catalog import store_for

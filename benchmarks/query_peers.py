@@ -9,29 +9,11 @@ from typing import Any
 import numpy as np
 import psycopg
 from dataset import Dataset
-from pgserver import (
-    Conn,
-    Server,
-    explain_analyze,
-    prewarm,
-    scalar,
-)
+from pgserver import Conn, Server, explain_analyze, prewarm, scalar
 from psycopg import sql
-from query_plan import (
-    HNSW_LIMIT,
-    MAX_DISTANCE,
-    TRGM_THRESHOLD,
-    Plan,
-)
-from query_simhash import (
-    Fingerprints,
-    compare,
-)
-from report import (
-    latency_ms,
-    log,
-    timed_calls,
-)
+from query_plan import HNSW_LIMIT, MAX_DISTANCE, TRGM_THRESHOLD, Plan
+from query_simhash import Fingerprints, compare
+from report import latency_ms, log, timed_calls
 
 
 def peer_keys(sample_keys: Sequence[int], peer_rows: int) -> list[int]:

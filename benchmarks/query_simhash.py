@@ -33,18 +33,8 @@ from query_facade import (
     run_near_python,
     sqlalchemy_engine,
 )
-from query_plan import (
-    GENERIC,
-    MAX_DISTANCE,
-    SEED,
-    Plan,
-)
-from report import (
-    latency_ms,
-    log,
-    summary,
-    timed_calls,
-)
+from query_plan import GENERIC, MAX_DISTANCE, SEED, Plan
+from report import latency_ms, log, summary, timed_calls
 
 from simindex.core.bits import to_unsigned, to_unsigned_array
 from simindex.core.design import MankuDesign

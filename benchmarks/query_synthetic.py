@@ -9,18 +9,10 @@ from typing import Any
 import numpy as np
 import psycopg
 from numpy.typing import NDArray
-from pgserver import (
-    Server,
-    prewarm,
-    relation_sizes,
-)
+from pgserver import Server, prewarm, relation_sizes
 from psycopg import sql
 from query_facade import run_near_python
-from query_plan import (
-    GENERIC,
-    MAX_DISTANCE,
-    SEED,
-)
+from query_plan import GENERIC, MAX_DISTANCE, SEED
 from query_simhash import (
     Fingerprints,
     brute_force,
@@ -30,11 +22,7 @@ from query_simhash import (
     run_near_sql,
     spread,
 )
-from report import (
-    latency_ms,
-    log,
-    since,
-)
+from report import latency_ms, log, since
 
 from simindex.core.bits import to_signed
 from simindex.core.design import MankuDesign

@@ -5,16 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from query_plan import (
-    MINHASH_THRESHOLD,
-    NUM_PERM,
-    TARGETS,
-    TRGM_THRESHOLD,
-)
-from report import (
-    fmt,
-    print_table,
-)
+from query_plan import MINHASH_THRESHOLD, NUM_PERM, TARGETS, TRGM_THRESHOLD
+from report import fmt, print_table
 
 
 def _ms(stats: dict[str, Any], key: str) -> str:
