@@ -58,6 +58,34 @@ def target_lines(report: dict[str, Any]) -> list[list[str]]:
     return lines
 
 
+PEER_HEADER = [
+    "",
+    "seconds",
+    "peak RSS MB",
+    "pairs",
+    "ours found of theirs",
+    "theirs found of ours",
+]
+
+
+def peer_row(
+    label: str,
+    run: dict[str, Any],
+    pairs: str,
+    agreement: dict[str, Any] | None = None,
+    theirs: str = "",
+) -> list[str]:
+    """A row of a peers table: time, peak RSS and pairs of one tool, and how its pairs and ours
+    overlap (``agreement`` as ``dedup.agreement`` wrote it, ``theirs`` its label)."""
+    shares = ["", ""]
+    if agreement is not None:
+        shares = [
+            str(agreement[f"ours_found_of_{theirs}"]),
+            str(agreement[f"{theirs}_found_of_ours"]),
+        ]
+    return [label, fmt(run["seconds"], ",.1f"), fmt(run["peak_rss_mb"]), pairs, *shares]
+
+
 def print_report(report: dict[str, Any]) -> None:
     rows = report["data"]["rows"]
     phases = report.get("phases", {})
@@ -92,60 +120,41 @@ def print_report(report: dict[str, Any]) -> None:
         return
     simhash, minhash = peer["simhash"], peer["minhash"]
     package, ours = simhash["simhash_package"], simhash["ours"]
-    versus = simhash["ours_vs_simhash_package"]
-    brute = simhash["ours_vs_brute_force"]
+    brute = simhash["numpy_brute_force"]
     print_table(
         f"SimHash k=3 over the first {peer['rows']:,} rows, the same fingerprints",
-        ["", "seconds", "peak RSS MB", "pairs", "ours found of theirs", "theirs found of ours"],
+        PEER_HEADER,
         [
-            [
-                "simindex Index.pairs",
-                fmt(ours["seconds"], ",.1f"),
-                fmt(ours["peak_rss_mb"]),
-                f"{ours['pairs']:,}",
-                "",
-                "",
-            ],
-            [
+            peer_row("simindex Index.pairs", ours, f"{ours['pairs']:,}"),
+            peer_row(
                 "simhash SimhashIndex (index + get_near_dups)",
-                fmt(package["seconds"], ",.1f"),
-                fmt(package["peak_rss_mb"]),
+                package,
                 f"{package['pairs']:,}",
-                str(versus["ours_found_of_simhash_package"]),
-                str(versus["simhash_package_found_of_ours"]),
-            ],
-            [
+                simhash["ours_vs_simhash_package"],
+                "simhash_package",
+            ),
+            peer_row(
                 "numpy brute force",
-                fmt(simhash["numpy_brute_force"]["seconds"], ",.1f"),
-                "-",
-                f"{simhash['numpy_brute_force']['pairs']:,}",
-                str(brute["ours_found_of_brute_force"]),
-                str(brute["brute_force_found_of_ours"]),
-            ],
+                {"seconds": brute["seconds"], "peak_rss_mb": None},
+                f"{brute['pairs']:,}",
+                simhash["ours_vs_brute_force"],
+                "brute_force",
+            ),
         ],
     )
     lsh, ours = minhash["datasketch"], minhash["ours"]
-    versus = minhash["ours_vs_datasketch_verified"]
     print_table(
         f"MinHash 0.8, 128 permutations, over the first {peer['rows']:,} rows, the same signatures",
-        ["", "seconds", "peak RSS MB", "pairs", "ours found of theirs", "theirs found of ours"],
+        PEER_HEADER,
         [
-            [
-                "simindex Index.pairs",
-                fmt(ours["seconds"], ",.1f"),
-                fmt(ours["peak_rss_mb"]),
-                f"{ours['pairs']:,}",
-                "",
-                "",
-            ],
-            [
+            peer_row("simindex Index.pairs", ours, f"{ours['pairs']:,}"),
+            peer_row(
                 f"datasketch MinHashLSH b={lsh['design']['num_bands']} r="
                 f"{lsh['design']['rows_per_band']} (insert + query)",
-                fmt(lsh["seconds"], ",.1f"),
-                fmt(lsh["peak_rss_mb"]),
+                lsh,
                 f"{lsh['pairs']:,} ({lsh['candidate_pairs']:,} candidates)",
-                str(versus["ours_found_of_datasketch"]),
-                str(versus["datasketch_found_of_ours"]),
-            ],
+                minhash["ours_vs_datasketch_verified"],
+                "datasketch",
+            ),
         ],
     )
