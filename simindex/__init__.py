@@ -25,6 +25,7 @@ from simindex.errors import (
     KeyNotIndexedError,
     LowRecallWarning,
     SchemaNotMigratedError,
+    SerialBuildWarning,
     SimindexError,
 )
 
@@ -83,6 +84,7 @@ __all__ = [
     "MinHasher",
     "SchemaNotMigratedError",
     "Scheme",
+    "SerialBuildWarning",
     "Shingling",
     "SimHash",
     "Similar",

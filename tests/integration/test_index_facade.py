@@ -4,7 +4,7 @@ is poor, fingerprints as SQL takes them, the catalog entry it keeps, and pooled 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
@@ -43,7 +43,7 @@ def docs(database_dsn: str) -> str:
 def test_an_unmigrated_database_says_to_migrate(empty_database_dsn: str) -> None:
     with psycopg.connect(empty_database_dsn) as conn:
         conn.execute("CREATE TABLE docs (id integer PRIMARY KEY, body text)")
-    calls = [
+    calls: list[Callable[[], object]] = [
         lambda: list_indexes(empty_database_dsn),
         lambda: get_index(empty_database_dsn, "docs"),
         lambda: Index(empty_database_dsn, "docs").near_key(1),
