@@ -69,7 +69,7 @@ def fresh_database(dsn: str) -> None:
 
 
 def run_python(code: str, namespace: dict[str, Any], engine: Engine) -> None:
-    exec(compile(code, str(README), "exec"), namespace)  # noqa: S102  # the README's own code
+    exec(compile(code, str(README), "exec"), namespace)  # the README's own code
     upgrade = namespace.pop("upgrade", None)
     if upgrade is not None:
         with (
