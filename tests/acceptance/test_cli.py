@@ -503,3 +503,12 @@ def test_query_shows_columns(index: Index, docs: str) -> None:
     header, _, *rows = result.stdout.splitlines()
     assert header.split() == ["key", "distance", "body"]
     assert rows and rows[0].split()[0] == "10" and "the quick brown fox" in rows[0]
+
+
+def test_check_sample_says_the_count_varies(index: Index, docs: str) -> None:
+    insert(docs, [(key, f"row number {key} of a few more words") for key in range(10, 60)])
+    index.build()
+    result = simindex("check", "docs", "--sample", "20", SIMINDEX_DSN=docs)
+    assert result.returncode == 0, result.stderr
+    assert "a random sample of about 20 rows" in result.stdout
+    assert "so the count varies" in result.stdout

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterable
@@ -140,6 +141,8 @@ def test_clusters_report_as_text_and_json(simhash: Index, table: str) -> None:
     ids = list(dict.fromkeys(member.cluster_id for member in members))
     assert ids[:2] == [1, 4]  # the three copies of BASE, then the two of OTHER
     assert text.startswith("clustered docs (pairs): 11 rows in ")
+    # Its pair count is not the number `pairs` prints: it says which pairs it counts.
+    assert re.search(r"; \d+ pairs? of distinct fingerprints joined them in \d+ rounds?;", text)
     shown = [line.split(None, 2) for line in text.splitlines()[-len(ids) :]]
     assert shown == [
         [str(cluster_id), str(sum(m.cluster_id == cluster_id for m in members)),
