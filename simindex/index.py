@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from sqlalchemy.engine import Connection
+from psycopg import sql
 
+from simindex._session import reading as _reading
+from simindex._session import session
 from simindex.core.bits import to_signed
 from simindex.core.spec import Method, SimHash, resolve
 from simindex.db.catalog import (
@@ -36,7 +37,7 @@ from simindex.db.catalog import (
     ready_index,
     store_of,
 )
-from simindex.db.connection import Bind, PgConnection, connect, raw_connection, transaction
+from simindex.db.connection import Bind, PgConnection
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.objects import create_statements, drop_statements
 from simindex.db.simhash_store import SimHashStore
@@ -48,7 +49,6 @@ from simindex.errors import (
     IndexNotFoundError,
     KeyNotIndexedError,
     LowRecallWarning,
-    SchemaNotMigratedError,
 )
 from simindex.ops import build as build_op
 from simindex.ops import clusters as clusters_op
@@ -146,46 +146,6 @@ class SimilarArguments:
     band_hashes: tuple[int, ...]
 
 
-@contextmanager
-def session(bind: Bind, index_schema: str) -> Iterator[PgConnection]:
-    """:func:`transaction`, with a missing simindex schema said as such."""
-    try:
-        with transaction(bind) as conn:
-            yield conn
-    except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName) as exc:
-        raise _unmigrated(exc, index_schema) from exc
-
-
-@contextmanager
-def _reading(bind: Bind, index_schema: str) -> Iterator[PgConnection]:
-    """A connection for queries: the caller's, in their transaction; else one from the pool
-    in autocommit (each statement reads committed data; no BEGIN or COMMIT to wait for)."""
-    if isinstance(bind, Connection):
-        with session(bind, index_schema) as conn:
-            yield conn
-        return
-    try:
-        with connect(bind) as connection:
-            conn = raw_connection(connection)
-            conn.autocommit = True
-            try:
-                yield conn
-            finally:
-                conn.autocommit = False
-    except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName) as exc:
-        raise _unmigrated(exc, index_schema) from exc
-
-
-def _unmigrated(exc: psycopg.Error, index_schema: str) -> Exception:
-    missing = exc.diag.message_primary or ""
-    if f'"{index_schema}"' in missing or f'"{index_schema}.indexes"' in missing:
-        return SchemaNotMigratedError(
-            f"simindex's schema {index_schema!r} is not installed in this database: run "
-            "simindex.migrate(engine) (or `simindex migrate`) first"
-        )
-    return exc
-
-
 class Index:
     """One near-duplicate index. Cheap to make; it reads its catalog entry on first use and
     keeps it while the catalog row is unchanged (checked before every query)."""
@@ -244,6 +204,50 @@ class Index:
         if row is None or current is not store:  # (None raised already) a new entry
             return info, current, None
         return info, current, bool(row[2])
+
+    def _by_key(
+        self, conn: PgConnection, key: Any, measure: str, limit: int | float | None
+    ) -> list[tuple[Any, Any]] | None:
+        """A query by key in one round trip with the check of the kept entry (autocommit
+        only); None when that cannot answer (no entry yet, the catalog row changed, an error),
+        and the caller goes the long way, which says what is wrong."""
+        entry = self._entry
+        if entry is None or not conn.autocommit:
+            return None
+        token, info, store = entry
+        if isinstance(store, SimHashStore) != (measure == "distance"):
+            return None
+        if isinstance(store, SimHashStore):
+            table = store.table()
+            query = statement("simhash_near_key", function=store.near_key_function)
+            order = sql.SQL("q.distance, q.key")
+            params: dict[str, Any] = {
+                "max_distance": near_op.check_distance(store, limit)  # type: ignore[arg-type]
+            }
+        else:
+            table = store.signatures()
+            query = statement("minhash_similar_key", function=store.similar_key_function)
+            order = sql.SQL("q.similarity DESC, q.key")
+            params = {"threshold": similar_op.check_threshold(info.spec, limit)}
+        composed = statement(
+            "facade_by_key",
+            catalog=catalog(self.index_schema),
+            table=table,
+            query=query,
+            order=order,
+        )
+        try:
+            rows = conn.execute(
+                composed, {"name": self.name, "key": key, **params}, prepare=True
+            ).fetchall()
+        except psycopg.Error:  # the index was dropped meanwhile, or the key is of a wrong type
+            return None
+        if not rows or tuple(rows[0][:2]) != token:
+            return None
+        if not rows[0][2]:
+            raise self._not_indexed(conn, info, key)
+        self._warn_below_threshold(info, None if measure == "distance" else limit)
+        return [(row[3], row[4]) for row in rows if row[3] is not None]
 
     def fingerprint(self, text: str | None) -> int | SimilarArguments | None:
         """What this index's SQL functions take for ``text``, computed as the index computes
@@ -346,6 +350,9 @@ class Index:
     def near_key(self, key: Any, *, max_distance: int | None = None) -> list[Match]:
         """Rows within ``max_distance`` bits of the row with ``key`` (itself excluded)."""
         with _reading(self.bind, self.index_schema) as conn:
+            fast = self._by_key(conn, key, "distance", max_distance)
+            if fast is not None:
+                return [Match(found_key, distance) for found_key, distance in fast]
             info, found, indexed = self._ready_for_key(conn, key)
             store = self._simhash_store(found, "similar(key=...)")
             try:
@@ -369,6 +376,11 @@ class Index:
         from the source texts, re-ranks and filters by it.
         """
         with _reading(self.bind, self.index_schema) as conn:
+            fast = None
+            if not exact and key is not None and text is None:
+                fast = self._by_key(conn, key, "similarity", threshold)
+            if fast is not None:
+                return [Similar(found_key, float(value)) for found_key, value in fast]
             if key is None:
                 info, store = self._ready(conn)
                 indexed = None

@@ -49,3 +49,12 @@ SELECT {key}, {columns} FROM {table} WHERE {key} = ANY(%(keys)s)
 
 -- name: source_columns_check
 SELECT {columns} FROM {table} LIMIT 0
+
+-- name: facade_by_key
+-- A query by key, the check of the facade's kept catalog entry and whether the key is indexed,
+-- in one round trip. Autocommit only: when the index was dropped meanwhile this statement
+-- fails, and the facade starts again from the catalog.
+SELECT c.id, c.xmin::text, EXISTS (SELECT 1 FROM {table} AS t WHERE t.key = %(key)s), q.*
+FROM {catalog} AS c LEFT JOIN LATERAL ({query}) AS q ON true
+WHERE c.name = %(name)s
+ORDER BY {order}
