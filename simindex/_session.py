@@ -9,7 +9,7 @@ from contextlib import contextmanager
 import psycopg
 from sqlalchemy.engine import Connection
 
-from simindex.db.connection import Bind, PgConnection, connect, raw_connection, transaction
+from simindex.db.connection import Bind, PgConnection, autocommit_connection, transaction
 from simindex.errors import SchemaNotMigratedError
 
 
@@ -32,13 +32,8 @@ def reading(bind: Bind, index_schema: str) -> Iterator[PgConnection]:
             yield conn
         return
     try:
-        with connect(bind) as connection:
-            conn = raw_connection(connection)
-            conn.autocommit = True
-            try:
-                yield conn
-            finally:
-                conn.autocommit = False
+        with autocommit_connection(bind) as conn:
+            yield conn
     except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName) as exc:
         raise unmigrated(exc, index_schema) from exc
 

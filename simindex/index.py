@@ -155,6 +155,7 @@ class Index:
         self.name = check_name(name)
         self.index_schema = check_schema(index_schema)
         self._entry: tuple[tuple[Any, ...], IndexInfo, Store] | None = None
+        self._by_key_sql: dict[tuple[tuple[Any, ...], str], bytes] = {}
 
     def __repr__(self) -> str:
         return f"Index({self.name!r}, index_schema={self.index_schema!r})"
@@ -218,27 +219,18 @@ class Index:
         if isinstance(store, SimHashStore) != (measure == "distance"):
             return None
         if isinstance(store, SimHashStore):
-            table = store.table()
-            query = statement("simhash_near_key", function=store.near_key_function)
-            order = sql.SQL("q.distance, q.key")
             params: dict[str, Any] = {
                 "max_distance": near_op.check_distance(store, limit)  # type: ignore[arg-type]
             }
         else:
-            table = store.signatures()
-            query = statement("minhash_similar_key", function=store.similar_key_function)
-            order = sql.SQL("q.similarity DESC, q.key")
             params = {"threshold": similar_op.check_threshold(info.spec, limit)}
-        composed = statement(
-            "facade_by_key",
-            catalog=catalog(self.index_schema),
-            table=table,
-            query=query,
-            order=order,
-        )
+        text = self._by_key_sql.get((token, measure))
+        if text is None:  # composed once per kept entry
+            text = self._by_key_statement(store).as_bytes(conn)
+            self._by_key_sql = {(token, measure): text}
         try:
             rows = conn.execute(
-                composed, {"name": self.name, "key": key, **params}, prepare=True
+                text, {"name": self.name, "key": key, **params}, prepare=True
             ).fetchall()
         except psycopg.Error:  # the index was dropped meanwhile, or the key is of a wrong type
             return None
@@ -248,6 +240,23 @@ class Index:
             raise self._not_indexed(conn, info, key)
         self._warn_below_threshold(info, None if measure == "distance" else limit)
         return [(row[3], row[4]) for row in rows if row[3] is not None]
+
+    def _by_key_statement(self, store: Store) -> sql.Composed:
+        if isinstance(store, SimHashStore):
+            table = store.table()
+            query = statement("simhash_near_key", function=store.near_key_function)
+            order = sql.SQL("q.distance, q.key")
+        else:
+            table = store.signatures()
+            query = statement("minhash_similar_key", function=store.similar_key_function)
+            order = sql.SQL("q.similarity DESC, q.key")
+        return statement(
+            "facade_by_key",
+            catalog=catalog(self.index_schema),
+            table=table,
+            query=query,
+            order=order,
+        )
 
     def fingerprint(self, text: str | None) -> int | SimilarArguments | None:
         """What this index's SQL functions take for ``text``, computed as the index computes

@@ -73,6 +73,28 @@ def transaction(bind: Bind) -> Iterator[PgConnection]:
             connection.commit()
 
 
+@contextmanager
+def autocommit_connection(bind: Engine | str) -> Iterator[PgConnection]:
+    """A psycopg connection from the pool of ``bind`` (an Engine or a DSN string), in
+    autocommit while it is lent: for reads, which then need no BEGIN or COMMIT round trips.
+    Taken without a SQLAlchemy Connection around it, which a query by key would notice."""
+    engine = bind if isinstance(bind, Engine) else engine_for(bind)
+    _check_driver(engine)
+    pooled = engine.raw_connection()
+    try:
+        conn = pooled.driver_connection
+        if not isinstance(conn, psycopg.Connection):
+            raise TypeError("simindex needs the psycopg (version 3) driver")
+        conn.autocommit = True
+        try:
+            yield conn
+        finally:
+            if not conn.closed:
+                conn.autocommit = False
+    finally:
+        pooled.close()
+
+
 def raw_connection(connection: Connection) -> PgConnection:
     """The psycopg connection under a SQLAlchemy one."""
     raw = connection.connection.driver_connection
