@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import re
+import select
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,8 +18,9 @@ from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DisconnectionError
 
 Bind = Engine | Connection | str
 """What every public entry point accepts: an Engine, a Connection or a DSN string."""
@@ -112,6 +114,7 @@ def engine_for(dsn: str) -> Engine:
     engine = _engines.get(dsn)
     if engine is None:
         made = _engine_for(dsn)
+        event.listen(made, "checkout", _check_idle_connection)
         with _engines_lock:
             engine = _engines.setdefault(dsn, made)
         if engine is not made:
@@ -128,6 +131,24 @@ def dispose_engines() -> None:
         _engines.clear()
     for engine in engines:
         engine.dispose()
+
+
+def _check_idle_connection(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+    """A pooled connection the server closed while it was idle (a restart, a terminated
+    backend) is replaced, not lent. An idle connection has nothing to read unless the server
+    sent something (a notice of its end, or a notification): only then is it pinged, so the
+    usual checkout costs no round trip."""
+    if not isinstance(dbapi_connection, psycopg.Connection):
+        return
+    try:
+        if dbapi_connection.closed:
+            raise DisconnectionError("closed")
+        readable, _, _ = select.select([dbapi_connection.pgconn.socket], [], [], 0)
+        if readable:
+            dbapi_connection.execute("SELECT 1")  # a ping; the literal needs no SQL file
+            dbapi_connection.rollback()
+    except (psycopg.Error, OSError) as exc:
+        raise DisconnectionError(str(exc)) from exc
 
 
 def _engine_for(dsn: str) -> Engine:

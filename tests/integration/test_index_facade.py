@@ -167,3 +167,16 @@ def test_a_dsn_string_reuses_one_pooled_connection(docs: str) -> None:
         assert raw_connection(connection).execute("SELECT pg_backend_pid()").fetchone() == (
             pids.pop(),
         )
+
+
+def test_a_pooled_connection_the_server_ended_is_replaced(docs: str) -> None:
+    index = create_index(docs, "docs", "docs", "body")
+    index.build()
+    assert [m.key for m in index.near_key(1)] == [2]
+    with psycopg.connect(docs, autocommit=True) as admin:
+        ended = admin.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()
+    assert ended is not None and ended[0] >= 1
+    assert [m.key for m in index.near_key(1)] == [2]  # not "the connection is lost"

@@ -58,3 +58,6 @@ SELECT c.id, c.xmin::text, EXISTS (SELECT 1 FROM {table} AS t WHERE t.key = %(ke
 FROM {catalog} AS c LEFT JOIN LATERAL ({query}) AS q ON true
 WHERE c.name = %(name)s
 ORDER BY {order}
+
+-- name: sync_unlisten
+UNLISTEN *
