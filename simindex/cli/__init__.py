@@ -98,6 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("simindex").addHandler(handler)
     verbose = getattr(args, "verbose", False)
     logging.getLogger("simindex").setLevel(logging.INFO if verbose else logging.WARNING)
+    logging.getLogger("simindex.cli").setLevel(logging.INFO)  # a command's notices, always
     run: Runner = args.run
     try:
         return run(args)

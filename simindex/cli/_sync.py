@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 from contextlib import ExitStack
 from typing import TYPE_CHECKING
@@ -23,6 +24,9 @@ from simindex.errors import SimindexError
 
 if TYPE_CHECKING:
     from simindex.cli._common import Subparsers
+
+# The worker's own notices go through the log, so that --log-format json keeps stderr all JSON.
+_notice = logging.getLogger("simindex.cli")
 
 
 def add_sync(commands: Subparsers, common: argparse.ArgumentParser) -> None:
@@ -132,7 +136,7 @@ def run_sync(args: argparse.Namespace) -> int:
     names = args.indexes or None
     if args.follow:
         which = ", ".join(names) if names else "all indexes"
-        progress(f"following {which}; SIGTERM or Ctrl-C stops after the current batch")
+        _notice.info(f"following {which}; SIGTERM or Ctrl-C stops after the current batch")
     report = SyncReport()
     with ExitStack() as stack:
         stop = stack.enter_context(stop_on_signals())
@@ -142,7 +146,7 @@ def run_sync(args: argparse.Namespace) -> int:
             stack.enter_context(
                 serving(dsn, schema, report, port=args.metrics_port, host=args.metrics_host)
             )
-            progress(f"metrics at http://{args.metrics_host}:{args.metrics_port}/metrics")
+            _notice.info(f"metrics at http://{args.metrics_host}:{args.metrics_port}/metrics")
         sync(
             dsn,
             names,
@@ -157,7 +161,7 @@ def run_sync(args: argparse.Namespace) -> int:
             report=report,
         )
     if report.busy:
-        progress(f"skipped while being built or dropped: {', '.join(sorted(report.busy))}")
+        _notice.info(f"skipped while being built or dropped: {', '.join(sorted(report.busy))}")
     result = {
         "taken": report.taken,
         "indexed": report.indexed,
@@ -181,15 +185,16 @@ def run_sync(args: argparse.Namespace) -> int:
     problems = []
     if report.failed:
         problems.append(
-            f"{report.failed:,} rows failed (errors in `simindex stats`; "
+            f"{report.failed:,} {'row' if report.failed == 1 else 'rows'} failed (errors in "
+            "`simindex stats`; "
             "`simindex sync --retry-failed` retries them)"
         )
     if report.broken:
         problems.append(
-            f"{len(report.broken)} broken: "
+            f"{len(report.broken)} {'index' if len(report.broken) == 1 else 'indexes'} broken: "
             + "; ".join(f"{name}: {error}" for name, error in sorted(report.broken.items()))
         )
-    progress("; ".join(problems))
+    _notice.warning("; ".join(problems))
     # A worker stopped by a signal is not a failure: what failed was logged as it happened.
     return OK if args.follow else FAILED
 

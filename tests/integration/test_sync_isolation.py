@@ -238,3 +238,15 @@ def test_follow_serves_the_healthy_index_while_one_is_broken(
     [report] = outcome
     assert not isinstance(report, BaseException), report
     assert report.broken == {} and report.by_index["notes"].indexed == 6
+
+
+def test_stats_show_rows_now_and_the_lag(database_dsn: str, two: tuple[Index, Index]) -> None:
+    docs, _ = two
+    run(database_dsn, "UPDATE simindex.docs_queue SET queued_at = now() - interval '1 hour'")
+    before = docs.stats()
+    assert (before.rows, before.queued, before.failed) == (20, 5, 0)
+    assert 3600 <= before.lag_seconds < 3600 + 60
+    sync(database_dsn)
+    after = docs.stats()
+    assert (after.rows, after.queued, after.lag_seconds) == (25, 0, 0.0)
+    assert after.info.row_count == 20  # the count at the last build
