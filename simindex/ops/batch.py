@@ -172,11 +172,29 @@ def process(
         )
     if failures:
         key, error = failures[-1]
-        conn.execute(
-            statement("catalog_row_error", catalog=catalog(target.triggers.schema)),
-            {"name": target.name, "error": f"key {key}: {error}"},
-        )
+        note(conn, target, "catalog_row_error", error=f"key {key}: {error}")
     return BatchResult(len(keys), written.indexed, written.removed, len(failures), tuple(failures))
+
+
+def probe(conn: PgConnection, target: Target) -> None:
+    """Read no row of the source, as a batch reads: raises if the table, a column or the right
+    to read them is missing (the check of an index marked broken whose queue is empty)."""
+    _read(conn, target, [], 0)
+
+
+def note(conn: PgConnection, target: Target, block: str, **values: str) -> None:
+    """Update the index's health in the catalog (``catalog_row_error``, ``catalog_recovered``),
+    in a savepoint: a worker role without the right to do so still syncs."""
+    try:
+        with conn.transaction():
+            conn.execute(
+                statement(block, catalog=catalog(target.triggers.schema)),
+                {"name": target.name, **values},
+            )
+    except psycopg.OperationalError:
+        raise
+    except psycopg.Error:
+        pass
 
 
 def _read(

@@ -43,7 +43,15 @@ from simindex.db.connection import Bind, PgConnection, connect, raw_connection
 from simindex.db.statements import statement
 from simindex.db.triggers import channel
 from simindex.errors import IndexNotFoundError
-from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES, load_target, process, take
+from simindex.ops.batch import (
+    DEFAULT_MAX_TEXT_BYTES,
+    BatchResult,
+    load_target,
+    note,
+    probe,
+    process,
+    take,
+)
 from simindex.ops.sync_report import SyncReport, describe, fields, log_batch
 
 # Large enough that a worker's two connections overlap well (each batch costs a few round
@@ -339,31 +347,35 @@ class _Worker:
                         self.report.busy.add(name)
                     return 0
                 keys = take(conn, target, self.batch_size)
-                if not keys:
+                if keys:
+                    result = process(conn, target, keys, max_text_bytes=self.max_text_bytes)
+                elif target.broken:
+                    probe(conn, target)  # raises while the source is still unreadable
+                    result = BatchResult(0, 0, 0, 0)
+                else:
                     return 0
-                result = process(conn, target, keys, max_text_bytes=self.max_text_bytes)
                 if target.broken:
-                    conn.execute(
-                        statement("catalog_recovered", catalog=catalog(self.schema)),
-                        {"name": name},
-                    )
+                    note(conn, target, "catalog_recovered")
         except (psycopg.OperationalError, sqlalchemy.exc.OperationalError, IndexNotFoundError):
             raise
         except Exception as exc:  # the index's own: recorded, and the others go on
             self._broke(conn, name, exc)
             return 0
         with self._report_lock:
-            self.report.add_batch(name, result)
-            recovered = self.broken.pop(name, None)
+            if keys:
+                self.report.add_batch(name, result)
+            known = self.broken.pop(name, None)
             self.report.broken.pop(name, None)
-        if recovered is not None:
+        if known is not None or target.broken:
+            attempts = known.attempts if known is not None else 0
             _log.warning(
-                "%s: recovered after %d failed attempts",
+                "%s: recovered (%d failed attempts by this worker)",
                 name,
-                recovered.attempts,
-                extra=fields("index_recovered", index=name, attempts=recovered.attempts),
+                attempts,
+                extra=fields("index_recovered", index=name, attempts=attempts),
             )
-        log_batch(name, result, time.perf_counter() - started)
+        if keys:
+            log_batch(name, result, time.perf_counter() - started)
         return len(keys)
 
     def _broke(self, conn: PgConnection, name: str, exc: Exception) -> None:

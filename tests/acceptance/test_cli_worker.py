@@ -171,3 +171,20 @@ def test_follow_serves_metrics(database_dsn: str, index: Index) -> None:
             follower.communicate()
     assert follower.returncode == 0, stderr
     assert f"metrics at {url}" in stderr
+
+
+def test_check_shows_the_broken_mark(database_dsn: str, index: Index) -> None:
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute(
+            "UPDATE simindex.indexes SET (broken, last_error, last_error_at) = "
+            "(true, 'InsufficientPrivilege [42501]: permission denied for table docs', now())"
+        )
+    result = simindex("check", "docs", "--dsn", database_dsn)
+    assert result.returncode == 1
+    assert "BROKEN: the sync worker's batches fail: InsufficientPrivilege" in result.stdout
+    assert "docs is broken: InsufficientPrivilege" in result.stderr
+    assert "`simindex sync docs` clears the mark" in result.stderr
+    healed = simindex("sync", "--dsn", database_dsn)  # nothing queued: the source is probed
+    assert healed.returncode == 0, healed.stderr
+    assert "index_recovered index=docs" in healed.stderr
+    assert simindex("check", "docs", "--dsn", database_dsn).returncode == 0
