@@ -101,9 +101,16 @@ def add_log_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="log a line per batch (failures and broken indexes are always logged)",
     )
+
+    def log_format(value: str) -> str:
+        if value not in FORMATS:
+            raise argparse.ArgumentTypeError(f"expected one of {', '.join(FORMATS)}, got {value!r}")
+        return value
+
     parser.add_argument(
         "--log-format",
-        choices=FORMATS,
+        type=log_format,  # applied to a default from the environment too
+        metavar="{" + ",".join(FORMATS) + "}",
         default=os.environ.get("SIMINDEX_LOG_FORMAT", "text"),
         help="log lines on stderr as `event key=value ...` text or as JSON objects "
         "(default: $SIMINDEX_LOG_FORMAT, else %(default)s)",

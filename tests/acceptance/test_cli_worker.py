@@ -75,6 +75,13 @@ def test_json_log_lines(database_dsn: str, index: Index) -> None:
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", batch["time"])
 
 
+def test_a_bad_log_format_is_a_usage_error() -> None:
+    result = simindex("sync", "--dsn", "dbname=x", SIMINDEX_LOG_FORMAT="xml")
+    assert result.returncode == 2
+    assert "--log-format: expected one of text, json, got 'xml'" in result.stderr
+    assert simindex("sync", "--log-format", "yaml", "--dsn", "dbname=x").returncode == 2
+
+
 def test_failed_rows_are_logged_always_and_exit_1(database_dsn: str, index: Index) -> None:
     insert(database_dsn, [(10, "y" * 100)])
     result = simindex("sync", "--max-text-bytes", "20", "--json", SIMINDEX_DSN=database_dsn)
