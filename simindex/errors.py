@@ -39,6 +39,11 @@ class SchemaNotMigratedError(SimindexError, LookupError):
     `simindex migrate`) first."""
 
 
+class IndexBrokenError(SimindexError):
+    """The index's batches fail as a whole (its table, a column or a right gone): see
+    ``stats``."""
+
+
 class KeyNotIndexedError(SimindexError, LookupError):
     """That key is not in the index: no such row, its text has no features, or the row is
     queued and not synced yet."""

@@ -12,7 +12,6 @@ DSN a query runs in autocommit, without BEGIN and COMMIT round trips.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from simindex._advice import not_indexed, warn_below_threshold
 from simindex._session import reading as _reading
 from simindex._session import session
 from simindex.core.bits import to_signed
@@ -43,18 +43,17 @@ from simindex.db.objects import create_statements, drop_statements
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.source import describe
 from simindex.db.statements import run, statement
-from simindex.db.triggers import Triggers
 from simindex.errors import (
     IndexExistsError,
     IndexNotFoundError,
     KeyNotIndexedError,
-    LowRecallWarning,
 )
 from simindex.ops import build as build_op
 from simindex.ops import clusters as clusters_op
 from simindex.ops import near as near_op
 from simindex.ops import pairs as pairs_op
 from simindex.ops import similar as similar_op
+from simindex.ops import stats as stats_op
 from simindex.ops.build import BuildReport, Progress
 from simindex.ops.clusters import (
     ClusterMember,
@@ -66,11 +65,13 @@ from simindex.ops.clusters import (
 from simindex.ops.near import Match
 from simindex.ops.pairs import NearPair, PairsProgress, SimilarPair
 from simindex.ops.similar import Similar
+from simindex.ops.stats import IndexStats
 
 __all__ = [
     "Bind",
     "Index",
     "IndexInfo",
+    "IndexStats",
     "Match",
     "Similar",
     "SimilarArguments",
@@ -165,6 +166,13 @@ class Index:
         with session(self.bind, self.index_schema) as conn:
             return read_index(conn, self.index_schema, self.name)
 
+    def stats(self) -> IndexStats:
+        """The index now: keys it holds, queued keys and the age of the oldest (its lag behind
+        the table), failed items, whether the sync worker found it broken and its last error,
+        and the disk use of its tables."""
+        with session(self.bind, self.index_schema) as conn:
+            return stats_op.one_index(conn, read_index(conn, self.index_schema, self.name))
+
     def _ready(self, conn: PgConnection) -> tuple[IndexInfo, Store]:
         """The catalog entry and store, from the last call's while the catalog row is the
         same (a prepared statement: one short round trip); an index not built raises."""
@@ -237,8 +245,8 @@ class Index:
         if not rows or tuple(rows[0][:2]) != token:
             return None
         if not rows[0][2]:
-            raise self._not_indexed(conn, info, key)
-        self._warn_below_threshold(info, None if measure == "distance" else limit)
+            raise not_indexed(conn, info, key)
+        warn_below_threshold(info, None if measure == "distance" else limit)
         return [(row[3], row[4]) for row in rows if row[3] is not None]
 
     def _by_key_statement(self, store: Store) -> sql.Composed:
@@ -279,32 +287,6 @@ class Index:
             tuple(int(value) for value in store.stored_signatures(signatures[0]).tolist()),
             tuple(int(value) for value in store.design.band_hashes(signatures[:1])[0].tolist()),
         )
-
-    def _warn_below_threshold(self, info: IndexInfo, threshold: float | None) -> None:
-        method = info.spec.method
-        if threshold is None or isinstance(method, SimHash) or threshold >= method.threshold:
-            return
-        warnings.warn(
-            f"threshold {threshold} is below the {method.threshold} index {self.name!r} was "
-            "tuned for: its LSH bands find pairs that similar only by chance (recall falls "
-            "fast below the tuned threshold); create an index with a lower threshold instead",
-            LowRecallWarning,
-            stacklevel=3,
-        )
-
-    def _not_indexed(self, conn: PgConnection, info: IndexInfo, key: Any) -> KeyNotIndexedError:
-        """Why ``key`` is not in the index, as far as the queue and failed items tell."""
-        triggers = Triggers(self.index_schema, self.name, info.source, store_of(info))
-        queued, error = conn.execute(
-            statement("key_state", queue=triggers.queue, failed=triggers.failed), {"key": key}
-        ).fetchone() or (False, None)
-        if error is not None:
-            why = f"sync failed on its row: {error}; see `simindex sync --retry-failed`"
-        elif queued:
-            why = "its row is queued and not synced yet: run `simindex sync` or sync(engine)"
-        else:
-            why = "no such row, or its text is NULL, empty or punctuation only"
-        return KeyNotIndexedError.of(self.name, key, why=why)
 
     def _simhash(self, conn: PgConnection, other: str) -> tuple[IndexInfo, SimHashStore]:
         info, store = self._ready(conn)
@@ -367,7 +349,7 @@ class Index:
             try:
                 return near_op.near_key(conn, info, store, key, max_distance, indexed=indexed)
             except KeyNotIndexedError:
-                raise self._not_indexed(conn, info, key) from None
+                raise not_indexed(conn, info, key) from None
 
     def similar(
         self,
@@ -397,7 +379,7 @@ class Index:
                 info, store, indexed = self._ready_for_key(conn, key)
             if not isinstance(store, MinHashStore):
                 raise TypeError(f"index {self.name!r} is a SimHash index: use near()")
-            self._warn_below_threshold(info, threshold)
+            warn_below_threshold(info, threshold)
             try:
                 return similar_op.similar(
                     conn,
@@ -410,7 +392,7 @@ class Index:
                     indexed=indexed,
                 )
             except KeyNotIndexedError:
-                raise self._not_indexed(conn, info, key) from None
+                raise not_indexed(conn, info, key) from None
 
     def pairs(
         self,
@@ -428,7 +410,7 @@ class Index:
         """
         with session(self.bind, self.index_schema) as conn:
             info, store = self._ready(conn)
-            self._warn_below_threshold(info, threshold)
+            warn_below_threshold(info, threshold)
             yield from pairs_op.pairs(
                 conn,
                 info,
@@ -457,7 +439,7 @@ class Index:
         """
         with session(self.bind, self.index_schema) as conn:
             info, store = self._ready(conn)
-            self._warn_below_threshold(info, threshold)
+            warn_below_threshold(info, threshold)
             return clusters_op.clusters(
                 conn,
                 info,

@@ -346,7 +346,7 @@ def test_a_simhash_index_from_create_to_drop(docs: str) -> None:
     assert shown.returncode == 0, shown.stderr
     line = re.split(r"\s{2,}", shown.stdout.splitlines()[2])  # cells are 2 spaces apart
     assert line[:4] == ["docs_body", "simhash", "public.docs.body", "ready"]
-    assert line[7] == "1"  # the queued row 12
+    assert line[5] == "1"  # the queued row 12
 
     with psycopg.connect(docs) as conn:  # break three rows by hand
         conn.execute("UPDATE simindex.docs_body_simhash SET fingerprint = fingerprint # 1 "
