@@ -17,12 +17,14 @@ import argparse
 import logging
 import os
 import sys
+import warnings
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, TextIO, cast
 
 import psycopg
 import sqlalchemy.exc
 
+import simindex
 from simindex.cli._common import (
     FAILED,
     OK,
@@ -38,7 +40,8 @@ from simindex.cli._common import (
 from simindex.cli._dedup import add_clusters, add_pairs
 from simindex.cli._demo import add_demo
 from simindex.cli._index import add_build, add_create, add_drop, add_stats
-from simindex.cli._query import add_query
+from simindex.cli._logs import formatter
+from simindex.cli._query import add_fingerprint, add_query
 from simindex.cli._schema import add_grant, add_migrate
 from simindex.cli._sync import add_check, add_repair, add_sync
 from simindex.errors import SimindexError
@@ -53,6 +56,7 @@ COMMANDS: Sequence[Callable[[Subparsers, argparse.ArgumentParser], None]] = (
     add_create,
     add_build,
     add_query,
+    add_fingerprint,
     add_stats,
     add_check,
     add_repair,
@@ -77,6 +81,9 @@ def parser() -> argparse.ArgumentParser:
         "the schema. Exit codes: 0 done, 1 error (or `check` found differences), 2 bad command "
         "line or no database given.",
     )
+    main_parser.add_argument(
+        "--version", action="version", version=f"{PROG} {simindex.__version__}"
+    )
     # Typed by its parser class, which takes the same arguments (parents) as any ArgumentParser.
     commands = cast(
         "Subparsers",
@@ -94,12 +101,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default: ``sys.argv[1:]``); the exit code."""
     args = parser().parse_args(argv)  # exits 2 on a usage error, 0 for --help
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_OneLine(f"{PROG}: %(message)s"))
+    handler.setFormatter(formatter(getattr(args, "log_format", "text")))
     logging.getLogger("simindex").addHandler(handler)
-    logging.getLogger("simindex").setLevel(logging.WARNING)
+    verbose = getattr(args, "verbose", False)
+    logging.getLogger("simindex").setLevel(logging.INFO if verbose else logging.WARNING)
+    logging.getLogger("simindex.cli").setLevel(logging.INFO)  # a command's notices, always
     run: Runner = args.run
     try:
-        return run(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _warning_line
+            return run(args)
     except UsageError as exc:
         return _fail(str(exc), USAGE)
     except (SimindexError, ValueError) as exc:
@@ -118,11 +129,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger("simindex").removeHandler(handler)
 
 
-class _OneLine(logging.Formatter):
-    """Log records (sync's reconnect warnings) as one line each."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        return " ".join(super().format(record).split())
+def _warning_line(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """A warning (a threshold below the index's, workers that could not start) as one line."""
+    print(f"{PROG}: warning: {' '.join(str(message).split())}", file=sys.stderr, flush=True)
 
 
 def _database_message(exc: BaseException) -> str:

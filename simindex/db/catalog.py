@@ -14,6 +14,7 @@ from datetime import datetime
 from psycopg import sql
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     CheckConstraint,
     Column,
     DateTime,
@@ -83,6 +84,11 @@ class IndexInfo:
     built_at: datetime | None
     index_schema: str
     """The simindex schema holding this catalog row and the index's side tables."""
+    broken: bool = False
+    """Whether the sync worker's last batch of this index failed as a whole."""
+    last_error: str | None = None
+    """The last error the sync worker met on this index (kept after it recovers)."""
+    last_error_at: datetime | None = None
     state_reason: str | None = None
     """Why the index is ``needs_rebuild`` or ``source_dropped``."""
     clustering: str | None = None
@@ -145,6 +151,12 @@ def catalog_table(metadata: MetaData, schema: str = DEFAULT_SCHEMA) -> Table:
         Column("built_at", DateTime(timezone=True), nullable=True),
         # How the clusters table was last filled; "leader" ones are kept up to date by sync.
         Column("clustering", Text, nullable=True),
+        # Set by the sync worker when a whole batch of this index fails (its table or a column
+        # gone, a right revoked), cleared by the next batch that succeeds; the worker goes on
+        # with the other indexes meanwhile. last_error stays after the index recovers.
+        Column("broken", Boolean, nullable=False, server_default=text("false")),
+        Column("last_error", Text, nullable=True),
+        Column("last_error_at", DateTime(timezone=True), nullable=True),
         # The source as PostgreSQL knows it (names change, these do not): the table, and the
         # key and text columns by number and type. regclass and regtype dump as names, so a
         # restored database finds its tables and types again.
@@ -222,7 +234,8 @@ def find_index(
         return None
     (index_name, source_schema, table, key_column, key_type, text_column, spec) = row[:7]
     state, row_count, skipped_count, created_at, updated_at, built_at, reason = row[7:14]
-    oid, key_attnum, text_attnum, key_position, text_position, clustering = row[14:]
+    oid, key_attnum, text_attnum, key_position, text_position, clustering = row[14:20]
+    broken, last_error, last_error_at = row[20:]
     source = Source(
         oid,
         source_schema,
@@ -246,8 +259,11 @@ def find_index(
         updated_at,
         built_at,
         schema,
-        reason,
-        clustering,
+        broken=broken,
+        last_error=last_error,
+        last_error_at=last_error_at,
+        state_reason=reason,
+        clustering=clustering,
     )
 
 

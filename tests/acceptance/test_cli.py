@@ -17,7 +17,7 @@ import pytest
 
 from simindex.db.schema import head_revision
 from simindex.errors import IndexNotFoundError, KeyNotIndexedError
-from simindex.index import Index, create_index, get_index
+from simindex.index import Index, create_index, get_index, list_indexes
 from simindex.sync import queue_counts
 
 TEXTS = [
@@ -232,6 +232,65 @@ def test_sync_follow_picks_up_changes_and_stops_cleanly_on_sigterm(
     assert "following docs" in stderr
 
 
+def scalar(dsn: str, query: str) -> Any:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(query).fetchone()
+    assert row is not None
+    return row[0]
+
+
+ONE_BY_TEN = ["--connections", "1", "--batch-size", "10"]
+
+
+def test_sync_follow_on_sigint_finishes_the_batch_and_exits_0(
+    database_dsn: str, index: Index
+) -> None:
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute(
+            "INSERT INTO docs SELECT g, 'queued text ' || g FROM generate_series(101, 300) g"
+        )
+        # Each batch's write sleeps inside the server: the signal comes in the middle of one.
+        conn.execute(
+            "CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN PERFORM pg_sleep(0.3); RETURN NULL; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER slow AFTER INSERT OR UPDATE ON simindex.docs_simhash "
+            "FOR EACH STATEMENT EXECUTE FUNCTION slow()"
+        )
+    sleeping = (
+        "SELECT count(*) FROM pg_stat_activity "
+        "WHERE wait_event = 'PgSleep' AND datname = current_database()"
+    )
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "simindex", "sync", "docs", "--follow", "--json", *ONE_BY_TEN],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment(SIMINDEX_DSN=database_dsn),
+    )
+    try:
+        assert wait_for(lambda: queue_counts(database_dsn, "docs")[0] < 200, 20)
+        assert wait_for(lambda: scalar(database_dsn, sleeping) > 0, 10)
+        before = queue_counts(database_dsn, "docs")[0]
+        follower.send_signal(signal.SIGINT)
+        stdout, stderr = follower.communicate(timeout=TIMEOUT)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.communicate()
+    assert follower.returncode == 0, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
+    report = json.loads(stdout)
+    left = queue_counts(database_dsn, "docs")[0]
+    # The batch in flight was committed whole, and no other started (unless the signal came
+    # just as one began: a batch takes 0.3 s, the measurement a few milliseconds).
+    assert before - left in (10, 20)
+    assert report["taken"] == report["indexed"] == 200 - left and report["failed"] == 0
+    indexed = scalar(database_dsn, "SELECT count(*) FROM simindex.docs_simhash WHERE key > 100")
+    assert indexed == 200 - left
+
+
 # -- create, build, query, stats, check, repair, drop
 
 
@@ -289,7 +348,7 @@ def test_a_simhash_index_from_create_to_drop(docs: str) -> None:
     assert shown.returncode == 0, shown.stderr
     line = re.split(r"\s{2,}", shown.stdout.splitlines()[2])  # cells are 2 spaces apart
     assert line[:4] == ["docs_body", "simhash", "public.docs.body", "ready"]
-    assert line[7] == "1"  # the queued row 12
+    assert line[5] == "1"  # the queued row 12
 
     with psycopg.connect(docs) as conn:  # break three rows by hand
         conn.execute("UPDATE simindex.docs_body_simhash SET fingerprint = fingerprint # 1 "
@@ -319,9 +378,22 @@ def test_a_simhash_index_from_create_to_drop(docs: str) -> None:
     with pytest.raises(IndexNotFoundError):
         get_index(docs, "docs_body")
     assert run_json("drop", "docs_body", "--missing-ok", dsn=docs) == {
-        "name": "docs_body",
-        "dropped": False,
+        "indexes": [{"name": "docs_body", "dropped": False}]
     }
+
+
+def test_drop_takes_several_names_and_drops_none_when_one_is_missing(docs: str) -> None:
+    create_index(docs, "first", "docs", "body")
+    create_index(docs, "second", "docs", "body")
+    refused = simindex("drop", "first", "nosuch", "second", SIMINDEX_DSN=docs)
+    assert refused.returncode == 1
+    assert "'nosuch'" in one_error_line(refused)
+    assert sorted(list_indexes(docs)) == ["first", "second"]
+
+    dropped = simindex("drop", "first", "second", SIMINDEX_DSN=docs)
+    assert dropped.returncode == 0, dropped.stderr
+    assert dropped.stdout.splitlines() == ["dropped index first", "dropped index second"]
+    assert list_indexes(docs) == []
 
 
 def test_a_minhash_index_with_text_keys(database_dsn: str, tmp_path: Path) -> None:
@@ -399,3 +471,46 @@ def test_bad_input_is_one_line(
     result = simindex(*args, stdin=stdin, SIMINDEX_DSN=database_dsn)
     assert result.returncode == code
     assert expected in one_error_line(result)
+
+
+def test_version() -> None:
+    import simindex as package
+
+    result = simindex("--version")
+    assert result.returncode == 0 and result.stdout.strip() == f"simindex {package.__version__}"
+    assert package.__version__[0].isdigit()
+
+
+def test_fingerprint_is_what_the_sql_function_takes(index: Index, docs: str) -> None:
+    result = simindex("fingerprint", "docs", TEXTS[1], SIMINDEX_DSN=docs)
+    assert result.returncode == 0, result.stderr
+    value = int(result.stdout)
+    assert value == index.fingerprint(TEXTS[1])
+    assert run_json("fingerprint", "docs", "-", stdin=TEXTS[1], dsn=docs) == {
+        "index": "docs",
+        "fingerprint": value,
+    }
+    with psycopg.connect(docs) as conn:
+        found = conn.execute("SELECT key FROM simindex.docs_near_v1(%s, 0)", (value,)).fetchall()
+    assert found == [(2,)]
+    empty = simindex("fingerprint", "docs", "!!!", SIMINDEX_DSN=docs)
+    assert "no features" in one_error_line(empty)
+
+
+def test_query_shows_columns(index: Index, docs: str) -> None:
+    insert(docs, [(10, TEXTS[0].replace("today", "tonight"))])
+    index.build()
+    result = simindex("query", "docs", "--key", "1", "--show", "body", SIMINDEX_DSN=docs)
+    assert result.returncode == 0, result.stderr
+    header, _, *rows = result.stdout.splitlines()
+    assert header.split() == ["key", "distance", "body"]
+    assert rows and rows[0].split()[0] == "10" and "the quick brown fox" in rows[0]
+
+
+def test_check_sample_says_the_count_varies(index: Index, docs: str) -> None:
+    insert(docs, [(key, f"row number {key} of a few more words") for key in range(10, 60)])
+    index.build()
+    result = simindex("check", "docs", "--sample", "20", SIMINDEX_DSN=docs)
+    assert result.returncode == 0, result.stderr
+    assert "a random sample of about 20 rows" in result.stdout
+    assert "so the count varies" in result.stdout

@@ -129,7 +129,7 @@ def test_the_app_keeps_writing_and_the_index_follows_or_says_why(
     if form.outcome == "follows":
         assert index.info().state == "ready"
         report = sync(database_dsn)
-        assert report.unusable == {}
+        assert report.broken == {}
         assert check(database_dsn, "docs").ok
         assert [m.key for m in index.near(NEW_TEXT, max_distance=0)] == [100]
         truncate(alice, form)
@@ -139,7 +139,7 @@ def test_the_app_keeps_writing_and_the_index_follows_or_says_why(
         info = index.info()
         assert info.state == form.outcome, info
         assert info.state_reason
-        assert "docs" in sync(database_dsn).unusable
+        assert "docs" in sync(database_dsn).broken
         why = "needs a rebuild" if form.outcome == "needs_rebuild" else "was dropped"
         with pytest.raises(IndexNotReadyError, match=why):
             index.near_key(1)

@@ -248,7 +248,7 @@ def test_the_table_owner_cannot_escalate_by_changing_the_key_type(
         "TRUNCATE docs",
     )
     assert index.info().state == "needs_rebuild"
-    assert "changed type" in sync(database_dsn).unusable["docs"]
+    assert "changed type" in sync(database_dsn).broken["docs"]
     assert scalar(database_dsn, CAST_LOG) == []
     assert not is_superuser(database_dsn, alice)
 
@@ -276,7 +276,7 @@ def test_sync_as_a_superuser_never_casts_the_text_with_the_table_owners_function
         "INSERT INTO docs VALUES (101, ROW('another text'))",
     )
     report = sync(database_dsn)
-    assert "changed type" in report.unusable["docs"]
+    assert "changed type" in report.broken["docs"]
     assert index.info().state == "needs_rebuild"
     with pytest.raises(SourceError, match="text column"):
         index.build()
@@ -298,7 +298,7 @@ def test_without_event_triggers_sync_still_never_reads_a_retyped_text_column(
         "ALTER TABLE docs ALTER COLUMN body TYPE public.evil_text USING ROW(body)",
     )
     assert scalar(database_dsn, "SELECT state FROM simindex.indexes") == "ready"  # not told
-    assert "changed type" in sync(database_dsn).unusable["docs"]
+    assert "changed type" in sync(database_dsn).broken["docs"]
     assert index.info().state == "needs_rebuild"
     assert scalar(database_dsn, CAST_LOG) == []
     assert not is_superuser(database_dsn, alice)

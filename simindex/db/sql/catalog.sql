@@ -43,7 +43,7 @@ SELECT i.name,
        (SELECT count(*) FROM pg_catalog.pg_attribute AS a
         WHERE a.attrelid = c.oid AND a.attnum > 0 AND a.attnum <= i.text_attnum
           AND NOT a.attisdropped),
-       i.clustering
+       i.clustering, i.broken, i.last_error, i.last_error_at
 FROM {catalog} AS i
 LEFT JOIN pg_catalog.pg_class AS c ON c.oid = i.source
 LEFT JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
@@ -84,3 +84,17 @@ SELECT c.relname, pg_catalog.pg_total_relation_size(c.oid)
 FROM unnest(%(tables)s::text[]) WITH ORDINALITY AS t (qualified, n)
 JOIN pg_catalog.pg_class AS c ON c.oid = pg_catalog.to_regclass(t.qualified)
 ORDER BY t.n
+
+-- name: catalog_broken
+-- The sync worker's record of an index whose batch failed as a whole. SKIP LOCKED: a build or
+-- drop holding the row must not stall the worker; the error is recorded at the next attempt.
+UPDATE {catalog} SET broken = true, last_error = %(error)s, last_error_at = now()
+WHERE id = (SELECT id FROM {catalog} WHERE name = %(name)s FOR NO KEY UPDATE SKIP LOCKED)
+
+-- name: catalog_row_error
+-- The latest error of a failed row, for stats; the index itself stays healthy.
+UPDATE {catalog} SET last_error = %(error)s, last_error_at = now()
+WHERE id = (SELECT id FROM {catalog} WHERE name = %(name)s FOR NO KEY UPDATE SKIP LOCKED)
+
+-- name: catalog_recovered
+UPDATE {catalog} SET broken = false WHERE name = %(name)s AND broken

@@ -1,7 +1,7 @@
 """Least privilege: simindex's objects belong to a NOLOGIN role; sources are followed by OID.
 
-Revision ID: 0003
-Revises: 0002
+Revision ID: 0004
+Revises: 0003
 
 * The role ``simindex_owner`` (NOLOGIN, no attributes) is created if missing and owns the
   schema and everything in it; nothing simindex installs belongs to the user who ran it.
@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "0003"
-down_revision = "0002"
+revision = "0004"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 
