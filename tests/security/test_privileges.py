@@ -460,6 +460,7 @@ def test_a_member_of_the_owner_role_migrates_without_a_superuser(
         f"GRANT CREATE ON DATABASE {conninfo_to_dict(empty_database_dsn)['dbname']} "
         f"TO {deployer.name}",
         f"GRANT {OWNER} TO {deployer.name}",
+        f"GRANT CREATE ON SCHEMA public TO {deployer.name}",
     )
     simindex.migrate(dsn)
     assert scalar(empty_database_dsn, "SELECT count(*) FROM pg_event_trigger") == 0
