@@ -38,7 +38,7 @@ from simindex.db.catalog import (
     ready_index,
     store_of,
 )
-from simindex.db.connection import Bind, PgConnection, transaction
+from simindex.db.connection import Bind, PgConnection
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.objects import create_statements, drop_statements
 from simindex.db.privileges import GrantReport, Right
@@ -153,7 +153,7 @@ def grant(
     ``simindex_owner``). See the README's Security section.
     """
     check_schema(index_schema)
-    with transaction(bind) as conn:
+    with session(bind, index_schema) as conn:
         return privileges.grant(conn, index_schema, role, right)
 
 

@@ -89,19 +89,21 @@ def similar(
         ).fetchall()
     if not exact:
         return [Similar(found_key, float(similarity)) for found_key, similarity in rows]
-    source = lock_source(conn, info)
     keys = [row[0] for row in rows] + ([key] if by_key else [])
-    texts: dict[Any, str | None] = dict(
-        conn.execute(
-            statement(
-                "source_texts_of_keys",
-                key=sql.Identifier(source.key_column),
-                text=sql.Identifier(source.text_column),
-                table=source.identifier,
-            ),
-            {"keys": keys},
-        ).fetchall()
-    )
+    # The lock holds until the transaction ends: one of its own on an autocommit connection.
+    with conn.transaction():
+        source = lock_source(conn, info)
+        texts: dict[Any, str | None] = dict(
+            conn.execute(
+                statement(
+                    "source_texts_of_keys",
+                    key=sql.Identifier(source.key_column),
+                    text=sql.Identifier(source.text_column),
+                    table=source.identifier,
+                ),
+                {"keys": keys},
+            ).fetchall()
+        )
     query_text = texts.get(key) if by_key else text
     scored = [
         Similar(found_key, exact_jaccard(info.spec, query_text, texts.get(found_key)))

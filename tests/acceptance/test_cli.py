@@ -173,10 +173,10 @@ def test_sync_drains_the_queue(database_dsn: str, index: Index) -> None:
     assert queue_counts(database_dsn, "docs") == (0, 0)
 
     with psycopg.connect(database_dsn) as conn:
-        conn.execute("DELETE FROM docs WHERE id = 11")
+        conn.execute("UPDATE docs SET body = %s WHERE id = 11", (TEXTS[2],))
     text = simindex("sync", "docs", SIMINDEX_DSN=database_dsn)
     assert text.returncode == 0, text.stderr
-    assert "0 indexed, 1 removed, 0 failed" in text.stdout
+    assert "1 indexed, 0 removed, 0 failed" in text.stdout
 
 
 def test_sync_of_an_unknown_index_is_one_line_and_exit_1(database_dsn: str) -> None:
@@ -514,3 +514,32 @@ def test_check_sample_says_the_count_varies(index: Index, docs: str) -> None:
     assert result.returncode == 0, result.stderr
     assert "a random sample of about 20 rows" in result.stdout
     assert "so the count varies" in result.stdout
+
+
+def test_grant_gives_a_right_and_refuses_an_unknown_role_in_one_line(database_dsn: str) -> None:
+    with psycopg.connect(database_dsn, autocommit=True) as conn:
+        conn.execute("DROP ROLE IF EXISTS simindex_cli_reader")
+        conn.execute("CREATE ROLE simindex_cli_reader")
+    try:
+        result = simindex(
+            "grant", "simindex_cli_reader", "--reader", "--json", "--dsn", database_dsn
+        )
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout) == {
+            "role": "simindex_cli_reader",
+            "right": "reader",
+            "tables_not_granted": [],
+        }
+        with psycopg.connect(database_dsn) as conn:
+            row = conn.execute(
+                "SELECT has_table_privilege('simindex_cli_reader', 'simindex.indexes', 'SELECT')"
+            ).fetchone()
+        assert row == (True,)
+        unknown = simindex("grant", "no_such_role_here", "--worker", "--dsn", database_dsn)
+        assert unknown.returncode == 1
+        assert "no_such_role_here" in one_error_line(unknown)
+        assert simindex("grant", "simindex_cli_reader", "--dsn", database_dsn).returncode == 2
+    finally:
+        with psycopg.connect(database_dsn, autocommit=True) as conn:
+            conn.execute("DROP OWNED BY simindex_cli_reader")
+            conn.execute("DROP ROLE simindex_cli_reader")
