@@ -101,20 +101,23 @@ def test_failed_rows_are_logged_always_and_exit_1(database_dsn: str, index: Inde
 def test_a_broken_index_is_reported_by_sync_and_stats(database_dsn: str, index: Index) -> None:
     insert(database_dsn, [(10, TEXTS[0])])
     with psycopg.connect(database_dsn) as conn:
-        conn.execute("ALTER TABLE docs RENAME COLUMN body TO content")
+        # (A rename is followed; a dropped text column is not.)
+        conn.execute("ALTER TABLE docs DROP COLUMN body")
     result = simindex("sync", "--dsn", database_dsn)
     assert result.returncode == 1
     broken_line, summary = result.stderr.splitlines()
     assert broken_line.startswith("simindex: index_broken index=docs error=")
-    assert "UndefinedColumn" in broken_line and "attempts=1" in broken_line
-    assert summary.startswith("simindex: 1 index broken: docs: UndefinedColumn")
+    assert "IndexNotReadyError" in broken_line and "attempts=1" in broken_line
+    assert "its column public.docs.body was dropped" in broken_line
+    assert summary.startswith("simindex: 1 index broken: docs: IndexNotReadyError")
 
     stats = simindex("stats", "--dsn", database_dsn)
     assert stats.returncode == 0, stats.stderr
-    assert "ready, BROKEN" in stats.stdout
+    assert "needs_rebuild, BROKEN" in stats.stdout
     assert "docs: BROKEN, last error at " in stats.stdout
+    assert "docs is needs_rebuild: its column public.docs.body was dropped" in stats.stdout
     [entry] = json.loads(simindex("stats", "--json", "--dsn", database_dsn).stdout)["indexes"]
-    assert entry["broken"] is True and "UndefinedColumn" in entry["last_error"]
+    assert entry["broken"] is True and "IndexNotReadyError" in entry["last_error"]
     assert (entry["rows"], entry["queued"]) == (3, 1)
 
 
