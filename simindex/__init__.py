@@ -36,6 +36,7 @@ except metadata.PackageNotFoundError:  # a source tree that was never installed
 
 if TYPE_CHECKING:
     from simindex.db.schema import migrate
+    from simindex.grants import grant
     from simindex.index import (
         Index,
         Match,
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
         create_index,
         drop_index,
         get_index,
-        grant,
         list_indexes,
     )
     from simindex.ops.build import BuildReport
@@ -57,7 +57,7 @@ _LAZY = {
     "create_index": "simindex.index",
     "drop_index": "simindex.index",
     "get_index": "simindex.index",
-    "grant": "simindex.index",
+    "grant": "simindex.grants",
     "list_indexes": "simindex.index",
     "migrate": "simindex.db.schema",
 }

@@ -24,7 +24,6 @@ from simindex._session import reading as _reading
 from simindex._session import session
 from simindex.core.bits import to_signed
 from simindex.core.spec import Method, SimHash, resolve
-from simindex.db import privileges
 from simindex.db.catalog import (
     DEFAULT_SCHEMA,
     IndexInfo,
@@ -41,7 +40,6 @@ from simindex.db.catalog import (
 from simindex.db.connection import Bind, PgConnection
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.objects import create_statements, drop_statements
-from simindex.db.privileges import GrantReport, Right
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.source import describe
 from simindex.db.statements import run, statement
@@ -80,7 +78,6 @@ __all__ = [
     "create_index",
     "drop_index",
     "get_index",
-    "grant",
     "list_indexes",
 ]
 
@@ -134,27 +131,6 @@ def drop_index(
                 return
             raise IndexNotFoundError(f"no index named {name!r}")
         run(conn, drop_statements(index_schema, name, row.source, row.spec))
-
-
-def grant(
-    bind: Bind, role: str, right: Right, *, index_schema: str = DEFAULT_SCHEMA
-) -> GrantReport:
-    """Give the database role ``role`` a right on simindex, now and for indexes made later.
-
-    Parameters:
-        role: an existing role's name.
-        right: ``"reader"`` (query), ``"writer"`` (index its own writes in its transaction,
-            :func:`simindex.sqlalchemy.track`; plain writes of an indexed table need no right),
-            ``"worker"`` (``sync``, ``check``, ``repair``; also SELECT on the indexed tables,
-            where the caller may grant it: the report lists the others) or ``"admin"``
-            (create, build, drop, clusters: membership in the ``simindex_owner`` role).
-
-    The caller must be an admin (a superuser, or for ``"admin"`` one holding ADMIN OPTION on
-    ``simindex_owner``). See the README's Security section.
-    """
-    check_schema(index_schema)
-    with session(bind, index_schema) as conn:
-        return privileges.grant(conn, index_schema, role, right)
 
 
 def list_indexes(bind: Bind, *, index_schema: str = DEFAULT_SCHEMA) -> list[str]:

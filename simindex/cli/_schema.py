@@ -56,7 +56,7 @@ def add_grant(commands: Subparsers, common: argparse.ArgumentParser) -> None:
 
 
 def run_grant(args: argparse.Namespace) -> int:
-    from simindex.index import grant
+    from simindex.grants import grant
 
     dsn, schema = database(args)
     report = grant(dsn, args.role, args.right, index_schema=schema)

@@ -361,8 +361,10 @@ class _Worker:
                 elif target.broken:
                     probe(conn, target)  # raises while the source is still unreadable
                     result = BatchResult(0, 0, 0, 0)
-                else:
+                elif name not in self.broken:
                     return 0
+                else:  # made again meanwhile (a rebuild): nothing queued, nothing broken
+                    result = BatchResult(0, 0, 0, 0)
                 if target.broken:
                     note(conn, target, "catalog_recovered")
         except (psycopg.OperationalError, sqlalchemy.exc.OperationalError, IndexNotFoundError):
