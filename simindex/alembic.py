@@ -46,6 +46,7 @@ from simindex.db.connection import PgConnection
 from simindex.db.objects import create_statements, drop_statements
 from simindex.db.source import Source, describe
 from simindex.db.statements import statement
+from simindex.db.triggers import event_triggers_on
 from simindex.errors import IndexExistsError, IndexNotFoundError, SimindexError, SourceError
 
 __all__ = ["CreateSimindexOp", "DropSimindexOp", "MethodOptions"]
@@ -257,7 +258,8 @@ class CreateSimindexOp(_SimindexOp):
                 )
         if find_index(conn, self.index_schema, self.name) is not None:
             raise IndexExistsError(f"an index named {self.name!r} exists already")
-        return create_statements(self.index_schema, self.name, source, self.spec)
+        trusted = event_triggers_on(conn, self.index_schema)
+        return create_statements(self.index_schema, self.name, source, self.spec, trusted=trusted)
 
 
 @Operations.register_operation("drop_simindex")

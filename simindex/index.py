@@ -43,6 +43,7 @@ from simindex.db.objects import create_statements, drop_statements
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.source import describe
 from simindex.db.statements import run, statement
+from simindex.db.triggers import event_triggers_on
 from simindex.errors import (
     IndexExistsError,
     IndexNotFoundError,
@@ -109,7 +110,8 @@ def create_index(
         source = describe(conn, table, column, schema=schema, key=key)
         if find_index(conn, index_schema, name) is not None:
             raise IndexExistsError(f"an index named {name!r} exists already")
-        run(conn, create_statements(index_schema, name, source, spec))
+        trusted = event_triggers_on(conn, index_schema)
+        run(conn, create_statements(index_schema, name, source, spec, trusted=trusted))
     return Index(bind, name, index_schema=index_schema)
 
 

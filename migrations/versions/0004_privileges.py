@@ -9,7 +9,8 @@ Revises: 0003
   type, so renames change nothing and a changed type is seen; two states are added,
   ``needs_rebuild`` and ``source_dropped``, with ``state_reason`` saying why.
 * Helper functions for the per-index trigger functions (which the code creates with each
-  index), and, when a superuser migrates, two event triggers that record drift at once.
+  index), and, when a superuser migrates, two event triggers that record drift at once and make
+  a changed table's trigger function check its columns again.
 * Indexes made by an older release lose their triggers (owned by whoever created them, they
   ran with that role's rights) and are marked ``needs_rebuild``: ``simindex build NAME``
   creates them again the new way.
@@ -17,11 +18,14 @@ Revises: 0003
 Downgrading below this revision removes every index (its tables, functions and triggers):
 their triggers need this revision's catalog columns.
 
-Frozen history: the SQL is spelled out here. No percent sign appears in it (an offline
-``--sql`` script doubles it), hence ``||`` and ``quote_ident`` rather than ``format``.
+Frozen history: the SQL is in ``0004_privileges.sql`` beside this file, released with it.
 """
 
 from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
 
 from alembic import op
 
@@ -33,6 +37,18 @@ depends_on = None
 OWNER = "simindex_owner"
 LIVE_STATES = "'created', 'building', 'ready', 'failed'"
 STATES = LIVE_STATES + ", 'needs_rebuild', 'source_dropped'"
+# The functions this revision installs, their argument types, and whether EXECUTE is revoked
+# from PUBLIC (drift_v1 and source_usable_v1 serve the readers' queries).
+FUNCTIONS = (
+    ("drift_v1", "oid, smallint, oid, integer, smallint, oid", False),
+    ("source_changed_v1", "text, oid", True),
+    ("source_usable_v1", "text", False),
+    ("follow_source_v1", "oid", True),
+    ("distrust_v1", "text", True),
+    ("on_sql_drop_v1", "", True),
+    ("on_alter_table_v1", "", True),
+)
+_BLOCK = re.compile(r"^-- name: (\S+)\n(.*?)(?=^-- name: |\Z)", re.MULTILINE | re.DOTALL)
 
 
 def schema() -> str:
@@ -40,6 +56,11 @@ def schema() -> str:
     if not isinstance(name, str):
         raise RuntimeError("simindex's migrations run through simindex.migrate")
     return name
+
+
+def _blocks() -> dict[str, str]:
+    text = Path(__file__).with_suffix(".sql").read_text(encoding="utf-8")
+    return {name: body.strip() for name, body in _BLOCK.findall(text)}
 
 
 def _ident(name: str) -> str:
@@ -61,430 +82,62 @@ def _dollar(body: str) -> str:
         number += 1
 
 
-def _sql(text: str) -> str:
-    """``text`` with the schema's name and literal filled in; ``{{``/``}}`` stay literal."""
-    return (
-        text.replace("{{", "\0")
-        .replace("}}", "\1")
-        .replace("{schema}", _ident(schema()))
-        .replace("{schema_literal}", _literal(schema()))
-        .replace("{owner}", _ident(OWNER))
-        .replace("{owner_literal}", _literal(OWNER))
-        .replace("\0", "{")
-        .replace("\1", "}")
-    )
+def _sql(text: str, **more: str) -> str:
+    """``text`` with the schema's name and literal, the owner role's and ``more`` filled in."""
+    values = {
+        "schema": _ident(schema()),
+        "schema_literal": _literal(schema()),
+        "owner": _ident(OWNER),
+        "owner_literal": _literal(OWNER),
+        "live_states": LIVE_STATES,
+        "states": STATES,
+        **more,
+    }
+    return re.sub(r"\{(\w+)\}", lambda match: values[match.group(1)], text)
 
 
-def _function(header: str, body: str, *, revoke: bool) -> None:
-    """CREATE FUNCTION ``header`` AS ``body``; EXECUTE revoked from PUBLIC when asked."""
-    op.execute(_sql(header) + "\nAS " + _dollar(_sql(body)))
-    if revoke:
-        signature = header.split("(", 1)[0].replace("CREATE FUNCTION", "").strip()
-        arguments = _ARGUMENT_TYPES[signature]
-        op.execute(_sql(f"REVOKE ALL ON FUNCTION {signature}({arguments}) FROM PUBLIC"))
-
-
-def _do(body: str) -> None:
-    op.execute("DO " + _dollar(_sql(body)))
-
-
-# The owner role: created when missing (a superuser or a CREATEROLE role may), and the user
-# migrating must be able to act as it (ALTER ... OWNER TO needs that).
-_ROLE = """
-BEGIN
-    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = {owner_literal}) THEN
-        BEGIN
-            CREATE ROLE {owner} NOLOGIN;
-        EXCEPTION WHEN insufficient_privilege THEN
-            RAISE EXCEPTION USING ERRCODE = '42501',
-                MESSAGE = 'simindex: the role ' || {owner_literal} || ' does not exist and '
-                    || current_user || ' may not create it',
-                HINT = 'a superuser runs once: CREATE ROLE ' || {owner_literal}
-                    || ' NOLOGIN; GRANT ' || {owner_literal} || ' TO ' || current_user;
-        END;
-    END IF;
-    IF NOT pg_catalog.pg_has_role(current_user, {owner_literal}, 'MEMBER') THEN
-        BEGIN
-            EXECUTE 'GRANT ' || quote_ident({owner_literal}) || ' TO ' || quote_ident(current_user);
-        EXCEPTION WHEN insufficient_privilege OR invalid_grant_operation THEN
-            RAISE EXCEPTION USING ERRCODE = '42501',
-                MESSAGE = 'simindex: ' || current_user || ' is not a member of '
-                    || {owner_literal} || ', which owns simindex''s schema',
-                HINT = 'a superuser runs: GRANT ' || {owner_literal} || ' TO ' || current_user;
-        END;
-    END IF;
-END
-"""
-
-_CATALOG = """
-ALTER TABLE {schema}.indexes
-    ADD COLUMN source regclass,
-    ADD COLUMN key_attnum smallint,
-    ADD COLUMN key_type_id regtype,
-    ADD COLUMN key_typmod integer,
-    ADD COLUMN text_attnum smallint,
-    ADD COLUMN text_type_id regtype,
-    ADD COLUMN state_reason text,
-    DROP CONSTRAINT indexes_state_check,
-    ADD CONSTRAINT indexes_state_check CHECK (state IN ({states}))
-"""
-
-# Indexes of an older release: found by name, their old trigger functions dropped (with their
-# triggers), marked for a rebuild.
-_EXISTING = """
-DECLARE
-    entry record;
-    event text;
-BEGIN
-    UPDATE {schema}.indexes AS i
-    SET source = c.oid, key_attnum = k.attnum, key_type_id = k.atttypid,
-        key_typmod = k.atttypmod, text_attnum = t.attnum, text_type_id = t.atttypid
-    FROM pg_catalog.pg_class AS c
-    JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
-    JOIN pg_catalog.pg_attribute AS k ON k.attrelid = c.oid AND NOT k.attisdropped
-    JOIN pg_catalog.pg_attribute AS t ON t.attrelid = c.oid AND NOT t.attisdropped
-    WHERE n.nspname = i.source_schema AND c.relname = i.source_table
-      AND k.attname = i.key_column AND t.attname = i.text_column;
-    FOR entry IN SELECT i.name FROM {schema}.indexes AS i LOOP
-        FOREACH event IN ARRAY ARRAY['insert', 'update', 'delete', 'truncate'] LOOP
-            EXECUTE 'DROP FUNCTION IF EXISTS ' || quote_ident({schema_literal}) || '.'
-                || quote_ident(entry.name || '_' || event || '_v1') || '() CASCADE';
-        END LOOP;
-    END LOOP;
-    UPDATE {schema}.indexes
-    SET state = CASE WHEN source IS NULL THEN 'source_dropped' ELSE 'needs_rebuild' END,
-        state_reason = CASE WHEN source IS NULL
-            THEN 'its table or columns were not found when simindex was upgraded'
-            ELSE 'made by an older release: a build installs its new triggers' END,
-        updated_at = now();
-END
-"""
-
-# Everything in the schema to the owner role (whatever an earlier release or migration made).
-_OWNERSHIP = """
-DECLARE
-    found record;
-BEGIN
-    EXECUTE 'ALTER SCHEMA ' || quote_ident({schema_literal}) || ' OWNER TO '
-        || quote_ident({owner_literal});
-    FOR found IN
-        SELECT c.oid::regclass AS relation FROM pg_catalog.pg_class AS c
-        WHERE c.relnamespace = (SELECT n.oid FROM pg_catalog.pg_namespace AS n
-                                WHERE n.nspname = {schema_literal})
-          AND c.relkind IN ('r', 'p', 'v')
-    LOOP
-        EXECUTE 'ALTER TABLE ' || found.relation::text || ' OWNER TO '
-            || quote_ident({owner_literal});
-    END LOOP;
-    FOR found IN
-        SELECT p.oid::regprocedure AS routine FROM pg_catalog.pg_proc AS p
-        WHERE p.pronamespace = (SELECT n.oid FROM pg_catalog.pg_namespace AS n
-                                WHERE n.nspname = {schema_literal})
-    LOOP
-        EXECUTE 'ALTER ROUTINE ' || found.routine::text || ' OWNER TO '
-            || quote_ident({owner_literal});
-    END LOOP;
-END
-"""
-
-_ARGUMENT_TYPES = {
-    "{schema}.source_changed_v1": "text, oid",
-    "{schema}.source_usable_v1": "text",
-    "{schema}.follow_source_v1": "oid",
-    "{schema}.on_sql_drop_v1": "",
-    "{schema}.on_alter_table_v1": "",
-}
-
-# Called by an index's trigger function (as the owner role) when the source does not look as
-# the catalog says: another table (refused), or a key or text column changed or gone (the
-# index is marked, the write goes on). Catalog rows held by a build are left alone.
-_SOURCE_CHANGED = (
-    """
-CREATE FUNCTION {schema}.source_changed_v1(index_name text, relid oid)
-RETURNS void LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp""",
-    """
-DECLARE
-    entry record;
-    reason text;
-BEGIN
-    SELECT i.* INTO entry FROM {schema}.indexes AS i WHERE i.name = index_name;
-    IF NOT FOUND THEN
-        RETURN;  -- dropped meanwhile
-    END IF;
-    IF entry.source IS NULL OR entry.source::oid OPERATOR(pg_catalog.<>) relid THEN
-        RAISE EXCEPTION USING ERRCODE = '42501',
-            MESSAGE = 'simindex: the triggers of index ' || quote_literal(index_name)
-                || ' serve its source table only, not ' || relid::regclass::text;
-    END IF;
-    IF entry.state NOT IN ({live_states}) THEN
-        RETURN;
-    END IF;
-    reason := {schema}.drift_v1(entry.source, entry.key_attnum, entry.key_type_id,
-                                entry.key_typmod, entry.text_attnum, entry.text_type_id);
-    IF reason IS NULL THEN
-        RETURN;
-    END IF;
-    UPDATE {schema}.indexes AS i
-    SET state = 'needs_rebuild', state_reason = reason, updated_at = now()
-    WHERE i.id = (SELECT x.id FROM {schema}.indexes AS x WHERE x.name = index_name
-                  FOR NO KEY UPDATE SKIP LOCKED);
-END
-""",
-)
-
-# Why a source no longer matches what the catalog recorded, or NULL.
-_DRIFT = (
-    """
-CREATE FUNCTION {schema}.drift_v1(
-    source oid, key_attnum smallint, key_type_id oid, key_typmod integer,
-    text_attnum smallint, text_type_id oid
-)
-RETURNS text LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp""",
-    """
-SELECT CASE
-    WHEN c.oid IS NULL THEN 'its table was dropped'
-    WHEN k.attnum IS NULL THEN 'its key column was dropped'
-    WHEN t.attnum IS NULL THEN 'its text column was dropped'
-    WHEN k.atttypid OPERATOR(pg_catalog.<>) key_type_id
-      OR k.atttypmod OPERATOR(pg_catalog.<>) key_typmod
-        THEN 'its key column ' || quote_ident(k.attname) || ' changed type from '
-            || format_type(key_type_id, key_typmod) || ' to '
-            || format_type(k.atttypid, k.atttypmod)
-    WHEN t.atttypid OPERATOR(pg_catalog.<>) text_type_id
-        THEN 'its text column ' || quote_ident(t.attname) || ' changed type from '
-            || format_type(text_type_id, NULL) || ' to ' || format_type(t.atttypid, NULL)
-END
-FROM (VALUES (source)) AS s (relid)
-LEFT JOIN pg_catalog.pg_class AS c ON c.oid OPERATOR(pg_catalog.=) s.relid
-LEFT JOIN pg_catalog.pg_attribute AS k
-    ON k.attrelid OPERATOR(pg_catalog.=) c.oid AND k.attnum OPERATOR(pg_catalog.=) key_attnum
-   AND NOT k.attisdropped
-LEFT JOIN pg_catalog.pg_attribute AS t
-    ON t.attrelid OPERATOR(pg_catalog.=) c.oid AND t.attnum OPERATOR(pg_catalog.=) text_attnum
-   AND NOT t.attisdropped
-""",
-)
-
-# For the index query functions: an index whose source table was dropped answers no query.
-_SOURCE_USABLE = (
-    """
-CREATE FUNCTION {schema}.source_usable_v1(index_name text)
-RETURNS boolean LANGUAGE plpgsql STABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp""",
-    """
-BEGIN
-    IF EXISTS (
-        SELECT FROM {schema}.indexes AS i
-        WHERE i.name = index_name
-          AND (i.state = 'source_dropped' OR NOT EXISTS (
-              SELECT FROM pg_catalog.pg_class AS c
-              WHERE c.oid OPERATOR(pg_catalog.=) i.source))
-    ) THEN
-        RAISE EXCEPTION USING ERRCODE = '55000',
-            MESSAGE = 'simindex: the source table of index ' || quote_literal(index_name)
-                || ' was dropped; drop the index',
-            HINT = 'simindex drop ' || index_name;
-    END IF;
-    RETURN true;
-END
-""",
-)
-
-# Records drift of the source ``relid``: its current names, and a changed or dropped key or
-# text column (needs_rebuild). Run by the event triggers, as the owner role.
-_FOLLOW_SOURCE = (
-    """
-CREATE FUNCTION {schema}.follow_source_v1(relid oid)
-RETURNS void LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp""",
-    """
-BEGIN
-    UPDATE {schema}.indexes AS i
-    SET source_schema = f.schema_name, source_table = f.table_name,
-        key_column = coalesce(f.key_name, i.key_column),
-        text_column = coalesce(f.text_name, i.text_column),
-        state = CASE WHEN f.reason IS NOT NULL AND i.state IN ({live_states})
-                     THEN 'needs_rebuild' ELSE i.state END,
-        state_reason = CASE WHEN f.reason IS NOT NULL AND i.state IN ({live_states})
-                            THEN f.reason ELSE i.state_reason END,
-        updated_at = now()
-    FROM (
-        SELECT x.id, n.nspname AS schema_name, c.relname AS table_name,
-               k.attname AS key_name, t.attname AS text_name,
-               {schema}.drift_v1(c.oid, x.key_attnum, x.key_type_id, x.key_typmod,
-                                 x.text_attnum, x.text_type_id) AS reason
-        FROM {schema}.indexes AS x
-        JOIN pg_catalog.pg_class AS c ON c.oid OPERATOR(pg_catalog.=) x.source::oid
-        JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
-        LEFT JOIN pg_catalog.pg_attribute AS k
-            ON k.attrelid OPERATOR(pg_catalog.=) c.oid
-           AND k.attnum OPERATOR(pg_catalog.=) x.key_attnum AND NOT k.attisdropped
-        LEFT JOIN pg_catalog.pg_attribute AS t
-            ON t.attrelid OPERATOR(pg_catalog.=) c.oid
-           AND t.attnum OPERATOR(pg_catalog.=) x.text_attnum AND NOT t.attisdropped
-        WHERE x.source::oid OPERATOR(pg_catalog.=) relid
-    ) AS f
-    WHERE i.id OPERATOR(pg_catalog.=) f.id
-      AND i.id IN (SELECT x.id FROM {schema}.indexes AS x
-                   WHERE x.source::oid OPERATOR(pg_catalog.=) relid
-                   FOR NO KEY UPDATE SKIP LOCKED);
-END
-""",
-)
-
-# The event trigger functions: SECURITY DEFINER as the owner role (they write the catalog
-# whoever runs the DDL), and never the reason the app's DDL fails: an error becomes a warning.
-_ON_SQL_DROP = (
-    """
-CREATE FUNCTION {schema}.on_sql_drop_v1()
-RETURNS event_trigger LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp""",
-    """
-BEGIN
-    UPDATE {schema}.indexes AS i
-    SET state = 'source_dropped',
-        state_reason = 'its table ' || d.object_identity || ' was dropped',
-        updated_at = now()
-    FROM pg_catalog.pg_event_trigger_dropped_objects() AS d
-    WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::regclass
-      AND d.objsubid OPERATOR(pg_catalog.=) 0 AND d.object_type = 'table'
-      AND d.objid OPERATOR(pg_catalog.=) i.source::oid
-      AND i.id IN (SELECT x.id FROM {schema}.indexes AS x WHERE x.state <> 'source_dropped'
-                   FOR NO KEY UPDATE SKIP LOCKED);
-    UPDATE {schema}.indexes AS i
-    SET state = 'needs_rebuild',
-        state_reason = 'its column ' || d.object_identity || ' was dropped',
-        updated_at = now()
-    FROM pg_catalog.pg_event_trigger_dropped_objects() AS d
-    WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::regclass
-      AND d.object_type = 'table column'
-      AND d.objid OPERATOR(pg_catalog.=) i.source::oid
-      AND d.objsubid IN (i.key_attnum, i.text_attnum)
-      AND i.id IN (SELECT x.id FROM {schema}.indexes AS x WHERE x.state IN ({live_states})
-                   FOR NO KEY UPDATE SKIP LOCKED);
-EXCEPTION WHEN OTHERS THEN
-    RAISE WARNING USING MESSAGE = 'simindex: could not record a dropped source: ' || SQLERRM;
-END
-""",
-)
-
-_ON_ALTER_TABLE = (
-    """
-CREATE FUNCTION {schema}.on_alter_table_v1()
-RETURNS event_trigger LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp""",
-    """
-DECLARE
-    relid oid;
-BEGIN
-    FOR relid IN
-        SELECT DISTINCT d.objid FROM pg_catalog.pg_event_trigger_ddl_commands() AS d
-        JOIN {schema}.indexes AS i ON i.source::oid OPERATOR(pg_catalog.=) d.objid
-        WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::regclass
-    LOOP
-        PERFORM {schema}.follow_source_v1(relid);
-    END LOOP;
-EXCEPTION WHEN OTHERS THEN
-    RAISE WARNING USING MESSAGE = 'simindex: could not follow a changed source: ' || SQLERRM;
-END
-""",
-)
-
-# Event triggers are per database and need a superuser; without them drift is found when an
-# index is next used (see the README's Security section).
-_EVENT_TRIGGERS = """
-BEGIN
-    IF NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname = current_user) THEN
-        RAISE NOTICE USING MESSAGE = 'simindex: not a superuser, so no event triggers: a '
-            || 'dropped or changed source table is noticed when its index is next used';
-        RETURN;
-    END IF;
-    EXECUTE 'CREATE EVENT TRIGGER ' || quote_ident({sql_drop}) || ' ON sql_drop '
-        || 'EXECUTE FUNCTION ' || quote_ident({schema_literal}) || '.on_sql_drop_v1()';
-    EXECUTE 'CREATE EVENT TRIGGER ' || quote_ident({alter_table}) || ' ON ddl_command_end '
-        || 'WHEN TAG IN (''ALTER TABLE'') '
-        || 'EXECUTE FUNCTION ' || quote_ident({schema_literal}) || '.on_alter_table_v1()';
-END
-"""
+def _quoted(block: str, **more: str) -> str:
+    """A block whose part between ``$body$`` quotes (or all of it, for a DO body) is quoted
+    again, once filled in, with a tag it cannot contain."""
+    head, body, tail = block.split("$body$") if "$body$" in block else ("", block, "")
+    return _sql(head, **more) + _dollar(_sql(body, **more)) + _sql(tail, **more)
 
 
 def event_trigger_names() -> tuple[str, str]:
     """Event trigger names are per database: one pair per simindex schema."""
     if schema() == "simindex":
         return "simindex_sql_drop_v1", "simindex_alter_table_v1"
-    import hashlib
-
     tag = hashlib.blake2b(schema().encode(), digest_size=6).hexdigest()
     return f"simindex_{tag}_sql_drop_v1", f"simindex_{tag}_alter_table_v1"
 
 
-def _helpers() -> list[tuple[tuple[str, str], bool]]:
-    return [
-        (_DRIFT, False),
-        (_SOURCE_CHANGED, True),
-        (_SOURCE_USABLE, False),
-        (_FOLLOW_SOURCE, True),
-        (_ON_SQL_DROP, True),
-        (_ON_ALTER_TABLE, True),
-    ]
-
-
 def upgrade() -> None:
-    _do(_ROLE)
-    op.execute(_sql(_CATALOG.replace("{states}", STATES)))
-    for (header, body), revoke in _helpers():
-        _function(header, body.replace("{live_states}", LIVE_STATES), revoke=revoke)
-    _do(_EXISTING)
-    _do(_OWNERSHIP)
+    blocks = _blocks()
+    op.execute("DO " + _quoted(blocks["role"]))
+    op.execute(_sql(blocks["catalog"]))
+    for name, arguments, revoke in FUNCTIONS:
+        op.execute(_quoted(blocks[name]))
+        if revoke:
+            op.execute(_sql(f"REVOKE ALL ON FUNCTION {{schema}}.{name}({arguments}) FROM PUBLIC"))
+    op.execute("DO " + _quoted(blocks["existing"]))
+    op.execute("DO " + _quoted(blocks["ownership"]))
     sql_drop, alter_table = event_trigger_names()
-    _do(
-        _EVENT_TRIGGERS.replace("{sql_drop}", _literal(sql_drop)).replace(
-            "{alter_table}", _literal(alter_table)
+    op.execute(
+        "DO "
+        + _quoted(
+            blocks["event_triggers"],
+            sql_drop=_literal(sql_drop),
+            alter_table=_literal(alter_table),
         )
     )
-
-
-# Every index goes: the tables and functions in the schema that no migration made, with their
-# triggers (CASCADE), then the catalog rows.
-_DROP_INDEXES = """
-DECLARE
-    found record;
-BEGIN
-    FOR found IN
-        SELECT p.oid::regprocedure AS routine FROM pg_catalog.pg_proc AS p
-        WHERE p.pronamespace = (SELECT n.oid FROM pg_catalog.pg_namespace AS n
-                                WHERE n.nspname = {schema_literal})
-          AND p.proname NOT IN ('near_key_v1', 'similar_key_v1', 'drift_v1',
-                                'source_changed_v1', 'source_usable_v1', 'follow_source_v1',
-                                'on_sql_drop_v1', 'on_alter_table_v1')
-    LOOP
-        EXECUTE 'DROP ROUTINE IF EXISTS ' || found.routine::text || ' CASCADE';
-    END LOOP;
-    FOR found IN
-        SELECT c.oid::regclass AS relation FROM pg_catalog.pg_class AS c
-        WHERE c.relnamespace = (SELECT n.oid FROM pg_catalog.pg_namespace AS n
-                                WHERE n.nspname = {schema_literal})
-          AND c.relkind IN ('r', 'p') AND c.relname NOT IN ('indexes', 'alembic_version')
-    LOOP
-        EXECUTE 'DROP TABLE IF EXISTS ' || found.relation::text || ' CASCADE';
-    END LOOP;
-    DELETE FROM {schema}.indexes;
-END
-"""
 
 
 def downgrade() -> None:
     for name in event_trigger_names():
         op.execute(f"DROP EVENT TRIGGER IF EXISTS {_ident(name)}")
-    _do(_DROP_INDEXES)
-    for (header, _), _revoke in reversed(_helpers()):
-        signature = header.split("(", 1)[0].replace("CREATE FUNCTION", "").strip()
-        arguments = _ARGUMENT_TYPES.get(signature)
-        if arguments is None:  # drift_v1
-            arguments = "oid, smallint, oid, integer, smallint, oid"
-        op.execute(_sql(f"DROP FUNCTION {signature}({arguments})"))
+    op.execute("DO " + _quoted(_blocks()["drop_indexes"]))
+    for name, arguments, _ in reversed(FUNCTIONS):
+        op.execute(_sql(f"DROP FUNCTION {{schema}}.{name}({arguments})"))
     op.execute(
         _sql(
             "ALTER TABLE {schema}.indexes "

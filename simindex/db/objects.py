@@ -20,10 +20,13 @@ from simindex.db.triggers import Triggers
 
 
 def create_statements(
-    index_schema: str, name: str, source: Source, spec: IndexSpec
+    index_schema: str, name: str, source: Source, spec: IndexSpec, *, trusted: bool = False
 ) -> list[sql.Composed]:
     """The catalog row, the empty side tables with their indexes, the query functions, the
-    queue and the trigger function (as the owner role), then the triggers, in order."""
+    queue and the trigger function (as the owner role), then the triggers, in order.
+
+    ``trusted``: simindex's event triggers watch the database (see
+    :meth:`~simindex.db.triggers.Triggers.function_statements`)."""
     check_name(name)
     insert = statement(
         "catalog_insert",
@@ -44,7 +47,7 @@ def create_statements(
         *store.finish_statements(),
         *store.function_statements(),
         *triggers.table_statements(),
-        *triggers.function_statements(),
+        *triggers.function_statements(trusted=trusted),
     ]
     # Resolved when the statements run (an offline script knows only the names).
     found = statement("catalog_source_oid", table=sql.Literal(source.identifier.as_string()))

@@ -49,6 +49,13 @@ BUILD_LOCK_CLASS = 0x53494D58
 """The first half of the two-key advisory lock a build holds (``'SIMX'``)."""
 
 
+def event_triggers_on(conn: PgConnection, schema: str) -> bool:
+    """Whether simindex's event triggers watch this database: a superuser migrated it, and
+    nobody disabled them since."""
+    row = conn.execute(statement("sync_event_triggers_on"), {"schema": schema}).fetchone()
+    return bool(row and row[0])
+
+
 def channel(name: str) -> str:
     """The NOTIFY channel of an index: its name after ``simindex_`` (payloads are empty)."""
     return f"simindex_{name}"
@@ -109,11 +116,14 @@ class Triggers:
             statement("sync_create_failed", failed=self.failed, key_type=self.key_type),
         ]
 
-    def function_statements(self) -> list[sql.Composed]:
-        """The trigger function (again: ``CREATE OR REPLACE``), for the source as it is now."""
+    def function_statements(self, *, trusted: bool = False) -> list[sql.Composed]:
+        """The trigger function (again: ``CREATE OR REPLACE``), for the source as it is now.
+
+        ``trusted``: simindex's event triggers watch the database (:func:`event_triggers_on`),
+        so the function checks no column before reading it (see ``db/sql/sync.sql``)."""
         return [
             statement("sync_check_equality", queue=self.queue, equals=self.equals),
-            self._function_statement(),
+            self._function_statement(trusted),
             statement("sync_revoke_function", function=self.function),
         ]
 
@@ -131,10 +141,14 @@ class Triggers:
             for event in EVENTS
         ]
 
-    def install_statements(self) -> list[sql.Composed]:
-        return [*self.table_statements(), *self.function_statements(), *self.trigger_statements()]
+    def install_statements(self, *, trusted: bool = False) -> list[sql.Composed]:
+        return [
+            *self.table_statements(),
+            *self.function_statements(trusted=trusted),
+            *self.trigger_statements(),
+        ]
 
-    def _function_statement(self) -> sql.Composed:
+    def _function_statement(self, trusted: bool) -> sql.Composed:
         source = self.source
         known = source.key_attnum > 0 and source.text_attnum > 0 and source.oid > 0
         by_name = {
@@ -156,6 +170,7 @@ class Triggers:
             # Not known (an offline script): 0, no table's OID, so the checked path runs until
             # the first build writes the function again.
             relid=sql.Literal(source.oid if known else 0),
+            trusted=sql.Literal(trusted and known),
             key_attnum=sql.Literal(source.key_attnum),
             key_name=sql.Literal(source.key_column),
             key_type_id=sql.Literal(source.key_type_id),

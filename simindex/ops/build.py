@@ -27,7 +27,7 @@ from simindex.db.privileges import back_to_caller, become_owner, warn_if_superus
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.source import Source, describe, row_estimate
 from simindex.db.statements import run, statement
-from simindex.db.triggers import Triggers
+from simindex.db.triggers import Triggers, event_triggers_on
 from simindex.ops.workers import computed
 
 Progress = Callable[[int, int | None], None]
@@ -109,8 +109,9 @@ def build(
         reader.close()
         store.finish(conn, staging=True)
         store.swap_in_staging(conn)
-        # The trigger function again, for the column positions of now.
-        run(conn, triggers.function_statements())
+        # The trigger function again, for the table as it is now.
+        trusted = event_triggers_on(conn, index_schema)
+        run(conn, triggers.function_statements(trusted=trusted))
         run(conn, back_to_caller())
         dequeued = 0
         if isolation == "read committed":  # later statements see later commits
@@ -182,7 +183,8 @@ def _prepare(conn: PgConnection, index_schema: str, name: str) -> tuple[IndexInf
             key=info.source.key_column,
         )
         run(conn, drop_statements(index_schema, name, info.source, info.spec))
-        run(conn, create_statements(index_schema, name, source, info.spec))
+        trusted = event_triggers_on(conn, index_schema)
+        run(conn, create_statements(index_schema, name, source, info.spec, trusted=trusted))
         info = read_index(conn, index_schema, name)
     source = lock_source(conn, info)
     # describe() again: the checks of create (a text column by built-in casts, a unique key)

@@ -220,3 +220,60 @@ def test_downgrade_to_base_removes_every_index_first(
     alice.run("INSERT INTO docs VALUES (1, 'a text'), (2, 'a text')")
     index.build()
     assert [m.key for m in Index(database_dsn, "docs").near_key(1)] == [2]
+
+
+TRUSTED = (
+    "SELECT substring(prosrc FROM 'simindex_trusted CONSTANT boolean := (true|false);') "
+    "FROM pg_proc WHERE proname = 'docs_trigger_v1'"
+)
+
+
+def test_the_function_reads_unchecked_only_while_the_event_triggers_watch_the_table(
+    database_dsn: str, make_role: MakeRole
+) -> None:
+    alice = make_role("alice")
+    owned_table(database_dsn, alice, "CREATE TABLE docs (id integer PRIMARY KEY, body text)")
+    index = create_index(database_dsn, "docs", "docs", "body")
+    index.build()
+    assert scalar(database_dsn, TRUSTED) == "true"
+    alice.run("ALTER TABLE docs RENAME COLUMN body TO content")
+    assert scalar(database_dsn, TRUSTED) == "false"  # rewritten by the DDL, before any write
+    alice.run("INSERT INTO docs VALUES (100, 'written after the rename')")
+    index.build()
+    assert scalar(database_dsn, TRUSTED) == "true"  # written again for the table as it is
+    drop_event_triggers(database_dsn)
+    index.build()
+    assert scalar(database_dsn, TRUSTED) == "false"  # nobody watches: it checks
+
+
+@pytest.mark.parametrize("how", ["a parent table", "a typed table's type"])
+def test_a_change_reaching_the_table_from_elsewhere_is_followed(
+    database_dsn: str, make_role: MakeRole, how: str
+) -> None:
+    alice = make_role("alice")
+    if how == "a parent table":
+        create = (
+            "CREATE TABLE base (id integer, body text); "
+            "CREATE TABLE docs (PRIMARY KEY (id)) INHERITS (base)"
+        )
+        change = "ALTER TABLE base RENAME COLUMN body TO content"
+    else:
+        create = (
+            "CREATE TYPE doc AS (id integer, body text); "
+            "CREATE TABLE docs OF doc (PRIMARY KEY (id))"
+        )
+        change = "ALTER TYPE doc RENAME ATTRIBUTE body TO content CASCADE"
+    owned_table(database_dsn, alice, create, rows=0)
+    alice.run("INSERT INTO docs VALUES (1, 'one text'), (2, 'one text')")
+    index = create_index(database_dsn, "docs", "docs", "body")
+    index.build()
+    alice.run(change)
+    assert scalar(database_dsn, TRUSTED) == "false"
+    alice.run(
+        "INSERT INTO docs VALUES (3, 'one text')",
+        "UPDATE docs SET content = 'another text' WHERE id = 1",
+        "DELETE FROM docs WHERE id = 2",
+    )
+    sync(database_dsn)
+    assert check(database_dsn, "docs").ok
+    assert [m.key for m in index.near("one text", max_distance=0)] == [3]

@@ -26,11 +26,15 @@ CREATE TABLE {failed} (
 -- never read, so no cast, operator or function the table's owner defined is evaluated here
 -- (keys and texts are compared with built-in operators and casts), and a drifted source marks
 -- the index instead of failing the write.
--- Fast path: the table and columns the function was written for (one catalog lookup), their
--- names in the statements. Otherwise (a renamed table or column, a dropped column before them,
--- a restored database), the catalog's record is checked and the same statements run with the
--- columns renamed by position, "AS n (_1, k, _3, t)" (EXECUTE), until a build writes this
--- function afresh. Either way renames change nothing for the app.
+-- Fast path: the table and columns the function was written for, their names in the
+-- statements. Where simindex's event triggers watch the database, nothing is looked up: any
+-- ALTER TABLE of the source (or of its parents or row type) rewrites this function with
+-- simindex_trusted false first (schema.distrust_v1), in the same transaction, so no write ever
+-- runs a trusted body on a changed table. Otherwise one pg_attribute lookup per column read
+-- checks number, name and type. When that fails (a renamed table or column, a dropped column
+-- before them, a restored database), the catalog's record is checked and the same statements
+-- run with the columns renamed by position, "AS n (_1, k, _3, t)" (EXECUTE), until a build
+-- writes this function afresh. Either way renames change nothing for the app.
 -- Enqueueing uses DO UPDATE ... WHERE false, not DO NOTHING: it changes nothing but locks an
 -- entry that already exists, so no worker can consume that entry (and read the source before
 -- this transaction commits) until the writer is done. A writer that finds the entry being
@@ -50,6 +54,7 @@ LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $body$
 DECLARE
+    simindex_trusted CONSTANT boolean := {trusted};
     written_for boolean;
     source record;
     aliases text;
@@ -59,7 +64,7 @@ BEGIN
             || ' must be an AFTER ... FOR EACH STATEMENT trigger of index ' || {index_name};
     END IF;
     IF TG_RELID = {relid} THEN
-        IF TG_OP = 'TRUNCATE' THEN
+        IF simindex_trusted OR TG_OP = 'TRUNCATE' THEN
             written_for := true;
         ELSE
             SELECT true INTO written_for FROM pg_catalog.pg_attribute AS a
@@ -169,6 +174,15 @@ TRUNCATE {tables}
 
 -- name: sync_trigger_dynamic
 EXECUTE pg_catalog.format({statement}, aliases)
+
+-- name: sync_event_triggers_on
+-- Whether simindex's two event triggers watch this database (enabled, for ordinary sessions).
+SELECT count(*) = 2
+FROM pg_catalog.pg_event_trigger AS e
+JOIN pg_catalog.pg_proc AS p ON p.oid = e.evtfoid
+JOIN pg_catalog.pg_namespace AS n ON n.oid = p.pronamespace
+WHERE n.nspname = %(schema)s AND p.proname IN ('on_sql_drop_v1', 'on_alter_table_v1')
+  AND e.evtenabled IN ('O', 'A')
 
 -- name: sync_build_lock
 -- Taken by a build before it reads the source: deletes meanwhile queue their keys (see the

@@ -1,0 +1,393 @@
+-- The SQL of revision 0004 (0004_privileges.py reads it): frozen with it, never edited once
+-- released. {schema}, {schema_literal}, {owner}, {owner_literal}, {live_states}, {states} and the
+-- event trigger names are filled in by the migration; DO bodies and function bodies are quoted
+-- there with a dollar tag they cannot contain. No percent sign appears here (an offline --sql
+-- script doubles it), hence || and quote_ident rather than format.
+
+-- name: role
+-- The owner role: created when missing (a superuser or a CREATEROLE role may), and the user
+-- migrating must be able to act as it (ALTER ... OWNER TO needs that).
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = {owner_literal}) THEN
+        BEGIN
+            CREATE ROLE {owner} NOLOGIN;
+        EXCEPTION WHEN insufficient_privilege THEN
+            RAISE EXCEPTION USING ERRCODE = '42501',
+                MESSAGE = 'simindex: the role ' || {owner_literal} || ' does not exist and '
+                    || current_user || ' may not create it',
+                HINT = 'a superuser runs once: CREATE ROLE ' || {owner_literal}
+                    || ' NOLOGIN; GRANT ' || {owner_literal} || ' TO ' || current_user;
+        END;
+    END IF;
+    IF NOT pg_catalog.pg_has_role(current_user, {owner_literal}, 'MEMBER') THEN
+        BEGIN
+            EXECUTE 'GRANT ' || quote_ident({owner_literal}) || ' TO ' || quote_ident(current_user);
+        EXCEPTION WHEN insufficient_privilege OR invalid_grant_operation THEN
+            RAISE EXCEPTION USING ERRCODE = '42501',
+                MESSAGE = 'simindex: ' || current_user || ' is not a member of '
+                    || {owner_literal} || ', which owns simindex''s schema',
+                HINT = 'a superuser runs: GRANT ' || {owner_literal} || ' TO ' || current_user;
+        END;
+    END IF;
+END
+
+-- name: catalog
+ALTER TABLE {schema}.indexes
+    ADD COLUMN source regclass,
+    ADD COLUMN key_attnum smallint,
+    ADD COLUMN key_type_id regtype,
+    ADD COLUMN key_typmod integer,
+    ADD COLUMN text_attnum smallint,
+    ADD COLUMN text_type_id regtype,
+    ADD COLUMN state_reason text,
+    DROP CONSTRAINT indexes_state_check,
+    ADD CONSTRAINT indexes_state_check CHECK (state IN ({states}))
+
+-- name: existing
+-- Indexes of an older release: found by name, their old trigger functions dropped (with their
+-- triggers), marked for a rebuild.
+DECLARE
+    entry record;
+    event text;
+BEGIN
+    UPDATE {schema}.indexes AS i
+    SET source = c.oid, key_attnum = k.attnum, key_type_id = k.atttypid,
+        key_typmod = k.atttypmod, text_attnum = t.attnum, text_type_id = t.atttypid
+    FROM pg_catalog.pg_class AS c
+    JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
+    JOIN pg_catalog.pg_attribute AS k ON k.attrelid = c.oid AND NOT k.attisdropped
+    JOIN pg_catalog.pg_attribute AS t ON t.attrelid = c.oid AND NOT t.attisdropped
+    WHERE n.nspname = i.source_schema AND c.relname = i.source_table
+      AND k.attname = i.key_column AND t.attname = i.text_column;
+    FOR entry IN SELECT i.name FROM {schema}.indexes AS i LOOP
+        FOREACH event IN ARRAY ARRAY['insert', 'update', 'delete', 'truncate'] LOOP
+            EXECUTE 'DROP FUNCTION IF EXISTS ' || quote_ident({schema_literal}) || '.'
+                || quote_ident(entry.name || '_' || event || '_v1') || '() CASCADE';
+        END LOOP;
+    END LOOP;
+    UPDATE {schema}.indexes
+    SET state = CASE WHEN source IS NULL THEN 'source_dropped' ELSE 'needs_rebuild' END,
+        state_reason = CASE WHEN source IS NULL
+            THEN 'its table or columns were not found when simindex was upgraded'
+            ELSE 'made by an older release: a build installs its new triggers' END,
+        updated_at = now();
+END
+
+-- name: ownership
+-- Everything in the schema to the owner role (whatever an earlier release or migration made).
+DECLARE
+    found record;
+BEGIN
+    EXECUTE 'ALTER SCHEMA ' || quote_ident({schema_literal}) || ' OWNER TO '
+        || quote_ident({owner_literal});
+    FOR found IN
+        SELECT c.oid::regclass AS relation FROM pg_catalog.pg_class AS c
+        WHERE c.relnamespace = (SELECT n.oid FROM pg_catalog.pg_namespace AS n
+                                WHERE n.nspname = {schema_literal})
+          AND c.relkind IN ('r', 'p', 'v')
+    LOOP
+        EXECUTE 'ALTER TABLE ' || found.relation::text || ' OWNER TO '
+            || quote_ident({owner_literal});
+    END LOOP;
+    FOR found IN
+        SELECT p.oid::regprocedure AS routine FROM pg_catalog.pg_proc AS p
+        WHERE p.pronamespace = (SELECT n.oid FROM pg_catalog.pg_namespace AS n
+                                WHERE n.nspname = {schema_literal})
+    LOOP
+        EXECUTE 'ALTER ROUTINE ' || found.routine::text || ' OWNER TO '
+            || quote_ident({owner_literal});
+    END LOOP;
+END
+
+-- name: drift_v1
+-- Why a source no longer matches what the catalog recorded, or NULL.
+CREATE FUNCTION {schema}.drift_v1(
+    source oid, key_attnum smallint, key_type_id oid, key_typmod integer,
+    text_attnum smallint, text_type_id oid
+)
+RETURNS text LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $body$
+SELECT CASE
+    WHEN c.oid IS NULL THEN 'its table was dropped'
+    WHEN k.attnum IS NULL THEN 'its key column was dropped'
+    WHEN t.attnum IS NULL THEN 'its text column was dropped'
+    WHEN k.atttypid OPERATOR(pg_catalog.<>) key_type_id
+      OR k.atttypmod OPERATOR(pg_catalog.<>) key_typmod
+        THEN 'its key column ' || quote_ident(k.attname) || ' changed type from '
+            || format_type(key_type_id, key_typmod) || ' to '
+            || format_type(k.atttypid, k.atttypmod)
+    WHEN t.atttypid OPERATOR(pg_catalog.<>) text_type_id
+        THEN 'its text column ' || quote_ident(t.attname) || ' changed type from '
+            || format_type(text_type_id, NULL) || ' to ' || format_type(t.atttypid, NULL)
+END
+FROM (VALUES (source)) AS s (relid)
+LEFT JOIN pg_catalog.pg_class AS c ON c.oid OPERATOR(pg_catalog.=) s.relid
+LEFT JOIN pg_catalog.pg_attribute AS k
+    ON k.attrelid OPERATOR(pg_catalog.=) c.oid AND k.attnum OPERATOR(pg_catalog.=) key_attnum
+   AND NOT k.attisdropped
+LEFT JOIN pg_catalog.pg_attribute AS t
+    ON t.attrelid OPERATOR(pg_catalog.=) c.oid AND t.attnum OPERATOR(pg_catalog.=) text_attnum
+   AND NOT t.attisdropped
+$body$
+
+-- name: source_changed_v1
+-- Called by an index's trigger function (as the owner role) when the source does not look as
+-- the catalog says: another table (refused), or a key or text column changed or gone (the
+-- index is marked, the write goes on). Catalog rows held by a build are left alone.
+CREATE FUNCTION {schema}.source_changed_v1(index_name text, relid oid)
+RETURNS void LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $body$
+DECLARE
+    entry record;
+    reason text;
+BEGIN
+    SELECT i.* INTO entry FROM {schema}.indexes AS i WHERE i.name = index_name;
+    IF NOT FOUND THEN
+        RETURN;  -- dropped meanwhile
+    END IF;
+    IF entry.source IS NULL OR entry.source::oid OPERATOR(pg_catalog.<>) relid THEN
+        RAISE EXCEPTION USING ERRCODE = '42501',
+            MESSAGE = 'simindex: the triggers of index ' || quote_literal(index_name)
+                || ' serve its source table only, not ' || relid::regclass::text;
+    END IF;
+    IF entry.state NOT IN ({live_states}) THEN
+        RETURN;
+    END IF;
+    reason := {schema}.drift_v1(entry.source, entry.key_attnum, entry.key_type_id,
+                                entry.key_typmod, entry.text_attnum, entry.text_type_id);
+    IF reason IS NULL THEN
+        RETURN;
+    END IF;
+    UPDATE {schema}.indexes AS i
+    SET state = 'needs_rebuild', state_reason = reason, updated_at = now()
+    WHERE i.id = (SELECT x.id FROM {schema}.indexes AS x WHERE x.name = index_name
+                  FOR NO KEY UPDATE SKIP LOCKED);
+END
+$body$
+
+-- name: source_usable_v1
+-- For the index query functions: an index whose source table was dropped answers no query.
+CREATE FUNCTION {schema}.source_usable_v1(index_name text)
+RETURNS boolean LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $body$
+BEGIN
+    IF EXISTS (
+        SELECT FROM {schema}.indexes AS i
+        WHERE i.name = index_name
+          AND (i.state = 'source_dropped' OR NOT EXISTS (
+              SELECT FROM pg_catalog.pg_class AS c
+              WHERE c.oid OPERATOR(pg_catalog.=) i.source))
+    ) THEN
+        RAISE EXCEPTION USING ERRCODE = '55000',
+            MESSAGE = 'simindex: the source table of index ' || quote_literal(index_name)
+                || ' was dropped; drop the index',
+            HINT = 'simindex drop ' || index_name;
+    END IF;
+    RETURN true;
+END
+$body$
+
+-- name: follow_source_v1
+-- Records drift of the source ``relid``: its current names, and a changed or dropped key or
+-- text column (needs_rebuild). Run by the event triggers, as the owner role.
+CREATE FUNCTION {schema}.follow_source_v1(relid oid)
+RETURNS void LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $body$
+BEGIN
+    UPDATE {schema}.indexes AS i
+    SET source_schema = f.schema_name, source_table = f.table_name,
+        key_column = coalesce(f.key_name, i.key_column),
+        text_column = coalesce(f.text_name, i.text_column),
+        state = CASE WHEN f.reason IS NOT NULL AND i.state IN ({live_states})
+                     THEN 'needs_rebuild' ELSE i.state END,
+        state_reason = CASE WHEN f.reason IS NOT NULL AND i.state IN ({live_states})
+                            THEN f.reason ELSE i.state_reason END,
+        updated_at = now()
+    FROM (
+        SELECT x.id, n.nspname AS schema_name, c.relname AS table_name,
+               k.attname AS key_name, t.attname AS text_name,
+               {schema}.drift_v1(c.oid, x.key_attnum, x.key_type_id, x.key_typmod,
+                                 x.text_attnum, x.text_type_id) AS reason
+        FROM {schema}.indexes AS x
+        JOIN pg_catalog.pg_class AS c ON c.oid OPERATOR(pg_catalog.=) x.source::oid
+        JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+        LEFT JOIN pg_catalog.pg_attribute AS k
+            ON k.attrelid OPERATOR(pg_catalog.=) c.oid
+           AND k.attnum OPERATOR(pg_catalog.=) x.key_attnum AND NOT k.attisdropped
+        LEFT JOIN pg_catalog.pg_attribute AS t
+            ON t.attrelid OPERATOR(pg_catalog.=) c.oid
+           AND t.attnum OPERATOR(pg_catalog.=) x.text_attnum AND NOT t.attisdropped
+        WHERE x.source::oid OPERATOR(pg_catalog.=) relid
+    ) AS f
+    WHERE i.id OPERATOR(pg_catalog.=) f.id
+      AND i.id IN (SELECT x.id FROM {schema}.indexes AS x
+                   WHERE x.source::oid OPERATOR(pg_catalog.=) relid
+                   FOR NO KEY UPDATE SKIP LOCKED);
+END
+$body$
+
+-- name: distrust_v1
+-- An index's trigger function written for its table as it was ("simindex_trusted" true: it reads
+-- the columns unchecked, because these event triggers watch every change of the table) made to
+-- check them again, after a change of the table; a build writes it afresh. CREATE OR REPLACE
+-- keeps the function's owner, its rights and its triggers.
+CREATE FUNCTION {schema}.distrust_v1(index_name text)
+RETURNS void LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $body$
+DECLARE
+    fn record;
+BEGIN
+    SELECT p.oid::regprocedure::text AS routine, p.prosrc INTO fn
+    FROM pg_catalog.pg_proc AS p
+    WHERE p.pronamespace OPERATOR(pg_catalog.=) (
+            SELECT n.oid FROM pg_catalog.pg_namespace AS n WHERE n.nspname = {schema_literal})
+      AND p.proname = index_name || '_trigger_v1';
+    IF NOT FOUND OR strpos(fn.prosrc, 'simindex_trusted CONSTANT boolean := true;') = 0 THEN
+        RETURN;
+    END IF;
+    EXECUTE 'CREATE OR REPLACE FUNCTION ' || fn.routine || ' RETURNS trigger '
+        || 'LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS '
+        || quote_literal(regexp_replace(fn.prosrc,
+               'simindex_trusted CONSTANT boolean := true;',
+               'simindex_trusted CONSTANT boolean := false;'));
+END
+$body$
+
+-- name: on_sql_drop_v1
+-- The event trigger functions: SECURITY DEFINER as the owner role (they write the catalog
+-- whoever runs the DDL), and never the reason the app's DDL fails: an error becomes a warning.
+CREATE FUNCTION {schema}.on_sql_drop_v1()
+RETURNS event_trigger LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $body$
+DECLARE
+    entry record;
+BEGIN
+    -- A column of a source dropped (by DROP TYPE ... CASCADE, say): its trigger function
+    -- checks its columns again. Not caught: no write may run a trusted body on a changed table.
+    FOR entry IN
+        SELECT DISTINCT i.name FROM {schema}.indexes AS i
+        JOIN pg_catalog.pg_event_trigger_dropped_objects() AS d
+          ON d.objid OPERATOR(pg_catalog.=) i.source::oid
+        WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::regclass
+          AND d.object_type = 'table column'
+    LOOP
+        PERFORM {schema}.distrust_v1(entry.name);
+    END LOOP;
+    BEGIN
+        UPDATE {schema}.indexes AS i
+        SET state = 'source_dropped',
+            state_reason = 'its table ' || d.object_identity || ' was dropped',
+            updated_at = now()
+        FROM pg_catalog.pg_event_trigger_dropped_objects() AS d
+        WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::regclass
+          AND d.objsubid OPERATOR(pg_catalog.=) 0 AND d.object_type = 'table'
+          AND d.objid OPERATOR(pg_catalog.=) i.source::oid
+          AND i.id IN (SELECT x.id FROM {schema}.indexes AS x
+                       WHERE x.state <> 'source_dropped'
+                       FOR NO KEY UPDATE SKIP LOCKED);
+        UPDATE {schema}.indexes AS i
+        SET state = 'needs_rebuild',
+            state_reason = 'its column ' || d.object_identity || ' was dropped',
+            updated_at = now()
+        FROM pg_catalog.pg_event_trigger_dropped_objects() AS d
+        WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::regclass
+          AND d.object_type = 'table column'
+          AND d.objid OPERATOR(pg_catalog.=) i.source::oid
+          AND d.objsubid IN (i.key_attnum, i.text_attnum)
+          AND i.id IN (SELECT x.id FROM {schema}.indexes AS x
+                       WHERE x.state IN ({live_states})
+                       FOR NO KEY UPDATE SKIP LOCKED);
+    EXCEPTION WHEN OTHERS THEN
+        RAISE WARNING USING MESSAGE = 'simindex: could not record a dropped source: ' || SQLERRM;
+    END;
+END
+$body$
+
+-- name: on_alter_table_v1
+CREATE FUNCTION {schema}.on_alter_table_v1()
+RETURNS event_trigger LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $body$
+DECLARE
+    entry record;
+BEGIN
+    -- The indexes of every table the command changed: the tables altered, those whose row
+    -- type was (ALTER TYPE of a typed table's type), and their children (a change of a parent
+    -- reaches them).
+    FOR entry IN
+        WITH RECURSIVE changed (relid) AS (
+            SELECT d.objid FROM pg_catalog.pg_event_trigger_ddl_commands() AS d
+            WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::regclass
+            UNION
+            -- ALTER TYPE of a composite type names its pg_class entry (relkind c).
+            SELECT c.oid FROM pg_catalog.pg_event_trigger_ddl_commands() AS d
+            JOIN pg_catalog.pg_class AS t ON t.oid OPERATOR(pg_catalog.=) d.objid
+            JOIN pg_catalog.pg_class AS c ON c.reloftype OPERATOR(pg_catalog.=) t.reltype
+            WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::regclass
+            UNION
+            SELECT h.inhrelid FROM pg_catalog.pg_inherits AS h
+            JOIN changed AS x ON h.inhparent OPERATOR(pg_catalog.=) x.relid
+        )
+        SELECT DISTINCT i.name, i.source::oid AS relid FROM {schema}.indexes AS i
+        JOIN changed AS x ON x.relid OPERATOR(pg_catalog.=) i.source::oid
+    LOOP
+        -- Not caught: no write may run a trusted body on a changed table.
+        PERFORM {schema}.distrust_v1(entry.name);
+        BEGIN
+            PERFORM {schema}.follow_source_v1(entry.relid);
+        EXCEPTION WHEN OTHERS THEN
+            RAISE WARNING USING MESSAGE = 'simindex: could not follow a changed source: '
+                || SQLERRM;
+        END;
+    END LOOP;
+END
+$body$
+
+-- name: event_triggers
+-- Event triggers are per database and need a superuser; without them drift is found when an
+-- index is next used (see the README's Security section).
+BEGIN
+    IF NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname = current_user) THEN
+        RAISE NOTICE USING MESSAGE = 'simindex: not a superuser, so no event triggers: a '
+            || 'dropped or changed source table is noticed when its index is next used';
+        RETURN;
+    END IF;
+    EXECUTE 'CREATE EVENT TRIGGER ' || quote_ident({sql_drop}) || ' ON sql_drop '
+        || 'EXECUTE FUNCTION ' || quote_ident({schema_literal}) || '.on_sql_drop_v1()';
+    EXECUTE 'CREATE EVENT TRIGGER ' || quote_ident({alter_table}) || ' ON ddl_command_end '
+        || 'WHEN TAG IN (''ALTER TABLE'', ''ALTER TYPE'') '
+        || 'EXECUTE FUNCTION ' || quote_ident({schema_literal}) || '.on_alter_table_v1()';
+END
+
+-- name: drop_indexes
+-- Every index goes: the tables and functions in the schema that no migration made, with their
+-- triggers (CASCADE), then the catalog rows.
+DECLARE
+    found record;
+BEGIN
+    FOR found IN
+        SELECT p.oid::regprocedure AS routine FROM pg_catalog.pg_proc AS p
+        WHERE p.pronamespace = (SELECT n.oid FROM pg_catalog.pg_namespace AS n
+                                WHERE n.nspname = {schema_literal})
+          AND p.proname NOT IN ('near_key_v1', 'similar_key_v1', 'drift_v1',
+                                'source_changed_v1', 'source_usable_v1', 'follow_source_v1',
+                                'distrust_v1', 'on_sql_drop_v1', 'on_alter_table_v1')
+    LOOP
+        EXECUTE 'DROP ROUTINE IF EXISTS ' || found.routine::text || ' CASCADE';
+    END LOOP;
+    FOR found IN
+        SELECT c.oid::regclass AS relation FROM pg_catalog.pg_class AS c
+        WHERE c.relnamespace = (SELECT n.oid FROM pg_catalog.pg_namespace AS n
+                                WHERE n.nspname = {schema_literal})
+          AND c.relkind IN ('r', 'p') AND c.relname NOT IN ('indexes', 'alembic_version')
+    LOOP
+        EXECUTE 'DROP TABLE IF EXISTS ' || found.relation::text || ' CASCADE';
+    END LOOP;
+    DELETE FROM {schema}.indexes;
+END
