@@ -130,12 +130,21 @@ def index_changes(
     if not _scalar(pg, statement("session_wrote")):
         return 0  # nothing written: no trigger fired
     regclass = sql.Identifier(index_schema, "indexes").as_string(pg)
-    if not _scalar(pg, statement("session_catalog_exists"), {"catalog": regclass}):
-        return 0  # simindex is not migrated into this database
-    names = [
-        str(name)
-        for (name,) in pg.execute(statement("catalog_list", catalog=catalog(index_schema)))
-    ]
+    try:
+        with pg.transaction():  # a savepoint: a role without the writer right commits anyway
+            if not _scalar(pg, statement("session_catalog_exists"), {"catalog": regclass}):
+                return 0  # simindex is not migrated into this database
+            names = [
+                str(name)
+                for (name,) in pg.execute(statement("catalog_list", catalog=catalog(index_schema)))
+            ]
+    except psycopg.errors.InsufficientPrivilege as exc:
+        _log.warning(
+            "simindex: this session's role may not index its writes (simindex grant ROLE "
+            "--writer); the sync worker will: %s",
+            exc,
+        )
+        return 0
     taken = 0
     for name in names:
         queue = sql.Identifier(index_schema, f"{name}_queue")

@@ -20,6 +20,7 @@ from simindex.check import check
 from simindex.db.privileges import OWNER
 from simindex.errors import IndexNotReadyError, SourceError
 from simindex.index import Index, create_index, drop_index, get_index
+from simindex.sqlalchemy import index_changes
 from simindex.sync import queue_counts, sync
 from tests.security.conftest import (
     MakeRole,
@@ -486,3 +487,22 @@ def test_a_member_of_the_owner_role_migrates_without_a_superuser(
     assert [m.key for m in index.near_key(2)] == [3, 4]
     drop_index(dsn, "docs")
     superuser(empty_database_dsn, f"DROP OWNED BY {deployer.name}")
+
+
+def test_a_writer_indexes_its_writes_in_its_transaction_and_no_more(
+    database_dsn: str, index: Index, make_role: MakeRole
+) -> None:
+    writer, plain = make_role("writer"), make_role("plain")
+    superuser(database_dsn, f"GRANT ALL ON docs TO {writer.name}, {plain.name}")
+    simindex.grant(database_dsn, writer.name, "writer")
+    for role in (writer, plain):
+        with psycopg.connect(role.dsn) as conn:
+            conn.execute(
+                "INSERT INTO docs VALUES (%s, 'indexed before the commit, by its writer')",
+                (100 if role is writer else 200,),
+            )
+            taken = index_changes(conn)
+        assert taken == (1 if role is writer else 0)  # the plain role's entry is the worker's
+    assert queue_counts(database_dsn, "docs") == (1, 0)
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        writer.run("UPDATE simindex.indexes SET key_type = 'text'")
