@@ -141,29 +141,29 @@ def print_overhead(o: dict[str, Any]) -> None:
     measured, INSERT only, print nothing here)."""
     if "insert" not in o:
         return
-        rows = []
-        for kind in STATEMENTS:
-            part = o[kind]
-            rows.append(
-                [
-                    f"{kind}, {o['bulk_rows']:,} rows in one statement (ms)",
-                    f"{part['bulk_ms']['plain']:.1f}",
-                    f"{part['bulk_ms']['indexed']:.1f}",
-                    f"{part['bulk_ratio']:.2f}",
-                    " ".join(f"{r:.2f}" for r in part["bulk_ratios"]),
-                ]
-            )
-            rows.append(
-                [
-                    f"{kind}, {o['single_transactions']:,} one-row transactions (us each)",
-                    f"{part['single_us']['plain']:.0f}",
-                    f"{part['single_us']['indexed']:.0f}",
-                    f"{part['single_ratio']:.2f}",
-                    " ".join(f"{r:.2f}" for r in part["single_ratios"]),
-                ]
-            )
-        print_table(
-            "Trigger overhead on the app's writes (median of rounds)",
-            ["statement", "plain", "indexed", "ratio", "every round"],
-            rows,
+    rows = []
+    for kind in STATEMENTS:
+        part = o[kind]
+        rows.append(
+            [
+                f"{kind}, {o['bulk_rows']:,} rows in one statement (ms)",
+                f"{part['bulk_ms']['plain']:.1f}",
+                f"{part['bulk_ms']['indexed']:.1f}",
+                f"{part['bulk_ratio']:.2f}",
+                " ".join(f"{r:.2f}" for r in part["bulk_ratios"]),
+            ]
         )
+        rows.append(
+            [
+                f"{kind}, {o['single_transactions']:,} one-row transactions (us each)",
+                f"{part['single_us']['plain']:.0f}",
+                f"{part['single_us']['indexed']:.0f}",
+                f"{part['single_ratio']:.2f}",
+                " ".join(f"{r:.2f}" for r in part["single_ratios"]),
+            ]
+        )
+    print_table(
+        "Trigger overhead on the app's writes (median of rounds)",
+        ["statement", "plain", "indexed", "ratio", "every round"],
+        rows,
+    )
