@@ -22,7 +22,10 @@ from simindex.minhash import MinHasher, Scheme, SchemeName
 from simindex.simhash import check_top_n, simhash_batch
 from simindex.text import Shingling
 
-SPEC_VERSION = 1
+# Version 2 records every Shingling option; version 1 specs (four shingling fields) are read
+# with the others at their defaults, which is what they were made with.
+SPEC_VERSION = 2
+READABLE_SPEC_VERSIONS = (1, 2)
 DEFAULT_EXPECTED_ROWS = 1_000_000
 
 
@@ -113,10 +116,10 @@ class IndexSpec:
         """Read a stored spec back; refuses versions this release does not know."""
         data = json.loads(text)
         version = data.get("spec_version")
-        if version != SPEC_VERSION:
+        if version not in READABLE_SPEC_VERSIONS:
             raise ValueError(
                 f"index spec version {version!r} is not supported by this release "
-                f"(it reads version {SPEC_VERSION})"
+                f"(it reads versions {', '.join(map(str, READABLE_SPEC_VERSIONS))})"
             )
         shingling = Shingling(**data["shingling"])
         method: Method
@@ -153,6 +156,11 @@ def _as_dict(spec: IndexSpec) -> dict[str, Any]:
             "size": shingling.size,
             "with_characters": shingling.with_characters,
             "seed": shingling.seed,
+            "punctuation": shingling.punctuation,
+            "identifiers": shingling.identifiers,
+            "numbers": shingling.numbers,
+            "strip_markup": shingling.strip_markup,
+            "tokenizer": shingling.tokenizer,
         },
     }
     method = spec.method

@@ -1,6 +1,6 @@
 """Golden vectors: fingerprint values that users' databases store, pinned in the repository.
 
-``python tests/unit/golden.py`` rewrites ``golden_vectors.json``. Doing so means stored
+``python -m tests.unit.golden`` rewrites ``golden_vectors.json``. Doing so means stored
 fingerprints change: only with a new spec version and a migration path for users.
 """
 
@@ -49,6 +49,19 @@ INPUTS: dict[str, str | None] = {
     "digits_and_codes": "SKU-12345 costs $99.99; call +1 (555) 010-9999 x_y_z",
     "control_and_surrogate": "binary\x00junk\x07 and \ud800 lone surrogate",
     "very_long": " ".join(_LOREM for _ in range(2000)) + " the end",
+    # Inputs the token options are for (added with them; every shingling pins them).
+    "html": (
+        "<!DOCTYPE html><html><head><style>p { color: red; }</style></head><body>"
+        "<!-- a comment --><h1>Near&nbsp;duplicates &amp; copies</h1><p>It&#39;s 100% "
+        "<b>free</b>, since 2007. Call 555-0100.</p><script>var x = 1 < 2;</script>"
+        "<![CDATA[raw data]]></body></html>"
+    ),
+    "code": (
+        "def near_duplicates(row_id, max_distance=3):\n"
+        "    # find rows within max_distance bits of row_id\n"
+        "    return [r for r in rows_2024 if hamming(r.fp, fp_of(row_id)) <= max_distance]\n"
+    ),
+    "punctuated_prose": "Don't re-index e-mail: it's state-of-the-art (v2.0, 3.14%).",
 }
 
 SHINGLINGS: dict[str, Shingling] = {
@@ -56,6 +69,16 @@ SHINGLINGS: dict[str, Shingling] = {
     "word1": Shingling(size=1),
     "word2_chars": Shingling(size=2, with_characters=True, seed=11),
     "char5": Shingling(unit="char", size=5),
+    # The token options, each alone and all together (added with them).
+    "word3_delete": Shingling(punctuation="delete"),
+    "word3_identifiers": Shingling(identifiers=True),
+    "word3_no_numbers": Shingling(numbers="drop"),
+    "word3_markup": Shingling(strip_markup=True),
+    "word2_code": Shingling(
+        size=2, punctuation="delete", identifiers=True, numbers="drop", strip_markup=True, seed=5
+    ),
+    "char5_markup": Shingling(unit="char", size=5, strip_markup=True),
+    "word3_tokenizer": Shingling(tokenizer="tests.unit.tokenizers:words"),
 }
 
 HASHERS = {
