@@ -244,6 +244,7 @@ class CreateSimindexOp(_SimindexOp):
             )
             return [check, *create_statements(self.index_schema, self.name, source, self.spec)]
         _check_catalog(conn, self.index_schema)
+        self.spec.check_tokenizer()
         source = describe(conn, self.table, self.column, schema=self.schema, key=self.key)
         if self.key_type is not None:
             same = conn.execute(

@@ -30,9 +30,11 @@ from simindex.errors import IndexNotReadyError
 from simindex.index import Index, store_for, transaction
 from simindex.minhash import bottom_k_key
 from simindex.minhash_store import MinHashStore
-from simindex.pairs import pairs_queries
+from simindex.pairs import exact_candidates, pairs_queries
 from simindex.simhash_store import SimHashStore
+from simindex.similar import verify_mode
 from simindex.sql import PgConnection, statement
+from simindex.verify import Verify, exact_pairs
 
 ClusterProgress = Callable[[str, int, int | None], None]
 """Called with (step, done, total or None): steps are "pairs", "components" and "rows"."""
@@ -40,6 +42,7 @@ ClusterProgress = Callable[[str, int, int | None], None]
 ClusterMethod = Literal["pairs", "leader", "bottom_k"]
 _MAX_ROUNDS = 1000
 _READ_ROWS = 5000
+_COPY_EDGES = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,12 +65,22 @@ def clusters(
     method: ClusterMethod = "pairs",
     max_distance: int | None = None,
     threshold: float | None = None,
+    verify: Verify | None = None,
     bottom_k: int = 4,
     progress: ClusterProgress | None = None,
 ) -> ClusterReport:
     """See :meth:`simindex.index.Index.clusters`."""
     if method not in ("pairs", "leader", "bottom_k"):
         raise ValueError(f"method must be 'pairs', 'leader' or 'bottom_k', got {method!r}")
+    if verify is not None and method != "pairs":
+        raise TypeError(
+            f"{method} clusters take no verify: "
+            + (
+                "sync keeps them up in SQL, by the estimate"
+                if method == "leader"
+                else "they make no comparisons"
+            )
+        )
     started = time.perf_counter()
     report = _no_progress if progress is None else progress
     with transaction(index.bind) as conn:
@@ -85,6 +98,9 @@ def clusters(
                 raise TypeError(
                     "leader clusters use the index's own max_distance or threshold, as sync does"
                 )
+            if isinstance(store, SimHashStore) and verify is not None:
+                raise TypeError(f"index {index.name!r} is a SimHash index: it has no verify")
+            exact = isinstance(store, MinHashStore) and method == "pairs"
             edges, rounds = _components(
                 index,
                 conn,
@@ -94,6 +110,7 @@ def clusters(
                 threshold,
                 report,
                 leader=method == "leader",
+                exact=exact and verify_mode(verify) == "exact",
             )
             conn.execute(statement("clusters_truncate", table=target.table))
             members = (
@@ -206,6 +223,7 @@ def _components(
     progress: ClusterProgress,
     *,
     leader: bool,
+    exact: bool,
 ) -> tuple[int, int]:
     """Fill the temporary node/label tables; (pairs used, rounds).
 
@@ -224,9 +242,14 @@ def _components(
     conn.execute(statement("clusters_edges", key_type=key_type))
     rank = sql.SQL("p.distance" if isinstance(store, SimHashStore) else "-p.similarity")
     edges = 0
-    for done, query in enumerate(queries, 1):
-        edges += conn.execute(statement("clusters_insert_edges", pairs=query, rank=rank)).rowcount
-        progress("pairs", done, len(queries))
+    if exact:
+        edges = _exact_edges(index, conn, threshold)
+        progress("pairs", len(queries), len(queries))
+    else:
+        for done, query in enumerate(queries, 1):
+            inserted = conn.execute(statement("clusters_insert_edges", pairs=query, rank=rank))
+            edges += inserted.rowcount
+            progress("pairs", done, len(queries))
     labels = "leader_labels" if leader else "labels"
     for block in ("nodes", "nodes_index", "links", labels, "labels_key", "analyze"):
         conn.execute(statement(f"clusters_{block}"))
@@ -247,6 +270,27 @@ def _components(
         progress("components", rounds, None)
         if not changed:
             return edges, rounds
+
+
+def _exact_edges(index: Index, conn: PgConnection, threshold: float | None) -> int:
+    """Fill the edges with the exactly verified pairs (COPY between two cursor fetches)."""
+    sets, candidates, limit = exact_candidates(index, conn, threshold)
+    lines: list[str] = []
+    edges = 0
+
+    def flush() -> None:
+        with conn.cursor().copy(statement("clusters_copy_edges")) as copy:
+            copy.write("".join(lines))
+        lines.clear()
+
+    for left, right, score in exact_pairs(conn, sets, candidates, limit):
+        lines.append(f"{field(left)}\t{field(right)}\t{-score!r}\n")
+        edges += 1
+        if len(lines) >= _COPY_EDGES:
+            flush()
+    if lines:
+        flush()
+    return edges
 
 
 def _bottom_k(

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
         Survivor,
     )
     from simindex.pairs import NearPair, PairsProgress, SimilarPair
+    from simindex.verify import Verify
 
 Bind = Engine | Connection | str
 NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
@@ -148,6 +149,7 @@ def create_index(
     """
     check_name(name)
     spec = resolve(method if method is not None else SimHash())
+    spec.check_tokenizer()
     with transaction(bind) as conn:
         source = describe(conn, table, column, schema=schema, key=key)
         if _get_row(conn, index_schema, name) is not None:
@@ -377,36 +379,49 @@ class Index:
         *,
         key: Any = None,
         threshold: float | None = None,
+        verify: Verify | None = None,
         exact: bool = False,
     ) -> list[Similar]:
         """Rows whose Jaccard similarity to a text (or to the row with ``key``) reaches
-        ``threshold`` (default: the index's).
+        ``threshold`` (default: the index's), most similar first.
 
-        Candidates come from the LSH bands and are verified with the stored signatures
-        (estimated Jaccard). ``exact=True`` recomputes the exact Jaccard of the shingle sets
-        from the source texts, re-ranks and filters by it.
+        Candidates come from the LSH bands. ``verify="exact"`` (the default) keeps those whose
+        shingle sets, recomputed from the source texts, really reach the threshold, and
+        reports that exact similarity; ``verify="estimate"`` keeps those whose signatures
+        estimate it does, without reading any text (faster, but off by ±0.035 at J = 0.8
+        with 128 values). ``exact=True`` is ``verify="exact"``.
         """
-        from simindex.similar import similar
+        from simindex.similar import similar, verify_mode
 
-        return similar(self, text=text, key=key, threshold=threshold, exact=exact)
+        mode = verify_mode(verify, exact)
+        return similar(self, text=text, key=key, threshold=threshold, verify=mode)
 
     def pairs(
         self,
         *,
         max_distance: int | None = None,
         threshold: float | None = None,
+        verify: Verify | None = None,
         progress: PairsProgress | None = None,
     ) -> Iterator[NearPair | SimilarPair]:
         """Every pair of rows within ``max_distance`` bits (SimHash) or at or above
-        ``threshold`` estimated Jaccard similarity (MinHash), each pair once, ``left < right``.
+        ``threshold`` Jaccard similarity (MinHash, verified as :meth:`similar` says), each
+        pair once, ``left < right``.
 
         Found by self-joins in SQL and streamed as PostgreSQL sends them, in one
         transaction held open while you iterate. ``progress`` is called after each Manku table
-        or band with (parts done, parts in all).
+        or band with (parts done, parts in all); with exact verification, once all candidate
+        pairs are found.
         """
         from simindex.pairs import pairs
 
-        return pairs(self, max_distance=max_distance, threshold=threshold, progress=progress)
+        return pairs(
+            self,
+            max_distance=max_distance,
+            threshold=threshold,
+            verify=verify,
+            progress=progress,
+        )
 
     def clusters(
         self,
@@ -414,6 +429,7 @@ class Index:
         method: ClusterMethod = "pairs",
         max_distance: int | None = None,
         threshold: float | None = None,
+        verify: Verify | None = None,
         bottom_k: int = 4,
         progress: ClusterProgress | None = None,
     ) -> ClusterReport:
@@ -422,8 +438,11 @@ class Index:
 
         A cluster's id is its smallest key; a row with no near-duplicate is its own cluster.
         ``method="pairs"`` (default): connected components of :meth:`pairs` at
-        ``max_distance``/``threshold``, computed inside PostgreSQL. ``method="bottom_k"``: rows
-        whose ``bottom_k`` smallest feature hashes are the same (no comparisons; seed 000).
+        ``max_distance``/``threshold`` (MinHash pairs verified as ``verify`` says, see
+        :meth:`similar`), computed inside PostgreSQL. ``method="leader"``: each row joins its
+        nearest earlier row's cluster (by the estimate, as sync keeps it).
+        ``method="bottom_k"``: rows whose ``bottom_k`` smallest feature hashes are the same (no
+        comparisons; seed 000).
         """
         from simindex.clusters import clusters
 
@@ -432,6 +451,7 @@ class Index:
             method=method,
             max_distance=max_distance,
             threshold=threshold,
+            verify=verify,
             bottom_k=bottom_k,
             progress=progress,
         )

@@ -3,9 +3,9 @@
 SimHash: two fingerprints within k bits agree on the prefix of at least one Manku table, so a
 self-join of the side table on each table's prefix (``p >> shift``) finds every
 pair; a pair is reported by the first table that finds it only. MinHash: a self-join of the
-band table on each band, verified by the signatures, each pair reported by the first band the
-two rows share. Rows are streamed one by one as PostgreSQL sends them: memory stays flat
-however many pairs there are.
+band table on each band, each pair reported by the first band the two rows share, verified by
+the signatures' estimate in SQL or by the exact similarity of the texts (:mod:`simindex.verify`).
+Rows are streamed as PostgreSQL sends them: memory stays flat however many pairs there are.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from psycopg import sql
 from simindex.index import Index, transaction
 from simindex.minhash_store import MinHashStore
 from simindex.simhash_store import SimHashStore
-from simindex.similar import check_threshold
+from simindex.similar import check_threshold, verify_mode
 from simindex.sql import PgConnection, statement
+from simindex.verify import ShingleSets, Verify, exact_floor, exact_pairs
 
 PairsProgress = Callable[[int, int], None]
 """Called after each Manku table or band with (parts done, parts in all)."""
@@ -37,7 +38,8 @@ class NearPair:
 
 @dataclass(frozen=True, slots=True)
 class SimilarPair:
-    """Two rows of a MinHash index with this estimated Jaccard ``similarity``; ``left < right``."""
+    """Two rows of a MinHash index with this Jaccard ``similarity`` (exact, or estimated when
+    verified by the estimate); ``left < right``."""
 
     left: Any
     right: Any
@@ -51,8 +53,10 @@ def pairs_queries(
     max_distance: int | None,
     threshold: float | None,
     simhash_table: sql.Composable | None = None,
+    floor: float | None = None,
 ) -> tuple[SimHashStore | MinHashStore, list[sql.Composed]]:
-    """The store and one query per Manku table or band, with the limit checked."""
+    """The store and one query per Manku table or band, with the limit checked; MinHash
+    candidates are kept from an estimate of ``floor`` (default: the threshold) up."""
     info, store = index._ready(conn)
     if isinstance(store, SimHashStore):
         if threshold is not None:
@@ -64,8 +68,29 @@ def pairs_queries(
         ]
     if max_distance is not None:
         raise TypeError(f"index {index.name!r} is a MinHash index: give threshold")
-    floor = sql.Literal(check_threshold(info.spec, threshold))
-    return store, [store.pairs_query(band, floor) for band in range(store.design.num_bands)]
+    lowest = sql.Literal(check_threshold(info.spec, threshold) if floor is None else floor)
+    return store, [store.pairs_query(band, lowest) for band in range(store.design.num_bands)]
+
+
+def exact_candidates(
+    index: Index, conn: PgConnection, threshold: float | None
+) -> tuple[ShingleSets, sql.Composed, float]:
+    """What exact verification of a MinHash index's pairs needs: the cache of shingle sets,
+    every candidate pair down to the estimate floor (ordered by left key, so each left
+    row's set is read once), and the threshold."""
+    info, store = index._ready(conn)
+    if not isinstance(store, MinHashStore):
+        raise TypeError(f"index {index.name!r} is a SimHash index: it has no verify")
+    limit = check_threshold(info.spec, threshold)
+    _, queries = pairs_queries(
+        index,
+        conn,
+        max_distance=None,
+        threshold=threshold,
+        floor=exact_floor(limit, store.num_perm),
+    )
+    ordered = statement("pairs_ordered", pairs=sql.SQL("\nUNION ALL\n").join(queries))
+    return ShingleSets(conn, info.source, info.spec.method.shingling), ordered, limit
 
 
 def pairs(
@@ -73,13 +98,23 @@ def pairs(
     *,
     max_distance: int | None = None,
     threshold: float | None = None,
+    verify: Verify | None = None,
     progress: PairsProgress | None = None,
 ) -> Iterator[NearPair | SimilarPair]:
     """See :meth:`simindex.index.Index.pairs`."""
     with transaction(index.bind) as conn:
         store, queries = pairs_queries(index, conn, max_distance=max_distance, threshold=threshold)
+        if isinstance(store, SimHashStore) and verify is not None:
+            raise TypeError(f"index {index.name!r} is a SimHash index: it has no verify")
         make = NearPair if isinstance(store, SimHashStore) else SimilarPair
         conn.execute(statement("pairs_work_mem"))
+        if isinstance(store, MinHashStore) and verify_mode(verify) == "exact":
+            sets, candidates, limit = exact_candidates(index, conn, threshold)
+            for left, right, score in exact_pairs(conn, sets, candidates, limit):
+                yield SimilarPair(left, right, score)
+            if progress is not None:
+                progress(len(queries), len(queries))
+            return
         for done, query in enumerate(queries, 1):
             # stream(), not a named cursor: PostgreSQL never plans a cursor's query in
             # parallel, and single-row mode keeps memory just as flat.

@@ -1,15 +1,21 @@
-"""MinHash queries: band candidates verified by estimated Jaccard, optionally re-ranked exactly."""
+"""MinHash queries: band candidates, verified by the estimate in SQL or exactly from the texts."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from psycopg import sql
-
 from simindex.index import Index, Similar, key_not_indexed, transaction
 from simindex.minhash_store import MinHashStore
 from simindex.spec import IndexSpec, MinHash
 from simindex.sql import statement
+from simindex.verify import (
+    DEFAULT_VERIFY,
+    ShingleSets,
+    Verify,
+    check_verify,
+    exact_floor,
+    exact_scores,
+)
 
 
 def check_threshold(spec: IndexSpec, threshold: float | None) -> float:
@@ -23,16 +29,17 @@ def check_threshold(spec: IndexSpec, threshold: float | None) -> float:
     return float(threshold)
 
 
-def exact_jaccard(spec: IndexSpec, a: str | None, b: str | None) -> float:
-    """Jaccard similarity of the two texts' shingle-hash sets."""
-    first = set(spec.method.shingling.hashes(a).tolist())
-    second = set(spec.method.shingling.hashes(b).tolist())
-    union = len(first | second)
-    return len(first & second) / union if union else 0.0
+def verify_mode(verify: Verify | None, exact: bool = False) -> Verify:
+    """The verification asked for: ``verify``, or ``exact=True`` (its older spelling)."""
+    if exact:
+        if verify not in (None, "exact"):
+            raise TypeError(f"exact=True contradicts verify={verify!r}: give one of them")
+        return "exact"
+    return DEFAULT_VERIFY if verify is None else check_verify(verify)
 
 
 def similar(
-    index: Index, *, text: str | None, key: Any, threshold: float | None, exact: bool
+    index: Index, *, text: str | None, key: Any, threshold: float | None, verify: Verify
 ) -> list[Similar]:
     """See :meth:`simindex.index.Index.similar`."""
     by_key = key is not None
@@ -43,8 +50,7 @@ def similar(
         if not isinstance(store, MinHashStore):
             raise TypeError(f"index {index.name!r} is a SimHash index: use near()")
         limit = check_threshold(info.spec, threshold)
-        # Exact re-ranking filters by the exact value, so it starts from every band candidate.
-        floor = 0.0 if exact else limit
+        floor = exact_floor(limit, store.num_perm) if verify == "exact" else limit
         if by_key:
             rows = conn.execute(
                 statement("minhash_similar_key", function=store.similar_key_function),
@@ -69,26 +75,17 @@ def similar(
                     "threshold": floor,
                 },
             ).fetchall()
-        if not exact:
+        if verify == "estimate":
             return [Similar(found_key, float(similarity)) for found_key, similarity in rows]
-        source = info.source
-        keys = [row[0] for row in rows] + ([key] if by_key else [])
-        texts = dict(
-            conn.execute(
-                statement(
-                    "source_texts_of_keys",
-                    key=sql.Identifier(source.key_column),
-                    text=sql.Identifier(source.text_column),
-                    table=sql.Identifier(source.schema, source.table),
-                ),
-                {"keys": keys},
-            ).fetchall()
-        )
-    query_text = texts.get(key) if by_key else text
-    scored = [
-        Similar(found_key, exact_jaccard(info.spec, query_text, texts.get(found_key)))
-        for found_key in (row[0] for row in rows)
-        if found_key in texts
-    ]
-    kept = [match for match in scored if match.similarity >= limit]
+        if not rows:
+            return []
+        sets = ShingleSets(conn, info.source, info.spec.method.shingling)
+        if by_key:
+            query = sets.lookup([key]).get(key)
+            if query is None:  # the row went since it was indexed
+                return []
+        else:
+            query = sets.of_text(text)
+        scored = exact_scores(sets, query, [row[0] for row in rows])
+    kept = [Similar(found, score) for found, score in scored if score >= limit]
     return sorted(kept, key=lambda match: (-match.similarity, match.key))

@@ -21,6 +21,7 @@ from simindex.design import LshDesign, MankuDesign, choose_lsh, choose_manku
 from simindex.minhash import MinHasher, Scheme, SchemeName
 from simindex.simhash import check_top_n, simhash_batch
 from simindex.text import Shingling
+from simindex.tokens import load_tokenizer
 
 # Version 2 records every Shingling option; version 1 specs (four shingling fields) are read
 # with the others at their defaults, which is what they were made with.
@@ -90,6 +91,12 @@ class IndexSpec:
         if not isinstance(self.method, MinHash):
             raise TypeError("a SimHash spec has no MinHasher")
         return MinHasher(self.method.scheme, self.method.num_perm, self.method.seed)
+
+    def check_tokenizer(self) -> None:
+        """Import the tokenizer the spec names, if any: creating an index fails then, with the
+        reason (:class:`~simindex.tokens.TokenizerError`), rather than every row of a build."""
+        if self.method.shingling.tokenizer is not None:
+            load_tokenizer(self.method.shingling.tokenizer)
 
     def simhash_values(
         self, texts: Sequence[str | None]

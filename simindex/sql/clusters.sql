@@ -24,6 +24,9 @@ CREATE TEMP TABLE simindex_edges (
 -- name: clusters_insert_edges
 INSERT INTO simindex_edges (a, b, rank) SELECT p.left_key, p.right_key, {rank} FROM ({pairs}) AS p
 
+-- name: clusters_copy_edges
+COPY simindex_edges (a, b, rank) FROM STDIN
+
 -- name: clusters_nodes
 -- Dense ids in key order, so the smallest id of a component is its smallest key.
 CREATE TEMP TABLE simindex_nodes ON COMMIT DROP AS

@@ -49,3 +49,7 @@ $body$
 -- name: pairs_work_mem
 -- The self-joins hash a whole side table; give them room instead of spilling to disk.
 SET LOCAL work_mem = '256MB'
+
+-- name: pairs_ordered
+-- Every band's candidate pairs, by left key: exact verification reads each left row once.
+SELECT c.left_key, c.right_key, c.similarity FROM ({pairs}) AS c ORDER BY c.left_key, c.right_key

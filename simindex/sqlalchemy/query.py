@@ -175,7 +175,7 @@ def similar(
     and ``similarity``.
 
     Candidates share an LSH band with the text and are verified with the stored signatures,
-    as :meth:`simindex.Index.similar` without ``exact``.
+    as :meth:`simindex.Index.similar` with ``verify="estimate"`` (SQL reads no source text).
 
     Parameters:
         bind: where the index's spec is read, to compute the text's signature.

@@ -19,6 +19,7 @@ from simindex.minhash import bottom_k_key
 from simindex.simhash_store import SimHashStore
 from simindex.spec import MinHash, SimHash
 from simindex.sync import sync
+from simindex.verify import Verify
 from tests.integration.test_pairs import planted_fingerprints, planted_texts
 
 
@@ -164,7 +165,8 @@ def test_survivors_by_rule_and_the_sql_delete(simhash_index: Index, database_dsn
     assert left == [3, 4]
 
 
-def test_minhash_clusters_match_the_pairs(database_dsn: str) -> None:
+@pytest.mark.parametrize("verify", ["estimate", "exact"])
+def test_minhash_clusters_match_the_pairs(database_dsn: str, verify: Verify) -> None:
     texts = planted_texts(400, seed=21)
     with psycopg.connect(database_dsn) as conn:
         conn.execute("CREATE TABLE notes (id uuid PRIMARY KEY, body text)")
@@ -174,8 +176,8 @@ def test_minhash_clusters_match_the_pairs(database_dsn: str) -> None:
         )
     index = create_index(database_dsn, "notes", "notes", "body", method=MinHash(threshold=0.6))
     index.build()
-    pairs = [(p.left, p.right) for p in index.pairs()]
-    report = index.clusters()
+    pairs = [(p.left, p.right) for p in index.pairs(verify=verify)]
+    report = index.clusters(verify=verify)
     found = stored_clusters(database_dsn, "notes")
     with psycopg.connect(database_dsn) as conn:
         all_keys = [row[0] for row in conn.execute("SELECT id FROM notes")]
