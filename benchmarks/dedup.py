@@ -74,13 +74,14 @@ from query import (
 )
 
 import simindex
-from simindex.bits import to_unsigned_array
-from simindex.cluster_store import ClusterStore
-from simindex.index import Index, create_index, store_for
-from simindex.pairs import NearPair, pairs_queries
-from simindex.simhash_store import SimHashStore
-from simindex.spec import MinHash, SimHash
-from simindex.sql import statement
+from simindex.core.bits import to_unsigned_array
+from simindex.core.spec import MinHash, SimHash
+from simindex.db.catalog import ready_index, store_for
+from simindex.db.cluster_store import ClusterStore
+from simindex.db.simhash_store import SimHashStore
+from simindex.db.statements import statement
+from simindex.index import Index, create_index
+from simindex.ops.pairs import NearPair, pairs_queries
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 Pair = tuple[int, int]
@@ -453,9 +454,8 @@ def explain_pairs(
     """The first Manku table's (or band's) pairs query: its plan as a server-side cursor gets
     it (DECLARE, not run), and EXPLAIN ANALYZE of the plain SELECT, with pairs' work_mem."""
     with psycopg.connect(dsn) as conn:
-        _, queries = pairs_queries(
-            Index(dsn, name), conn, max_distance=max_distance, threshold=threshold
-        )
+        info, store = ready_index(conn, "simindex", name)
+        queries = pairs_queries(info, store, max_distance=max_distance, threshold=threshold)
         conn.execute(statement("pairs_work_mem"))
         cursor_plan = conn.execute(
             sql.SQL("EXPLAIN DECLARE dedup_explain CURSOR FOR {}").format(queries[0])

@@ -60,9 +60,9 @@ import xxhash
 from machine import cpu_model, package_versions
 from numpy.typing import NDArray
 
-from simindex.minhash import MinHasher, Scheme
-from simindex.simhash import simhash, simhash_batch
-from simindex.text import Shingling, _token_bytes, combine_ngrams, hash_strings, normalize
+from simindex.core.minhash import MinHasher, Scheme
+from simindex.core.simhash import simhash, simhash_batch
+from simindex.core.text import Shingling, _token_bytes, combine_ngrams, hash_strings, normalize
 
 NUM_PERM = 128
 SEED = 1

@@ -67,9 +67,14 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 
 import simindex
-from simindex.bits import to_signed, to_signed_array, to_unsigned, to_unsigned_array
-from simindex.build import BuildReport, fingerprint_batch
-from simindex.design import MankuDesign
+from simindex.core.batch import fingerprint_batch
+from simindex.core.bits import to_signed, to_signed_array, to_unsigned, to_unsigned_array
+from simindex.core.design import MankuDesign
+from simindex.core.spec import IndexSpec, MinHash, SimHash
+from simindex.db.catalog import store_for
+from simindex.db.minhash_store import MinHashStore
+from simindex.db.simhash_store import SimHashStore
+from simindex.db.statements import statement
 from simindex.embedded import (
     apply_settings,
     embedded_bindir,
@@ -77,11 +82,8 @@ from simindex.embedded import (
     find_local_bindir,
     local_postgres,
 )
-from simindex.index import Index, create_index, drop_index, store_for
-from simindex.minhash_store import MinHashStore
-from simindex.simhash_store import SimHashStore
-from simindex.spec import IndexSpec, MinHash, SimHash
-from simindex.sql import statement
+from simindex.index import Index, create_index, drop_index
+from simindex.ops.build import BuildReport
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 T = TypeVar("T")
@@ -1943,7 +1945,7 @@ def synthetic_part(server: Server, rows: int, sample: int) -> dict[str, Any]:
     assert isinstance(info.spec.design, MankuDesign)
     fingerprints = Fingerprints(
         np.arange(1, rows + 1, dtype=np.int64),
-        (values ^ np.uint64(1 << 63)),  # the stored bit pattern (simindex.bits)
+        (values ^ np.uint64(1 << 63)),  # the stored bit pattern (simindex.core.bits)
     )
     chooser = random.Random(SEED + 4)
     planted_keys = chooser.sample(range(100, rows + 1, 100), min(planted, sample * 2 // 5))

@@ -52,7 +52,7 @@ from machine import cpu_model, package_versions
 from psycopg import sql
 
 import simindex
-from simindex.build import fingerprint_batch
+from simindex.core.batch import fingerprint_batch
 from simindex.embedded import apply_settings, embedded_postgres, local_postgres
 from simindex.index import create_index, drop_index
 from simindex.sync import DEFAULT_BATCH_SIZE, DEFAULT_CONNECTIONS, queue_counts, sync

@@ -3,9 +3,9 @@
 Revision ids count up (``0001``, ``0002``, ...). A new revision, from a checkout::
 
     from alembic import command
-    from simindex.schema import alembic_config
+    from simindex.db.schema import alembic_config
     command.revision(alembic_config(), "what it does", rev_id="0002")
 
 (with ``alembic_config(connection=...)`` and ``autogenerate=True`` to compare the database
-with ``simindex.catalog``).
+with ``simindex.db.catalog``).
 """

@@ -22,9 +22,9 @@ from sqlalchemy import MetaData, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.schema import CreateSchema
 
-from simindex.catalog import DEFAULT_SCHEMA, catalog_table, check_schema
+from simindex.db.catalog import DEFAULT_SCHEMA, catalog_table, check_schema
+from simindex.db.schema import lock_key
 from simindex.errors import SimindexError
-from simindex.schema import lock_key
 
 # bit_count(bigint), which SimHash queries use, arrived in PostgreSQL 14.
 MIN_SERVER_VERSION = (14,)

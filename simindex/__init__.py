@@ -10,16 +10,16 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from simindex.bits import hamming_distance
-from simindex.design import LshDesign, MankuDesign, choose_lsh, choose_manku
+from simindex.core.bits import hamming_distance
+from simindex.core.design import LshDesign, MankuDesign, choose_lsh, choose_manku
+from simindex.core.minhash import MinHasher, MinHashSignature, Scheme
+from simindex.core.simhash import simhash, simhash_batch
+from simindex.core.spec import MinHash, SimHash
+from simindex.core.text import Shingling, normalize, tokenize
 from simindex.errors import IncompatibleSignaturesError, SimindexError
-from simindex.minhash import MinHasher, MinHashSignature, Scheme
-from simindex.simhash import simhash, simhash_batch
-from simindex.spec import MinHash, SimHash
-from simindex.text import Shingling, normalize, tokenize
 
 if TYPE_CHECKING:
-    from simindex.build import BuildReport
+    from simindex.db.schema import migrate
     from simindex.index import (
         Index,
         Match,
@@ -29,11 +29,11 @@ if TYPE_CHECKING:
         get_index,
         list_indexes,
     )
-    from simindex.schema import migrate
+    from simindex.ops.build import BuildReport
 
 # The database side loads on first use, so fingerprinting alone never imports a driver.
 _LAZY = {
-    "BuildReport": "simindex.build",
+    "BuildReport": "simindex.ops.build",
     "Index": "simindex.index",
     "Match": "simindex.index",
     "Similar": "simindex.index",
@@ -41,7 +41,7 @@ _LAZY = {
     "drop_index": "simindex.index",
     "get_index": "simindex.index",
     "list_indexes": "simindex.index",
-    "migrate": "simindex.schema",
+    "migrate": "simindex.db.schema",
 }
 
 

@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
-    from simindex.check import CheckReport
-    from simindex.index import IndexInfo
-    from simindex.spec import IndexSpec
-    from simindex.stats import IndexStats
+    from simindex.core.spec import IndexSpec
+    from simindex.db.catalog import IndexInfo
+    from simindex.ops.check import CheckReport
+    from simindex.ops.stats import IndexStats
 
 # pg_size_pretty's units, so sizes read the same as in psql.
 _SIZE_UNITS = ("bytes", "kB", "MB", "GB", "TB", "PB")
@@ -237,8 +237,8 @@ def source(info: IndexInfo) -> str:
 
 def spec(index_spec: IndexSpec) -> str:
     """The choices an index was made with, in a line."""
-    from simindex.design import LshDesign, MankuDesign
-    from simindex.spec import SimHash
+    from simindex.core.design import LshDesign, MankuDesign
+    from simindex.core.spec import SimHash
 
     method, design = index_spec.method, index_spec.design
     shingling = method.shingling

@@ -38,14 +38,15 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.expression import ClauseElement, Executable
 
-from simindex.catalog import DEFAULT_SCHEMA, check_schema
+from simindex.core.minhash import Scheme, SchemeName
+from simindex.core.spec import IndexSpec, Method, MinHash, SimHash, resolve
+from simindex.core.text import Shingling
+from simindex.db.catalog import DEFAULT_SCHEMA, check_name, check_schema, find_index
+from simindex.db.connection import PgConnection
+from simindex.db.objects import create_statements, drop_statements
+from simindex.db.source import Source, describe
+from simindex.db.statements import statement
 from simindex.errors import IndexExistsError, IndexNotFoundError, SimindexError, SourceError
-from simindex.index import _get_row, check_name, create_statements, drop_statements
-from simindex.minhash import Scheme, SchemeName
-from simindex.source import Source, describe
-from simindex.spec import IndexSpec, Method, MinHash, SimHash, resolve
-from simindex.sql import PgConnection, statement
-from simindex.text import Shingling
 
 __all__ = ["CreateSimindexOp", "DropSimindexOp", "MethodOptions"]
 
@@ -255,7 +256,7 @@ class CreateSimindexOp(_SimindexOp):
                     f"key_type {self.key_type!r} was given, but key column "
                     f"{source.key_column!r} of {source.table} is {source.key_type}"
                 )
-        if _get_row(conn, self.index_schema, self.name) is not None:
+        if find_index(conn, self.index_schema, self.name) is not None:
             raise IndexExistsError(f"an index named {self.name!r} exists already")
         return create_statements(self.index_schema, self.name, source, self.spec)
 
@@ -341,7 +342,7 @@ class DropSimindexOp(_SimindexOp):
             )
             return drop_statements(self.index_schema, self.name, source, self.spec)
         _check_catalog(conn, self.index_schema)
-        row = _get_row(conn, self.index_schema, self.name)
+        row = find_index(conn, self.index_schema, self.name)
         if row is None:
             raise IndexNotFoundError(f"no index named {self.name!r}")
         return drop_statements(self.index_schema, self.name, row.source, row.spec)

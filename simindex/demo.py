@@ -21,11 +21,12 @@ from typing import TextIO
 
 from psycopg import sql
 
-from simindex.catalog import DEFAULT_SCHEMA, check_schema
+from simindex.core.spec import Method, MinHash, SimHash
+from simindex.db.catalog import DEFAULT_SCHEMA, check_schema, store_for
+from simindex.db.connection import PgConnection, transaction
+from simindex.db.statements import statement
 from simindex.errors import IndexExistsError, IndexNotFoundError, SimindexError
-from simindex.index import Index, create_index, drop_index, store_for, transaction
-from simindex.spec import Method, MinHash, SimHash
-from simindex.sql import PgConnection, statement
+from simindex.index import Index, create_index, drop_index
 
 DEMO_SCHEMA = "simindex_demo"
 DEMO_TABLE = "documents"
@@ -99,7 +100,7 @@ def run(dsn: str | None, *, index_schema: str = DEFAULT_SCHEMA, out: TextIO, err
 def _demo(
     dsn: str, corpus: list[Document], index_schema: str, out: TextIO, err: TextIO, *, kept: bool
 ) -> None:
-    from simindex.schema import migrate
+    from simindex.db.schema import migrate
 
     _progress(err, f"installing simindex's schema {index_schema!r}")
     migrate(dsn, schema=index_schema)

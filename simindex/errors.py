@@ -18,6 +18,10 @@ class DatabaseUnavailableError(SimindexError, RuntimeError):
     """No PostgreSQL server could be reached or started."""
 
 
+class TokenizerError(SimindexError, ValueError):
+    """A tokenizer named by an index's spec cannot be imported, or did not return tokens."""
+
+
 class SourceError(SimindexError, ValueError):
     """The source table, text column or key column cannot be indexed."""
 
@@ -36,3 +40,10 @@ class IndexNotReadyError(SimindexError):
 
 class KeyNotIndexedError(SimindexError, LookupError):
     """That key is not in the index: no such row, or its text has no features."""
+
+    @classmethod
+    def of(cls, index: str, key: object) -> KeyNotIndexedError:
+        """The error for ``key`` of index ``index``."""
+        return cls(
+            f"key {key!r} is not in index {index!r} (no such row, or its text is NULL or empty)"
+        )

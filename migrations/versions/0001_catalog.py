@@ -3,7 +3,7 @@
 Revision ID: 0001
 Revises:
 
-Frozen history: this file spells out its tables instead of importing simindex.catalog, so that
+Frozen history: this file spells out its tables instead of importing simindex.db.catalog, so that
 later changes to the code never change what this revision did.
 """
 

@@ -154,7 +154,7 @@ def seconds(value: str) -> float:
 
 
 def add_verify_option(parser: argparse.ArgumentParser, what: str) -> None:
-    """``--verify``: how MinHash candidates are checked (see :mod:`simindex.verify`)."""
+    """``--verify``: how MinHash candidates are checked (see :mod:`simindex.ops.verify`)."""
     parser.add_argument(
         "--verify",
         choices=("estimate", "exact"),

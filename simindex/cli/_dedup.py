@@ -31,8 +31,8 @@ from simindex.cli._rows import FORMATS, output, write_rows
 
 if TYPE_CHECKING:
     from simindex.cli._common import Subparsers
-    from simindex.clusters import ClusterReport
     from simindex.index import Index, IndexInfo
+    from simindex.ops.clusters import ClusterReport
 
 SURVIVOR_RULES = ("smallest_key", "largest_key", "longest_text", "shortest_text")
 _COUNT_EVERY = 4096  # rows between looks at the clock
@@ -98,7 +98,7 @@ def add_pairs(commands: Subparsers, common: argparse.ArgumentParser) -> None:
 
 def run_pairs(args: argparse.Namespace) -> int:
     from simindex.index import Index
-    from simindex.pairs import NearPair
+    from simindex.ops.pairs import NearPair
 
     form = args.format or "csv"
     if getattr(args, "json", False):

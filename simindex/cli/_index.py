@@ -21,7 +21,7 @@ from simindex.errors import IndexNotFoundError
 
 if TYPE_CHECKING:
     from simindex.cli._common import Subparsers
-    from simindex.spec import Method
+    from simindex.core.spec import Method
 
 
 # Method options: (method, flag, argparse keywords, help). Each flag's dest is the field of
@@ -65,8 +65,8 @@ _METHOD_OPTIONS: tuple[tuple[str, str, dict[str, Any], str], ...] = (
 
 
 def add_create(commands: Subparsers, common: argparse.ArgumentParser) -> None:
-    from simindex.spec import MinHash, SimHash
-    from simindex.text import Shingling
+    from simindex.core.spec import MinHash, SimHash
+    from simindex.core.text import Shingling
 
     parser = commands.add_parser(
         "create",
@@ -128,8 +128,8 @@ def run_create(args: argparse.Namespace) -> int:
 
 def _method(args: argparse.Namespace) -> Method:
     """The SimHash or MinHash the options describe; options of the other method are an error."""
-    from simindex.spec import MinHash, SimHash
-    from simindex.text import Shingling
+    from simindex.core.spec import MinHash, SimHash
+    from simindex.core.text import Shingling
 
     given: dict[str, dict[str, Any]] = {"simhash": {}, "minhash": {}, "shingling": {}}
     for method, option, _, _ in _METHOD_OPTIONS:
@@ -245,7 +245,7 @@ def add_stats(commands: Subparsers, common: argparse.ArgumentParser) -> None:
 
 
 def run_stats(args: argparse.Namespace) -> int:
-    from simindex.stats import index_stats
+    from simindex.ops.stats import index_stats
 
     dsn, schema = database(args)
     found = index_stats(dsn, args.indexes or None, index_schema=schema)

@@ -62,11 +62,11 @@ def add_query(commands: Subparsers, common: argparse.ArgumentParser) -> None:
 
 
 def run_query(args: argparse.Namespace) -> int:
-    from simindex.connection import connect
-    from simindex.index import Index, transaction
-    from simindex.source import key_from_text
-    from simindex.spec import SimHash
-    from simindex.verify import DEFAULT_VERIFY
+    from simindex.core.spec import SimHash
+    from simindex.db.connection import connect, transaction
+    from simindex.db.source import key_from_text
+    from simindex.index import Index
+    from simindex.ops.verify import DEFAULT_VERIFY
 
     if [args.text, args.file, args.key].count(None) != 2:
         raise UsageError("give exactly one of TEXT, --file PATH or --key KEY ('-' reads stdin)")

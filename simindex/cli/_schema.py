@@ -23,7 +23,7 @@ def add_migrate(commands: Subparsers, common: argparse.ArgumentParser) -> None:
 
 
 def run_migrate(args: argparse.Namespace) -> int:
-    from simindex.schema import current_revision, migrate
+    from simindex.db.schema import current_revision, migrate
 
     dsn, schema = database(args)
     migrate(dsn, schema=schema)

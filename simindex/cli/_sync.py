@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
 
 def add_sync(commands: Subparsers, common: argparse.ArgumentParser) -> None:
-    from simindex.sync import DEFAULT_CONNECTIONS, DEFAULT_MAX_TEXT_BYTES
+    from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES
+    from simindex.ops.sync import DEFAULT_CONNECTIONS
 
     parser = commands.add_parser(
         "sync",
@@ -70,7 +71,7 @@ def add_sync(commands: Subparsers, common: argparse.ArgumentParser) -> None:
 
 
 def _add_batch_size(parser: argparse.ArgumentParser) -> None:
-    from simindex.sync import DEFAULT_BATCH_SIZE
+    from simindex.ops.sync import DEFAULT_BATCH_SIZE
 
     parser.add_argument(
         "--batch-size",
@@ -82,8 +83,8 @@ def _add_batch_size(parser: argparse.ArgumentParser) -> None:
 
 
 def run_sync(args: argparse.Namespace) -> int:
-    from simindex.schema import current_revision
-    from simindex.sync import stop_on_signals, sync
+    from simindex.db.schema import current_revision
+    from simindex.ops.sync import stop_on_signals, sync
 
     dsn, schema = database(args)
     # --follow retries a lost server forever; a server never reached is a mistake to report.
@@ -157,7 +158,7 @@ def add_check(commands: Subparsers, common: argparse.ArgumentParser) -> None:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from simindex.check import check
+    from simindex.ops.check import check
 
     dsn, schema = database(args)
     fraction = args.fraction
@@ -178,8 +179,9 @@ def run_check(args: argparse.Namespace) -> int:
 def _fraction_of(dsn: str, schema: str, name: str, rows: int) -> float | None:
     """The share of the source that is about ``rows`` rows (the planner's count, else the last
     build's); None (everything) when that is all of it or the size is unknown."""
-    from simindex.index import Index, transaction
-    from simindex.source import describe, row_estimate
+    from simindex.db.connection import transaction
+    from simindex.db.source import describe, row_estimate
+    from simindex.index import Index
 
     info = Index(dsn, name, index_schema=schema).info()
     with transaction(dsn) as conn:
@@ -206,8 +208,8 @@ def add_repair(commands: Subparsers, common: argparse.ArgumentParser) -> None:
 
 
 def run_repair(args: argparse.Namespace) -> int:
-    from simindex.check import repair
-    from simindex.sync import queue_counts
+    from simindex.ops.batch import queue_counts
+    from simindex.ops.check import repair
 
     dsn, schema = database(args)
     report = repair(dsn, args.name, batch_size=args.batch_size, index_schema=schema)

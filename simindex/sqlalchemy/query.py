@@ -1,8 +1,8 @@
 """An index's neighbours as SQLAlchemy selectables that join the app's own models.
 
 Each function returns the table-valued call of one index's own SQL function
-(``<index_schema>.<name>_near_v1`` and its siblings: :mod:`simindex.simhash_store`,
-:mod:`simindex.minhash_store`), with a ``key`` column typed like the source table's key and a
+(``<index_schema>.<name>_near_v1`` and its siblings: :mod:`simindex.db.simhash_store`,
+:mod:`simindex.db.minhash_store`), with a ``key`` column typed like the source table's key and a
 ``distance`` (SimHash) or ``similarity`` (MinHash) column::
 
     near = near_key(session, "docs_body", 42)
@@ -37,11 +37,11 @@ from sqlalchemy.sql.selectable import TableValuedAlias
 from sqlalchemy.sql.sqltypes import NullType
 from sqlalchemy.types import TypeEngine
 
-from simindex.bits import MAX_UNSIGNED, to_signed
-from simindex.catalog import DEFAULT_SCHEMA, check_schema
-from simindex.index import Index, IndexInfo, check_name, transaction
-from simindex.minhash_store import MinHashStore
-from simindex.simhash_store import SimHashStore
+from simindex.core.bits import MAX_UNSIGNED, to_signed
+from simindex.db.catalog import DEFAULT_SCHEMA, IndexInfo, check_name, check_schema, ready_index
+from simindex.db.connection import transaction
+from simindex.db.minhash_store import MinHashStore
+from simindex.db.simhash_store import SimHashStore
 
 QueryBind = Engine | Connection | Session | str
 """Where the catalog is read: an Engine, a Connection, an ORM Session or a DSN."""
@@ -270,9 +270,10 @@ def _ready(
     """The catalog's word on the index; IndexNotFoundError or IndexNotReadyError otherwise."""
     if isinstance(bind, Session):
         bind = bind.connection()  # the session's own transaction
-    index = Index(bind, name, index_schema=index_schema)
+    check_name(name)
+    check_schema(index_schema)
     with transaction(bind) as conn:
-        return index._ready(conn)
+        return ready_index(conn, index_schema, name)
 
 
 def _distance(max_distance: int | None, limit: int | None) -> int | None:

@@ -1,13 +1,13 @@
 """Index an ORM session's writes inside its own transaction (opt-in).
 
-Without this, the triggers queue every written key and a worker (:func:`simindex.sync.sync`)
+Without this, the triggers queue every written key and a worker (:func:`simindex.ops.sync.sync`)
 indexes it after the commit. With a tracked session, the commit first brings the index rows of
 the keys *this transaction* queued up to date and consumes their queue entries, on the
 session's connection and before the COMMIT: a query right after the commit sees the new
 fingerprints, and the worker finds nothing of this transaction left to do.
 
-It is the worker's code path (:func:`simindex.sync.load_target` and
-:func:`simindex.sync.process`), run in the session's transaction, so rows are indexed, removed
+It is the worker's code path (:func:`simindex.ops.sync.load_target` and
+:func:`simindex.ops.sync.process`), run in the session's transaction, so rows are indexed, removed
 or recorded as failed exactly as a worker would. What stays for the worker:
 
 * an index being built or dropped while the session commits (its entries stay queued);
@@ -28,11 +28,11 @@ from psycopg import sql
 from sqlalchemy import event
 from sqlalchemy.orm import Session, scoped_session, sessionmaker
 
-from simindex.catalog import DEFAULT_SCHEMA, check_schema
+from simindex.db.catalog import DEFAULT_SCHEMA, catalog, check_schema
+from simindex.db.connection import PgConnection
+from simindex.db.statements import statement
 from simindex.errors import IndexNotFoundError
-from simindex.index import catalog
-from simindex.sql import PgConnection, statement
-from simindex.sync import DEFAULT_MAX_TEXT_BYTES, load_target, process, take_keys
+from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES, load_target, process, take_keys
 
 Tracked = TypeVar(
     "Tracked", bound="Session | sessionmaker[Any] | scoped_session[Any] | type[Session]"
@@ -74,7 +74,7 @@ def track(
             it makes, or every instance of the class, is tracked).
         index_schema: the schema simindex was migrated into.
         max_text_bytes: texts longer than this become failed items instead of being read, as in
-            :func:`simindex.sync.sync`.
+            :func:`simindex.ops.sync.sync`.
 
     Tracking a target again with the same arguments changes nothing; with other arguments it
     raises ValueError (call :func:`untrack` first).

@@ -15,9 +15,9 @@ from typing import Any
 import psycopg
 import pytest
 
+from simindex.db.schema import head_revision
 from simindex.errors import IndexNotFoundError, KeyNotIndexedError
 from simindex.index import Index, create_index, get_index
-from simindex.schema import head_revision
 from simindex.sync import queue_counts
 
 TEXTS = [

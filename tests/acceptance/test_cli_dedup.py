@@ -13,9 +13,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from simindex.core.spec import MinHash, SimHash
 from simindex.index import Index, create_index
-from simindex.pairs import NearPair, SimilarPair
-from simindex.spec import MinHash, SimHash
+from simindex.ops.pairs import NearPair, SimilarPair
 from tests.acceptance.test_cli import environment, one_error_line, simindex
 
 BASE = (

@@ -13,13 +13,13 @@ import psycopg
 import pytest
 
 from simindex import errors
-from simindex.bits import hamming_distance
+from simindex.core.bits import hamming_distance
+from simindex.core.minhash import bottom_k_key
+from simindex.core.spec import MinHash, SimHash
+from simindex.db.simhash_store import SimHashStore
 from simindex.index import Index, create_index
-from simindex.minhash import bottom_k_key
-from simindex.simhash_store import SimHashStore
-from simindex.spec import MinHash, SimHash
+from simindex.ops.verify import Verify
 from simindex.sync import sync
-from simindex.verify import Verify
 from tests.integration.test_pairs import planted_fingerprints, planted_texts
 
 

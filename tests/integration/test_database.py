@@ -1,4 +1,4 @@
-"""The test-database fixtures, and simindex.bits' 64-bit mapping checked against PostgreSQL."""
+"""The test-database fixtures, and simindex.core.bits' 64-bit mapping checked against PostgreSQL."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from psycopg.rows import TupleRow
 
-from simindex.bits import (
+from simindex.core.bits import (
     MAX_UNSIGNED,
     hamming_distance,
     hamming_distances,

@@ -28,10 +28,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import QueuePool
 
 import simindex
-from simindex.catalog import DEFAULT_SCHEMA, catalog_table
-from simindex.connection import connect
-from simindex.errors import SimindexError
-from simindex.schema import (
+from simindex.db.catalog import DEFAULT_SCHEMA, catalog_table
+from simindex.db.connection import connect
+from simindex.db.schema import (
     alembic_config,
     current_revision,
     downgrade,
@@ -39,6 +38,7 @@ from simindex.schema import (
     lock_key,
     migrate,
 )
+from simindex.errors import SimindexError
 
 ODD_SCHEMA = 'my "odd" schema.v2 ü'
 
@@ -69,7 +69,7 @@ def version_rows(dsn: str, schema: str) -> list[str]:
 
 
 def drift(connection: Connection, schema: str) -> list[object]:
-    """What autogenerate would change to make ``schema`` match simindex.catalog."""
+    """What autogenerate would change to make ``schema`` match simindex.db.catalog."""
 
     def include_name(name: str | None, type_: str, parent_names: object) -> bool:
         return name == schema if type_ == "schema" else True

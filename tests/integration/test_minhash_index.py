@@ -9,11 +9,12 @@ import pytest
 from psycopg import sql
 
 from simindex import errors
-from simindex.index import create_index, store_for
-from simindex.minhash_store import MinHashStore
-from simindex.spec import MinHash, resolve
-from simindex.sql import statement
-from simindex.text import Shingling
+from simindex.core.spec import MinHash, resolve
+from simindex.core.text import Shingling
+from simindex.db.catalog import store_for
+from simindex.db.minhash_store import MinHashStore
+from simindex.db.statements import statement
+from simindex.index import create_index
 
 WORDS = [f"t{i}" for i in range(2000)]
 

@@ -11,12 +11,12 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from simindex.bits import hamming_distance, to_signed
+from simindex.core.bits import hamming_distance, to_signed
+from simindex.core.spec import MinHash, SimHash
+from simindex.db.minhash_store import MinHashStore
+from simindex.db.simhash_store import SimHashStore
 from simindex.index import Index, create_index
-from simindex.minhash_store import MinHashStore
-from simindex.pairs import NearPair, SimilarPair
-from simindex.simhash_store import SimHashStore
-from simindex.spec import MinHash, SimHash
+from simindex.ops.pairs import NearPair, SimilarPair
 
 WORDS = [f"w{i}" for i in range(500)]
 

@@ -1,4 +1,4 @@
-"""simindex.pg_array: numpy arrays arrive in PostgreSQL as the same bigint[] values."""
+"""simindex.db.pg_array: numpy arrays arrive in PostgreSQL as the same bigint[] values."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from psycopg.rows import TupleRow
 
-from simindex.pg_array import BigintArray, register
+from simindex.db.pg_array import BigintArray, register
 
 Connection = psycopg.Connection[TupleRow]
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1

@@ -11,11 +11,12 @@ import pytest
 from psycopg import sql
 
 from simindex import errors
-from simindex.bits import hamming_distance
-from simindex.index import Index, create_index, drop_index, get_index, store_for
-from simindex.simhash_store import SimHashStore
-from simindex.spec import SimHash
-from simindex.sql import statement
+from simindex.core.bits import hamming_distance
+from simindex.core.spec import SimHash
+from simindex.db.catalog import store_for
+from simindex.db.simhash_store import SimHashStore
+from simindex.db.statements import statement
+from simindex.index import Index, create_index, drop_index, get_index
 
 WORDS = [f"w{i}" for i in range(3000)]
 

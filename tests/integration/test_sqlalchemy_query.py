@@ -31,10 +31,10 @@ from sqlalchemy.types import TypeEngine
 
 import simindex
 from simindex import errors
-from simindex.bits import hamming_distance
-from simindex.design import LshDesign
+from simindex.core.bits import hamming_distance
+from simindex.core.design import LshDesign
+from simindex.core.spec import IndexSpec, Method, MinHash, SimHash
 from simindex.index import Index, create_index
-from simindex.spec import IndexSpec, Method, MinHash, SimHash
 from simindex.sqlalchemy import near, near_key, similar, similar_key
 
 WORDS = [f"w{i}" for i in range(3000)]

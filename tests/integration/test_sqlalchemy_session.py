@@ -12,8 +12,8 @@ from sqlalchemy import Engine, String, create_engine, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
 from simindex.check import check
+from simindex.core.spec import Method, MinHash, SimHash
 from simindex.index import Index, create_index
-from simindex.spec import Method, MinHash, SimHash
 from simindex.sqlalchemy import index_changes, is_tracked, track, untrack
 from simindex.sync import queue_counts, sync
 from tests.integration import sync_processes

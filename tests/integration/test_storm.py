@@ -8,10 +8,10 @@ import time
 
 import psycopg
 
-from simindex.bits import hamming_distance
 from simindex.check import check
+from simindex.core.bits import hamming_distance
+from simindex.core.spec import IndexSpec, SimHash
 from simindex.index import create_index
-from simindex.spec import IndexSpec, SimHash
 from simindex.sync import queue_counts
 from tests.integration import sync_processes
 

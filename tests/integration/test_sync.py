@@ -17,10 +17,10 @@ from sqlalchemy import create_engine
 
 from simindex import errors
 from simindex.check import check, repair
+from simindex.core.spec import Method, MinHash, SimHash
+from simindex.db.schema import migrate
 from simindex.embedded import find_local_bindir, local_postgres, restart_local_postgres
 from simindex.index import Index, create_index, drop_index
-from simindex.schema import migrate
-from simindex.spec import Method, MinHash, SimHash
 from simindex.sync import failed_items, queue_counts, sync
 from tests.integration import sync_processes
 

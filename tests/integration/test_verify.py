@@ -12,14 +12,14 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from simindex.errors import IndexNotFoundError
-from simindex.index import Index, create_index, get_index, store_for
-from simindex.minhash_store import MinHashStore
-from simindex.pairs import exact_candidates
-from simindex.spec import MinHash, SimHash
-from simindex.text import Shingling
-from simindex.tokens import TokenizerError
-from simindex.verify import Verify, exact_pairs
+from simindex.core.spec import MinHash, SimHash
+from simindex.core.text import Shingling
+from simindex.db.catalog import ready_index, store_for
+from simindex.db.minhash_store import MinHashStore
+from simindex.errors import IndexNotFoundError, TokenizerError
+from simindex.index import Index, create_index, get_index
+from simindex.ops.pairs import exact_candidates
+from simindex.ops.verify import Verify, exact_pairs
 
 WORDS = [f"w{i}" for i in range(3000)]
 THRESHOLD = 0.7
@@ -134,7 +134,9 @@ def test_exact_reads_each_text_once(notes: tuple[Index, list[str]]) -> None:
     index, texts = notes
     # Small chunks, so most rows are needed by many chunks: still each is read once.
     with psycopg.connect(index.bind) as conn:  # type: ignore[arg-type]  # a DSN here
-        sets, candidates, limit = exact_candidates(index, conn, None)
+        info, store = ready_index(conn, index.index_schema, index.name)
+        assert isinstance(store, MinHashStore)
+        sets, candidates, limit = exact_candidates(conn, info, store, None)
         found = list(exact_pairs(conn, sets, candidates, limit, chunk=7))
     assert found and sets.texts_read <= len(texts)
 

@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 import xxhash
 
-from simindex.design import LshDesign, MankuDesign
-from simindex.minhash import MinHasher
-from simindex.simhash import simhash
-from simindex.text import Shingling
+from simindex.core.design import LshDesign, MankuDesign
+from simindex.core.minhash import MinHasher
+from simindex.core.simhash import simhash
+from simindex.core.text import Shingling
 
 PATH = Path(__file__).with_name("golden_vectors.json")
 

@@ -9,9 +9,9 @@ import pytest
 from alembic.operations import MigrateOperation, Operations
 
 from simindex.alembic import CreateSimindexOp, DropSimindexOp, method_from
-from simindex.minhash import Scheme
-from simindex.spec import MinHash, SimHash
-from simindex.text import Shingling
+from simindex.core.minhash import Scheme
+from simindex.core.spec import MinHash, SimHash
+from simindex.core.text import Shingling
 
 
 def test_each_is_the_others_reverse() -> None:

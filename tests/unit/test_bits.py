@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simindex.bits import (
+from simindex.core.bits import (
     hamming_distance,
     hamming_distances,
     to_signed,

@@ -7,8 +7,8 @@ import functools
 import numpy as np
 import pytest
 
-from simindex.minhash import bottom_k_key
-from simindex.text import Shingling
+from simindex.core.minhash import bottom_k_key
+from simindex.core.text import Shingling
 
 
 def oracle(hashes: list[int], k: int) -> int | None:

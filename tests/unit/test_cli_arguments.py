@@ -6,9 +6,9 @@ import pytest
 
 from simindex.cli import UsageError, parser
 from simindex.cli._index import _method
-from simindex.minhash import Scheme
-from simindex.spec import MinHash, SimHash
-from simindex.text import Shingling
+from simindex.core.minhash import Scheme
+from simindex.core.spec import MinHash, SimHash
+from simindex.core.text import Shingling
 
 
 def test_method_options_become_the_spec_dataclasses() -> None:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from simindex.core.spec import SimHash, resolve
 from simindex.demo import CORPUS, INDEXES, documents
-from simindex.spec import SimHash, resolve
 
 
 def documented_count() -> int:

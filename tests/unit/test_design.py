@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simindex.bits import to_signed
-from simindex.design import (
+from simindex.core.bits import to_signed
+from simindex.core.design import (
     MIN_CANDIDATE_PROBABILITY,
     LshDesign,
     MankuDesign,
@@ -17,7 +17,7 @@ from simindex.design import (
     choose_manku,
     manku_cost_table,
 )
-from simindex.minhash import MinHasher
+from simindex.core.minhash import MinHasher
 
 uint64s = st.integers(0, 2**64 - 1)
 designs = st.integers(0, 6).flatmap(

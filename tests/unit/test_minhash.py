@@ -7,8 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simindex.errors import IncompatibleSignaturesError
-from simindex.minhash import (
+from simindex.core.minhash import (
     MERSENNE_PRIME,
     MinHasher,
     MinHashSignature,
@@ -18,6 +17,7 @@ from simindex.minhash import (
     _mixed,
     _probe_order,
 )
+from simindex.errors import IncompatibleSignaturesError
 
 SCHEMES = list(Scheme)
 

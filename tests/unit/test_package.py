@@ -8,8 +8,8 @@ import simindex
 
 def test_fingerprinting_imports_no_database_driver() -> None:
     code = (
-        "import sys, simindex, simindex.text, simindex.simhash, simindex.minhash, "
-        "simindex.design, simindex.spec\n"
+        "import sys, simindex, simindex.core.text, simindex.core.simhash, simindex.core.minhash, "
+        "simindex.core.design, simindex.core.spec\n"
         "loaded = sorted(m for m in ('psycopg', 'sqlalchemy', 'alembic') if m in sys.modules)\n"
         "print(','.join(loaded))"
     )
@@ -23,3 +23,24 @@ def test_public_names_resolve() -> None:
     for name in simindex.__all__:
         assert getattr(simindex, name) is not None
     assert simindex.create_index.__module__ == "simindex.index"
+
+
+def test_documented_import_paths_work() -> None:
+    """Every import the README shows, whatever room the code lives in now."""
+    from simindex.bits import to_signed, to_unsigned
+    from simindex.check import CheckReport, check, repair
+    from simindex.design import choose_lsh, choose_manku, manku_cost_table
+    from simindex.sqlalchemy import near, near_key, similar, similar_key, track
+    from simindex.sync import stop_on_signals, sync
+
+    assert to_unsigned(to_signed(2**63)) == 2**63
+    assert manku_cost_table(max_distance=3, rows=1_000)
+    assert choose_manku(3, 1_000).max_distance == 3
+    assert choose_lsh(0.8, 128).num_bands > 0
+    for function in (check, repair, near, near_key, similar, similar_key, track, sync):
+        assert callable(function)
+    assert CheckReport.__name__ == "CheckReport"
+    assert stop_on_signals.__module__ == "simindex.ops.sync"
+    subprocess.run(
+        [sys.executable, "-c", "import simindex.alembic; import simindex.cli"], check=True
+    )

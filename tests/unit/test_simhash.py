@@ -5,9 +5,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simindex.bits import hamming_distance
-from simindex.simhash import simhash, simhash_batch
-from simindex.text import Shingling
+from simindex.core.bits import hamming_distance
+from simindex.core.simhash import simhash, simhash_batch
+from simindex.core.text import Shingling
 
 hash_lists = st.lists(st.integers(0, 2**64 - 1), max_size=60)
 

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from simindex.design import LshDesign, MankuDesign, choose_lsh
-from simindex.spec import SPEC_VERSION, IndexSpec, MinHash, SimHash, resolve
-from simindex.text import Shingling
+from simindex.core.design import LshDesign, MankuDesign, choose_lsh
+from simindex.core.spec import SPEC_VERSION, IndexSpec, MinHash, SimHash, resolve
+from simindex.core.text import Shingling
 
 METHODS = [
     SimHash(),

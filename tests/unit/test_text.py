@@ -6,8 +6,8 @@ import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simindex import text
-from simindex.text import Shingling, combine_ngrams, hash_strings, normalize, tokenize
+from simindex.core import text
+from simindex.core.text import Shingling, combine_ngrams, hash_strings, normalize, tokenize
 
 
 def test_normalize_folds_width_case_and_whitespace() -> None:

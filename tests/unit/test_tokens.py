@@ -4,8 +4,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simindex.text import Shingling
-from simindex.tokens import TokenizerError, load_tokenizer, strip_markup
+from simindex.core.text import Shingling
+from simindex.core.tokens import load_tokenizer, strip_markup
+from simindex.errors import TokenizerError
 
 
 def test_markup_is_read_as_its_visible_text() -> None:

@@ -16,7 +16,7 @@ import psycopg
 from numpy.typing import ArrayLike, NDArray
 from psycopg.adapt import Dumper, PyFormat
 
-from simindex.sql import PgConnection
+from simindex.db.connection import PgConnection
 
 _INT8_OID = 20
 _INT8_ARRAY_OID = 1016

@@ -1,6 +1,6 @@
 """Clusters of near-duplicates, written to the index's ``<name>_clusters`` table.
 
-``method="pairs"``: connected components of the all-pairs graph (:mod:`simindex.pairs`),
+``method="pairs"``: connected components of the all-pairs graph (:mod:`simindex.ops.pairs`),
 computed inside PostgreSQL by label propagation with pointer jumping over temporary tables, so
 the Python process holds nothing but a counter. SimHash rows with equal fingerprints are
 collapsed to one node first, so a thousand exact copies cost one node, not half a million
@@ -23,18 +23,19 @@ from typing import Any, Literal
 
 from psycopg import sql
 
-from simindex.bits import to_signed
-from simindex.cluster_store import ClusterStore
-from simindex.copytext import field
+from simindex.core.bits import to_signed
+from simindex.core.minhash import bottom_k_key
+from simindex.db.catalog import IndexInfo, Store, catalog, store_of
+from simindex.db.cluster_store import ClusterStore
+from simindex.db.connection import PgConnection
+from simindex.db.copytext import field
+from simindex.db.minhash_store import MinHashStore
+from simindex.db.simhash_store import SimHashStore
+from simindex.db.statements import statement
 from simindex.errors import IndexNotReadyError
-from simindex.index import Index, store_for, transaction
-from simindex.minhash import bottom_k_key
-from simindex.minhash_store import MinHashStore
-from simindex.pairs import exact_candidates, pairs_queries
-from simindex.simhash_store import SimHashStore
-from simindex.similar import verify_mode
-from simindex.sql import PgConnection, statement
-from simindex.verify import Verify, exact_pairs
+from simindex.ops.pairs import exact_candidates, pairs_queries
+from simindex.ops.similar import verify_mode
+from simindex.ops.verify import Verify, exact_pairs
 
 ClusterProgress = Callable[[str, int, int | None], None]
 """Called with (step, done, total or None): steps are "pairs", "components" and "rows"."""
@@ -60,7 +61,9 @@ class ClusterReport:
 
 
 def clusters(
-    index: Index,
+    conn: PgConnection,
+    info: IndexInfo,
+    store: Store,
     *,
     method: ClusterMethod = "pairs",
     max_distance: int | None = None,
@@ -73,62 +76,57 @@ def clusters(
     if method not in ("pairs", "leader", "bottom_k"):
         raise ValueError(f"method must be 'pairs', 'leader' or 'bottom_k', got {method!r}")
     if verify is not None and method != "pairs":
-        raise TypeError(
-            f"{method} clusters take no verify: "
-            + (
-                "sync keeps them up in SQL, by the estimate"
-                if method == "leader"
-                else "they make no comparisons"
-            )
-        )
+        reason = "sync keeps them in SQL, by the estimate" if method == "leader" else "no pairs"
+        raise TypeError(f"{method} clusters take no verify ({reason})")
+    if verify is not None and isinstance(store, SimHashStore):
+        raise TypeError(f"index {info.name!r} is a SimHash index: it has no verify")
     started = time.perf_counter()
     report = _no_progress if progress is None else progress
-    with transaction(index.bind) as conn:
-        info, store = index._ready(conn)
-        target = ClusterStore(index.index_schema, index.name)
-        target.create(conn, info.source)
-        key_type = sql.SQL(info.source.key_type)
-        if method == "bottom_k":
-            if max_distance is not None or threshold is not None:
-                raise TypeError("bottom_k clusters take no max_distance or threshold")
-            rows = _bottom_k(index, conn, target, key_type, bottom_k, report)
-            edges = rounds = 0
-        else:
-            if method == "leader" and (max_distance is not None or threshold is not None):
-                raise TypeError(
-                    "leader clusters use the index's own max_distance or threshold, as sync does"
-                )
-            if isinstance(store, SimHashStore) and verify is not None:
-                raise TypeError(f"index {index.name!r} is a SimHash index: it has no verify")
-            exact = isinstance(store, MinHashStore) and method == "pairs"
-            edges, rounds = _components(
-                index,
-                conn,
-                store,
-                key_type,
-                max_distance,
-                threshold,
-                report,
-                leader=method == "leader",
-                exact=exact and verify_mode(verify) == "exact",
+    target = ClusterStore(info.index_schema, info.name)
+    target.create(conn, info.source)
+    key_type = sql.SQL(info.source.key_type)
+    if method == "bottom_k":
+        if max_distance is not None or threshold is not None:
+            raise TypeError("bottom_k clusters take no max_distance or threshold")
+        rows = _bottom_k(conn, info, target, key_type, bottom_k, report)
+        edges = rounds = 0
+    else:
+        if method == "leader" and (max_distance is not None or threshold is not None):
+            raise TypeError(
+                "leader clusters use the index's own max_distance or threshold, as sync does"
             )
-            conn.execute(statement("clusters_truncate", table=target.table))
-            members = (
-                statement("clusters_simhash_members", side=store.table())
-                if isinstance(store, SimHashStore)
-                else statement("clusters_minhash_members", side=store.signatures())
-            )
-            rows = conn.execute(
-                statement("clusters_replace", table=target.table, members=members)
-            ).rowcount
-        report("rows", rows, rows)
-        if method == "leader":
-            target.create_assign_function(conn, info.source, store)
-        conn.execute(
-            statement("clusters_set_method", catalog=sql.Identifier(index.index_schema, "indexes")),
-            {"method": method, "name": index.name},
+        edges, rounds = _components(
+            conn,
+            info,
+            store,
+            key_type,
+            max_distance,
+            threshold,
+            report,
+            leader=method == "leader",
+            exact=(
+                isinstance(store, MinHashStore)
+                and method == "pairs"
+                and verify_mode(verify) == "exact"
+            ),
         )
-        summary = conn.execute(statement("clusters_summary", table=target.table)).fetchone()
+        conn.execute(statement("clusters_truncate", table=target.table))
+        members = (
+            statement("clusters_simhash_members", side=store.table())
+            if isinstance(store, SimHashStore)
+            else statement("clusters_minhash_members", side=store.signatures())
+        )
+        rows = conn.execute(
+            statement("clusters_replace", table=target.table, members=members)
+        ).rowcount
+    report("rows", rows, rows)
+    if method == "leader":
+        target.create_assign_function(conn, info.source, store)
+    conn.execute(
+        statement("clusters_set_method", catalog=catalog(info.index_schema)),
+        {"method": method, "name": info.name},
+    )
+    summary = conn.execute(statement("clusters_summary", table=target.table)).fetchone()
     assert summary is not None
     total, cluster_count, largest, duplicate_rows = (int(value) for value in summary)
     return ClusterReport(
@@ -162,49 +160,48 @@ class Survivor:
     survivor: bool
 
 
-def members(index: Index, *, min_size: int = 2) -> Iterator[ClusterMember]:
+def members(conn: PgConnection, info: IndexInfo, *, min_size: int = 2) -> Iterator[ClusterMember]:
     """See :meth:`simindex.index.Index.cluster_members`."""
     if isinstance(min_size, bool) or not isinstance(min_size, int) or min_size < 1:
         raise ValueError(f"min_size must be a positive int, got {min_size!r}")
-    with transaction(index.bind) as conn:
-        target, store = _existing(index, conn)
-        side = store.table() if isinstance(store, SimHashStore) else store.signatures()
-        with conn.cursor(name="simindex_cluster_members") as cursor:
-            cursor.itersize = _READ_ROWS
-            cursor.execute(
-                statement("clusters_members", table=target.table, side=side),
-                {"min_size": min_size},
-            )
-            for cluster_id, key, size in cursor:
-                yield ClusterMember(cluster_id, key, int(size))
+    target, store = _existing(conn, info)
+    side = store.table() if isinstance(store, SimHashStore) else store.signatures()
+    with conn.cursor(name="simindex_cluster_members") as cursor:
+        cursor.itersize = _READ_ROWS
+        cursor.execute(
+            statement("clusters_members", table=target.table, side=side),
+            {"min_size": min_size},
+        )
+        for cluster_id, key, size in cursor:
+            yield ClusterMember(cluster_id, key, int(size))
 
 
-def survivors(index: Index, *, prefer: str = "smallest_key") -> Iterator[Survivor]:
+def survivors(
+    conn: PgConnection, info: IndexInfo, *, prefer: str = "smallest_key"
+) -> Iterator[Survivor]:
     """See :meth:`simindex.index.Index.survivors`."""
     if not isinstance(prefer, str):
         raise TypeError(f"prefer must be a str, got {type(prefer).__name__}")
-    with transaction(index.bind) as conn:
-        target, _ = _existing(index, conn)
-        with conn.cursor(name="simindex_survivors") as cursor:
-            cursor.itersize = _READ_ROWS
-            cursor.execute(
-                statement("clusters_survivors", function=target.survivors_function),
-                {"prefer": prefer},
-            )
-            for cluster_id, key, size, survivor in cursor:
-                yield Survivor(cluster_id, key, int(size), bool(survivor))
+    target, _ = _existing(conn, info)
+    with conn.cursor(name="simindex_survivors") as cursor:
+        cursor.itersize = _READ_ROWS
+        cursor.execute(
+            statement("clusters_survivors", function=target.survivors_function),
+            {"prefer": prefer},
+        )
+        for cluster_id, key, size, survivor in cursor:
+            yield Survivor(cluster_id, key, int(size), bool(survivor))
 
 
-def _existing(index: Index, conn: PgConnection) -> tuple[ClusterStore, SimHashStore | MinHashStore]:
+def _existing(conn: PgConnection, info: IndexInfo) -> tuple[ClusterStore, Store]:
     """The index's cluster objects and store, once its clusters have been made."""
-    info = index._info(conn)
-    store = store_for(index.index_schema, index.name, info.source, info.spec)
-    target = ClusterStore(index.index_schema, index.name)
+    store = store_of(info)
+    target = ClusterStore(info.index_schema, info.name)
     qualified = target.table.as_string(conn)
     if not conn.execute(statement("clusters_exists"), {"table": qualified}).fetchone()[0]:  # type: ignore[index]
         raise IndexNotReadyError(
-            f"index {index.name!r} has no clusters yet: run clusters() (or `simindex clusters "
-            f"{index.name}`) first"
+            f"index {info.name!r} has no clusters yet: run clusters() (or `simindex clusters "
+            f"{info.name}`) first"
         )
     return target, store
 
@@ -214,9 +211,9 @@ def _no_progress(step: str, done: int, total: int | None) -> None:
 
 
 def _components(
-    index: Index,
     conn: PgConnection,
-    store: SimHashStore | MinHashStore,
+    info: IndexInfo,
+    store: Store,
     key_type: sql.Composable,
     max_distance: int | None,
     threshold: float | None,
@@ -236,14 +233,15 @@ def _components(
     if isinstance(store, SimHashStore):
         conn.execute(statement("clusters_representatives", side=store.table()))
         side = sql.Identifier("simindex_representatives")
-    _, queries = pairs_queries(
-        index, conn, max_distance=max_distance, threshold=threshold, simhash_table=side
+    queries = pairs_queries(
+        info, store, max_distance=max_distance, threshold=threshold, simhash_table=side
     )
     conn.execute(statement("clusters_edges", key_type=key_type))
     rank = sql.SQL("p.distance" if isinstance(store, SimHashStore) else "-p.similarity")
     edges = 0
     if exact:
-        edges = _exact_edges(index, conn, threshold)
+        assert isinstance(store, MinHashStore)
+        edges = _exact_edges(conn, info, store, threshold)
         progress("pairs", len(queries), len(queries))
     else:
         for done, query in enumerate(queries, 1):
@@ -272,9 +270,11 @@ def _components(
             return edges, rounds
 
 
-def _exact_edges(index: Index, conn: PgConnection, threshold: float | None) -> int:
+def _exact_edges(
+    conn: PgConnection, info: IndexInfo, store: MinHashStore, threshold: float | None
+) -> int:
     """Fill the edges with the exactly verified pairs (COPY between two cursor fetches)."""
-    sets, candidates, limit = exact_candidates(index, conn, threshold)
+    sets, candidates, limit = exact_candidates(conn, info, store, threshold)
     lines: list[str] = []
     edges = 0
 
@@ -294,8 +294,8 @@ def _exact_edges(index: Index, conn: PgConnection, threshold: float | None) -> i
 
 
 def _bottom_k(
-    index: Index,
     conn: PgConnection,
+    info: IndexInfo,
     target: ClusterStore,
     key_type: sql.Composable,
     k: int,
@@ -304,7 +304,6 @@ def _bottom_k(
     """Compute every row's bottom-k key from its text and group rows by it."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"bottom_k must be a positive int, got {k!r}")
-    info = index._info(conn)
     shingling = info.spec.method.shingling
     source = info.source
     conn.execute(statement("clusters_bottom_k_keys", key_type=key_type))

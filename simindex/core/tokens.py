@@ -1,6 +1,6 @@
 """What a text is before it is tokenised: markup stripped, or a user's own tokenizer (layer 1).
 
-Both are part of an index's spec (:class:`simindex.text.Shingling`), so a worker and a build
+Both are part of an index's spec (:class:`simindex.core.text.Shingling`), so a worker and a build
 reproduce them: markup stripping is a fixed rule pinned by golden vectors, and a user
 tokenizer is named by its import path (``"myapp.text:tokens"``) and imported wherever
 fingerprints are computed.
@@ -14,7 +14,7 @@ import importlib
 import re
 from collections.abc import Callable, Iterable
 
-from simindex.errors import SimindexError
+from simindex.errors import TokenizerError
 
 Tokenizer = Callable[[str], Iterable[str]]
 
@@ -25,10 +25,6 @@ _CDATA = re.compile(r"<!\[CDATA\[(.*?)(?:\]\]>|\Z)", re.DOTALL)
 # A tag starts with a letter, "/", "!" or "?" right after "<": "a < b" in prose is not a tag.
 _TAG = re.compile(r"<[A-Za-z/!?][^<>]*>")
 _IMPORT_PATH = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
-
-
-class TokenizerError(SimindexError, ValueError):
-    """A tokenizer named by an index's spec cannot be imported, or did not return tokens."""
 
 
 def strip_markup(text: str) -> str:

@@ -21,8 +21,8 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
-from simindex.catalog import DEFAULT_SCHEMA, check_schema
-from simindex.connection import connect
+from simindex.db.catalog import DEFAULT_SCHEMA, check_schema
+from simindex.db.connection import connect
 from simindex.errors import SimindexError
 
 MIGRATIONS_PACKAGE = "simindex.migrations"

@@ -1,10 +1,10 @@
 """A SimHash index's side table, its permuted-prefix indexes and its SQL functions.
 
 One row per document: the key (in the source key's type), the fingerprint and one permuted
-copy per Manku table, all as ``bigint`` through :mod:`simindex.bits`. Each permuted column has
+copy per Manku table, all as ``bigint`` through :mod:`simindex.core.bits`. Each permuted column has
 a covering btree index, so a query is, per table, one index-only range scan on the query's
 prefix plus a ``bit_count`` filter -- exact, by the pigeonhole argument of
-:mod:`simindex.design`. The query lives in a typed plpgsql function per index (plans cached,
+:mod:`simindex.core.design`. The query lives in a typed plpgsql function per index (plans cached,
 key returned in its own type); Python calls the same function.
 """
 
@@ -18,11 +18,12 @@ from numpy.typing import NDArray
 from psycopg import sql
 from psycopg.adapt import PyFormat
 
-from simindex.bits import BITS, MAX_UNSIGNED, to_signed_array
-from simindex.copytext import field
-from simindex.design import MankuDesign, MankuTable
-from simindex.pg_array import BigintArray, key_array, register
-from simindex.sql import PgConnection, run, statement
+from simindex.core.bits import BITS, MAX_UNSIGNED, to_signed_array
+from simindex.core.design import MankuDesign, MankuTable
+from simindex.db.connection import PgConnection
+from simindex.db.copytext import field
+from simindex.db.pg_array import BigintArray, key_array, register
+from simindex.db.statements import run, statement
 
 _TOP_BIT = 1 << (BITS - 1)
 

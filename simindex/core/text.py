@@ -18,7 +18,7 @@ pinned by golden-vector tests. The rules:
   index does not store it (it is counted as skipped).
 
 Options change the tokens, never the hashing: ``strip_markup`` (HTML/XML tags, comments,
-scripts and character references, :func:`simindex.tokens.strip_markup`, before anything
+scripts and character references, :func:`simindex.core.tokens.strip_markup`, before anything
 else), ``punctuation="delete"`` (punctuation is removed instead of separating tokens:
 ``don't`` is ``dont``), ``identifiers`` (the underscore joins a token, as in code:
 ``row_id``), ``numbers="drop"`` (tokens of digits only are left out), or a user ``tokenizer``
@@ -43,8 +43,8 @@ import numpy as np
 import xxhash
 from numpy.typing import NDArray
 
-from simindex.bits import MAX_UNSIGNED
-from simindex.tokens import check_import_path, strip_markup, user_tokens
+from simindex.core.bits import MAX_UNSIGNED
+from simindex.core.tokens import check_import_path, strip_markup, user_tokens
 
 Unit = Literal["word", "char"]
 Punctuation = Literal["split", "delete"]

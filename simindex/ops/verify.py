@@ -22,9 +22,10 @@ import numpy as np
 from numpy.typing import NDArray
 from psycopg import sql
 
-from simindex.source import Source
-from simindex.sql import PgConnection, statement
-from simindex.text import Shingling
+from simindex.core.text import Shingling
+from simindex.db.connection import PgConnection
+from simindex.db.source import Source
+from simindex.db.statements import statement
 
 Verify = Literal["estimate", "exact"]
 VERIFY_MODES: tuple[Verify, ...] = ("estimate", "exact")

@@ -12,13 +12,10 @@ import functools
 import re
 from collections.abc import Iterable
 from importlib import resources
-from typing import Any
 
-import psycopg
 from psycopg import sql
 
-PgConnection = psycopg.Connection[tuple[Any, ...]]
-"""A psycopg connection as simindex uses it (tuple rows)."""
+from simindex.db.connection import PgConnection
 
 _BLOCK = re.compile(r"^-- name: (\S+)[^\n]*\n(.*?)(?=^-- name: |\Z)", re.MULTILINE | re.DOTALL)
 
@@ -26,7 +23,7 @@ _BLOCK = re.compile(r"^-- name: (\S+)[^\n]*\n(.*?)(?=^-- name: |\Z)", re.MULTILI
 @functools.cache
 def _blocks() -> dict[str, str]:
     blocks: dict[str, str] = {}
-    for entry in resources.files(__package__).iterdir():
+    for entry in resources.files("simindex.db.sql").iterdir():
         if entry.name.endswith(".sql"):
             for name, body in _BLOCK.findall(entry.read_text(encoding="utf-8")):
                 if name in blocks:

@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from simindex.design import LshDesign, MankuDesign, choose_lsh, choose_manku
-from simindex.minhash import MinHasher, Scheme, SchemeName
-from simindex.simhash import check_top_n, simhash_batch
-from simindex.text import Shingling
-from simindex.tokens import load_tokenizer
+from simindex.core.design import LshDesign, MankuDesign, choose_lsh, choose_manku
+from simindex.core.minhash import MinHasher, Scheme, SchemeName
+from simindex.core.simhash import check_top_n, simhash_batch
+from simindex.core.text import Shingling
+from simindex.core.tokens import load_tokenizer
 
 # Version 2 records every Shingling option; version 1 specs (four shingling fields) are read
 # with the others at their defaults, which is what they were made with.
@@ -94,14 +94,14 @@ class IndexSpec:
 
     def check_tokenizer(self) -> None:
         """Import the tokenizer the spec names, if any: creating an index fails then, with the
-        reason (:class:`~simindex.tokens.TokenizerError`), rather than every row of a build."""
+        reason (:class:`~simindex.errors.TokenizerError`), rather than every row of a build."""
         if self.method.shingling.tokenizer is not None:
             load_tokenizer(self.method.shingling.tokenizer)
 
     def simhash_values(
         self, texts: Sequence[str | None]
     ) -> tuple[NDArray[np.uint64], NDArray[np.bool_]]:
-        """SimHash of each text, and which texts had features (see :mod:`simindex.text`)."""
+        """SimHash of each text, and which texts had features (see :mod:`simindex.core.text`)."""
         if not isinstance(self.method, SimHash):
             raise TypeError("simhash_values needs a SimHash spec")
         hashes = [self.method.shingling.hashes(text) for text in texts]

@@ -19,7 +19,7 @@ costs about the same on INSERT; for UPDATE the row trigger's WHEN clause is eval
 calling any function, so updates of other columns cost nearly nothing, while a statement
 trigger would capture and join both transition tables on every UPDATE.
 
-:mod:`simindex.sync` drains the queue.
+:mod:`simindex.ops.sync` drains the queue.
 """
 
 from __future__ import annotations
@@ -28,10 +28,11 @@ from dataclasses import dataclass
 
 from psycopg import sql
 
-from simindex.minhash_store import MinHashStore
-from simindex.simhash_store import SimHashStore
-from simindex.source import Source
-from simindex.sql import PgConnection, run, statement
+from simindex.db.connection import PgConnection
+from simindex.db.minhash_store import MinHashStore
+from simindex.db.simhash_store import SimHashStore
+from simindex.db.source import Source
+from simindex.db.statements import run, statement
 
 EVENTS = ("insert", "update", "delete", "truncate")
 

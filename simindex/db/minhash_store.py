@@ -14,11 +14,12 @@ import numpy as np
 from numpy.typing import NDArray
 from psycopg import sql
 
-from simindex.bits import to_signed_array
-from simindex.copytext import field
-from simindex.design import LshDesign
-from simindex.pg_array import BigintArray, key_array, register
-from simindex.sql import PgConnection, run, statement
+from simindex.core.bits import to_signed_array
+from simindex.core.design import LshDesign
+from simindex.db.connection import PgConnection
+from simindex.db.copytext import field
+from simindex.db.pg_array import BigintArray, key_array, register
+from simindex.db.statements import run, statement
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +141,7 @@ class MinHashStore:
         )
 
     def stored_signatures(self, values: NDArray[np.uint64]) -> NDArray[np.int64]:
-        """Signature values as stored ``bigint`` values (:mod:`simindex.bits`)."""
+        """Signature values as stored ``bigint`` values (:mod:`simindex.core.bits`)."""
         return to_signed_array(np.ascontiguousarray(values, dtype=np.uint64))
 
     def copy(

@@ -9,11 +9,12 @@ from dataclasses import dataclass
 
 from psycopg import sql
 
-from simindex.minhash_store import MinHashStore
-from simindex.pg_array import key_array
-from simindex.simhash_store import SimHashStore
-from simindex.source import Source
-from simindex.sql import PgConnection, run, statement
+from simindex.db.connection import PgConnection
+from simindex.db.minhash_store import MinHashStore
+from simindex.db.pg_array import key_array
+from simindex.db.simhash_store import SimHashStore
+from simindex.db.source import Source
+from simindex.db.statements import run, statement
 
 
 @dataclass(frozen=True, slots=True)

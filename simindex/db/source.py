@@ -8,8 +8,9 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from simindex.db.connection import PgConnection
+from simindex.db.statements import statement
 from simindex.errors import SourceError
-from simindex.sql import PgConnection, statement
 
 # Type categories (pg_type.typcategory) a key may have: numeric, string, user-defined (uuid).
 _KEY_CATEGORIES = {"N": "a number", "S": "a string", "U": "a uuid or other scalar"}

@@ -9,12 +9,18 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
+
+Bind = Engine | Connection | str
+"""What every public entry point accepts: an Engine, a Connection or a DSN string."""
+PgConnection = psycopg.Connection[tuple[Any, ...]]
+"""A psycopg connection as simindex uses it (tuple rows)."""
 
 _SQLALCHEMY_URL = "postgresql+psycopg"
 _LIBPQ_SCHEMES = ("postgresql", "postgres")
@@ -53,6 +59,26 @@ def connect(bind: Engine | Connection | str) -> Iterator[Connection]:
         raise TypeError(
             f"expected a SQLAlchemy Engine or Connection or a DSN string, got {type(bind).__name__}"
         )
+
+
+@contextmanager
+def transaction(bind: Bind) -> Iterator[PgConnection]:
+    """The psycopg connection under ``bind``, in a transaction committed here unless the caller
+    handed in a Connection (then it is theirs to commit)."""
+    with connect(bind) as connection:
+        if not connection.in_transaction():
+            connection.begin()
+        yield raw_connection(connection)
+        if not isinstance(bind, Connection):
+            connection.commit()
+
+
+def raw_connection(connection: Connection) -> PgConnection:
+    """The psycopg connection under a SQLAlchemy one."""
+    raw = connection.connection.driver_connection
+    if not isinstance(raw, psycopg.Connection):
+        raise TypeError("simindex needs the psycopg (version 3) driver")
+    return raw
 
 
 def _engine_for(dsn: str) -> Engine:

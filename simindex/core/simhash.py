@@ -61,7 +61,7 @@ def simhash(
     """The 64-bit SimHash of one document's feature hashes, or ``None`` when it has none.
 
     Parameters:
-        hashes: one uint64 per feature occurrence (see :mod:`simindex.text`).
+        hashes: one uint64 per feature occurrence (see :mod:`simindex.core.text`).
         weights: optional weight per feature (e.g. IDF); default 1 each, i.e. term frequency.
         top_n: set exactly this many bits (sparse variant) instead of the sign rule.
     """

@@ -34,9 +34,9 @@ import numpy as np
 import xxhash
 from numpy.typing import NDArray
 
-from simindex.bits import BITS, MAX_UNSIGNED
+from simindex.core.bits import BITS, MAX_UNSIGNED
+from simindex.core.text import fmix64
 from simindex.errors import IncompatibleSignaturesError
-from simindex.text import fmix64
 
 SchemeName = Literal["classic", "one_permutation", "bottom_k"]
 MERSENNE_PRIME = (1 << 31) - 1

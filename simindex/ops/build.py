@@ -7,7 +7,6 @@ leaves it as it was. Memory stays bounded: at most ``workers + 1`` batches are i
 
 from __future__ import annotations
 
-import functools
 import multiprocessing
 import os
 import time
@@ -18,24 +17,21 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 from psycopg import sql
 from sqlalchemy.engine import Connection
 
-from simindex.connection import connect
-from simindex.index import Index, store_for, transaction
-from simindex.minhash_store import MinHashStore
-from simindex.simhash_store import SimHashStore
-from simindex.source import describe, row_estimate
-from simindex.spec import IndexSpec
-from simindex.sql import statement
+from simindex.core.batch import Batch, fingerprint_batch
+from simindex.db.catalog import Store, catalog, read_index, store_for
+from simindex.db.connection import Bind, connect, transaction
+from simindex.db.simhash_store import SimHashStore
+from simindex.db.source import describe, row_estimate
+from simindex.db.statements import statement
 
 Progress = Callable[[int, int | None], None]
 """Called with (source rows read so far, the planner's estimate of all rows or None)."""
 
 # Below this many rows, starting worker processes costs more than it saves.
 _PARALLEL_FROM_ROWS = 50_000
-Batch = tuple[NDArray[Any], NDArray[Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,20 +41,6 @@ class BuildReport:
     rows: int
     skipped: int
     seconds: float
-
-
-@functools.cache
-def _spec(spec_json: str) -> IndexSpec:
-    return IndexSpec.from_json(spec_json)
-
-
-def fingerprint_batch(spec_json: str, texts: list[str | None]) -> Batch:
-    """(values, has-features) of a batch of texts; runs in worker processes."""
-    spec = _spec(spec_json)
-    if spec.kind == "simhash":
-        return spec.simhash_values(texts)
-    values, lengths = spec.minhash_values(texts)
-    return values, lengths > 0
 
 
 def _batches(cursor: Any, size: int) -> Iterator[tuple[list[Any], list[str | None]]]:
@@ -90,7 +72,9 @@ def _computed(
 
 
 def build(
-    index: Index,
+    bind: Bind,
+    index_schema: str,
+    name: str,
     *,
     batch_size: int = 2000,
     workers: int | None = None,
@@ -101,13 +85,14 @@ def build(
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     started = time.perf_counter()
     indexed = skipped = 0
-    with transaction(index.bind) as conn:
-        catalog = sql.Identifier(index.index_schema, "indexes")
-        conn.execute(statement("catalog_lock", catalog=catalog, name=sql.Literal(index.name)))
+    with transaction(bind) as conn:
+        conn.execute(
+            statement("catalog_lock", catalog=catalog(index_schema), name=sql.Literal(name))
+        )
         # The VACUUM after the commit can only mark pages all-visible (for index-only scans)
         # once the commit is known durable.
         conn.execute(statement("synchronous_commit_local"))
-        info = index._info(conn)
+        info = read_index(conn, index_schema, name)
         source = describe(
             conn,
             info.source.table,
@@ -119,7 +104,7 @@ def build(
         if workers is None:
             parallel = estimate is not None and estimate >= _PARALLEL_FROM_ROWS
             workers = (os.cpu_count() or 1) if parallel else 1
-        store = store_for(index.index_schema, index.name, source, info.spec)
+        store = store_for(index_schema, name, source, info.spec)
         store.drop_staging(conn)
         store.create(conn, staging=True)
         reader = conn.cursor(name="simindex_build")
@@ -147,15 +132,15 @@ def build(
         store.finish(conn, staging=True)
         store.swap_in_staging(conn)
         conn.execute(
-            statement("catalog_built", catalog=catalog),
-            {"name": index.name, "row_count": indexed, "skipped_count": skipped},
+            statement("catalog_built", catalog=catalog(index_schema)),
+            {"name": name, "row_count": indexed, "skipped_count": skipped},
         )
-    if not isinstance(index.bind, Connection):
-        _vacuum(index.bind, store)
+    if not isinstance(bind, Connection):
+        _vacuum(bind, store)
     return BuildReport(indexed, skipped, time.perf_counter() - started)
 
 
-def _vacuum(bind: Any, store: SimHashStore | MinHashStore) -> None:
+def _vacuum(bind: Bind, store: Store) -> None:
     """Set the visibility map, so prefix scans are index-only (VACUUM needs autocommit)."""
     tables = (
         [store.table()] if isinstance(store, SimHashStore) else [store.signatures(), store.bands()]

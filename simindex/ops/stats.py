@@ -5,11 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from simindex.catalog import DEFAULT_SCHEMA
-from simindex.errors import IndexNotFoundError
-from simindex.index import Bind, IndexInfo, _get_row, catalog, check_name, store_for, transaction
-from simindex.sql import statement
-from simindex.triggers import Triggers
+from simindex.db.catalog import (
+    DEFAULT_SCHEMA,
+    IndexInfo,
+    check_name,
+    index_names,
+    read_index,
+    store_of,
+)
+from simindex.db.connection import Bind, transaction
+from simindex.db.statements import statement
+from simindex.db.triggers import Triggers
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,14 +43,11 @@ def index_stats(
     wanted = [check_name(name) for name in names] if names is not None else None
     with transaction(bind) as conn:
         if wanted is None:
-            rows = conn.execute(statement("catalog_list", catalog=catalog(index_schema)))
-            wanted = [str(name) for (name,) in rows.fetchall()]
+            wanted = index_names(conn, index_schema)
         found: list[IndexStats] = []
         for name in wanted:
-            info = _get_row(conn, index_schema, name)
-            if info is None:
-                raise IndexNotFoundError(f"no index named {name!r}")
-            store = store_for(index_schema, name, info.source, info.spec)
+            info = read_index(conn, index_schema, name)
+            store = store_of(info)
             triggers = Triggers(index_schema, name, info.source, store)
             tables = [*store.side_tables(), triggers.queue, triggers.failed]
             sizes = conn.execute(

@@ -1,0 +1,211 @@
+"""The catalog: one row per index, in simindex's own schema, and how it is read.
+
+:func:`catalog_table` is the schema the code expects. Migrations create it
+(``migrations/versions``), and a test compares the two, so a change here needs a new migration.
+An operation gets an index from here as an :class:`IndexInfo` (the row) and its store.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from psycopg import sql
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    Column,
+    DateTime,
+    Identity,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    Table,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+from simindex.core.spec import IndexSpec, SimHash
+from simindex.db.connection import PgConnection
+from simindex.db.minhash_store import MinHashStore
+from simindex.db.simhash_store import SimHashStore
+from simindex.db.source import Source
+from simindex.db.statements import statement
+from simindex.errors import IndexNotFoundError, IndexNotReadyError
+
+DEFAULT_SCHEMA = "simindex"
+METHODS = ("simhash", "minhash")
+STATES = ("created", "building", "ready", "failed")
+CLUSTERINGS = ("pairs", "bottom_k", "leader")
+NAME_MAX_LENGTH = 63
+# PostgreSQL truncates identifiers to 63 bytes (NAMEDATALEN - 1).
+_IDENTIFIER_MAX_BYTES = 63
+_INDEX_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
+
+Store = SimHashStore | MinHashStore
+
+
+@dataclass(frozen=True, slots=True)
+class IndexInfo:
+    """What the catalog says about an index."""
+
+    name: str
+    source: Source
+    spec: IndexSpec
+    state: str
+    row_count: int
+    skipped_count: int
+    created_at: datetime
+    updated_at: datetime
+    built_at: datetime | None
+    index_schema: str
+    """The simindex schema holding this catalog row and the index's side tables."""
+
+
+def check_name(name: str) -> str:
+    """Index names become part of table and function names: keep them plain."""
+    if not isinstance(name, str) or not _INDEX_NAME.fullmatch(name):
+        raise ValueError(
+            "an index name is 1 to 40 characters: a lowercase letter, then lowercase letters, "
+            f"digits or underscores; got {name!r}"
+        )
+    return name
+
+
+def check_schema(schema: str) -> str:
+    """``schema`` if it can name simindex's schema; ValueError or TypeError otherwise.
+
+    Any characters are allowed, since the name is always quoted; PostgreSQL's limits are not.
+    """
+    if not isinstance(schema, str):
+        raise TypeError(f"schema must be a str, got {type(schema).__name__}")
+    size = len(schema.encode())
+    if not schema or size > _IDENTIFIER_MAX_BYTES or "\0" in schema:
+        raise ValueError(
+            f"schema must be a name of 1 to {_IDENTIFIER_MAX_BYTES} bytes without NUL "
+            f"characters, got {schema!r} ({size} bytes)"
+        )
+    return schema
+
+
+def catalog_table(metadata: MetaData, schema: str = DEFAULT_SCHEMA) -> Table:
+    """The catalog table ``indexes`` in ``schema``, added to ``metadata``.
+
+    Each index's side tables and functions are named after its name (``docs_simhash``,
+    ``docs_near_v1``), which :func:`simindex.index.check_name` keeps to plain identifiers.
+    """
+    check_schema(schema)
+    return Table(
+        "indexes",
+        metadata,
+        Column("id", Integer, Identity(always=True), nullable=False),
+        Column("name", Text, nullable=False),
+        Column("source_schema", Text, nullable=False),
+        Column("source_table", Text, nullable=False),
+        Column("key_column", Text, nullable=False),
+        # The key's SQL type as format_type() prints it; side tables declare their key with it.
+        Column("key_type", Text, nullable=False),
+        Column("text_column", Text, nullable=False),
+        Column("method", Text, nullable=False),
+        Column("spec", JSONB, nullable=False),
+        Column("spec_version", Integer, nullable=False),
+        Column("state", Text, nullable=False, server_default=text("'created'")),
+        Column("row_count", BigInteger, nullable=False, server_default=text("0")),
+        # Rows whose text is NULL or empty: nothing to fingerprint.
+        Column("skipped_count", BigInteger, nullable=False, server_default=text("0")),
+        Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+        Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+        Column("built_at", DateTime(timezone=True), nullable=True),
+        # How the clusters table was last filled; "leader" ones are kept up to date by sync.
+        Column("clustering", Text, nullable=True),
+        PrimaryKeyConstraint("id", name="indexes_pkey"),
+        UniqueConstraint("name", name="indexes_name_key"),
+        CheckConstraint(
+            f"char_length(name) BETWEEN 1 AND {NAME_MAX_LENGTH}", name="indexes_name_length"
+        ),
+        CheckConstraint(f"method IN ({_sql_list(METHODS)})", name="indexes_method_check"),
+        CheckConstraint(f"state IN ({_sql_list(STATES)})", name="indexes_state_check"),
+        CheckConstraint("jsonb_typeof(spec) = 'object'", name="indexes_spec_check"),
+        CheckConstraint("spec_version >= 1", name="indexes_spec_version_check"),
+        CheckConstraint(
+            f"clustering IN ({_sql_list(CLUSTERINGS)})", name="indexes_clustering_check"
+        ),
+        CheckConstraint("row_count >= 0 AND skipped_count >= 0", name="indexes_counts_check"),
+        schema=schema,
+    )
+
+
+def _sql_list(values: tuple[str, ...]) -> str:
+    return ", ".join(f"'{value}'" for value in values)
+
+
+def catalog(schema: str) -> sql.Identifier:
+    """The catalog table of simindex's schema ``schema``."""
+    return sql.Identifier(check_schema(schema), "indexes")
+
+
+def store_for(schema: str, name: str, source: Source, spec: IndexSpec) -> Store:
+    """The side tables of an index, as its method keeps them."""
+    if isinstance(spec.method, SimHash):
+        return SimHashStore(schema, name, source.key_type, spec.design)  # type: ignore[arg-type]
+    return MinHashStore(
+        schema,
+        name,
+        source.key_type,
+        spec.design,  # type: ignore[arg-type]
+        spec.method.num_perm,
+        spec.method.threshold,
+    )
+
+
+def store_of(info: IndexInfo) -> Store:
+    """The side tables of the index ``info`` describes."""
+    return store_for(info.index_schema, info.name, info.source, info.spec)
+
+
+def find_index(conn: PgConnection, schema: str, name: str) -> IndexInfo | None:
+    """The catalog row of index ``name``, or None."""
+    row = conn.execute(statement("catalog_get", catalog=catalog(schema)), {"name": name}).fetchone()
+    if row is None:
+        return None
+    source = Source(0, *row[1:6])
+    state, row_count, skipped_count, created_at, updated_at, built_at = row[7:]
+    return IndexInfo(
+        row[0],
+        source,
+        IndexSpec.from_json(row[6]),
+        state,
+        row_count,
+        skipped_count,
+        created_at,
+        updated_at,
+        built_at,
+        schema,
+    )
+
+
+def read_index(conn: PgConnection, schema: str, name: str) -> IndexInfo:
+    """The catalog row of index ``name``; IndexNotFoundError if there is none."""
+    info = find_index(conn, schema, name)
+    if info is None:
+        raise IndexNotFoundError(f"no index named {name!r}")
+    return info
+
+
+def ready_index(conn: PgConnection, schema: str, name: str) -> tuple[IndexInfo, Store]:
+    """The catalog row and store of an index that can answer queries (built)."""
+    info = read_index(conn, schema, name)
+    if info.state != "ready":
+        raise IndexNotReadyError(
+            f"index {name!r} is {info.state}: run build() (or `simindex build {name}`) first"
+        )
+    return info, store_of(info)
+
+
+def index_names(conn: PgConnection, schema: str) -> list[str]:
+    """Names of all indexes, in order."""
+    rows = conn.execute(statement("catalog_list", catalog=catalog(schema))).fetchall()
+    return [str(name) for (name,) in rows]

@@ -1,0 +1,1 @@
+"""The ``.sql`` files every statement comes from (loaded by :mod:`simindex.db.statements`)."""

@@ -1,0 +1,306 @@
+"""One sync batch: take queued keys, re-read their rows, fingerprint, write, record failures.
+
+A batch runs in the caller's transaction. It takes up to ``limit`` queue entries (``FOR UPDATE
+SKIP LOCKED``, so any number of workers share the work and never take the same key), re-reads
+those rows of the source *as they are now*, recomputes their fingerprints, writes them (or
+deletes the index rows of keys whose row is gone or has no features) and removes the entries.
+What happens to each kind of row:
+
+* row gone, text NULL, empty or without features (whitespace, punctuation only): its index rows
+  are deleted (a build counts such rows as skipped);
+* ``varchar``, ``char``, ``citext`` and other string types: indexed by their text (compared as
+  ``text`` by the update trigger, so a case-only change of a ``citext`` is seen);
+* a text over ``max_text_bytes`` (UTF-8 bytes, default 16 MiB): not read; recorded as a failed
+  item saying so. ``sync(retry_failed=True, max_text_bytes=...)`` with a larger limit indexes
+  it (a 50 MB text takes about 7 s and 0.7 GB to fingerprint);
+* anything else that fails (an error computing or writing one row): recorded as a failed item
+  with its error, and the batch goes on without it.
+
+Failed items stay in ``<name>_failed`` until the key is processed successfully: after the row
+changes again, or when ``retry_failed=True`` queues them all again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import psycopg
+from psycopg import sql
+
+from simindex.core.batch import fingerprint_batch
+from simindex.core.spec import IndexSpec
+from simindex.db.catalog import DEFAULT_SCHEMA, catalog, read_index, store_for, store_of
+from simindex.db.cluster_store import ClusterStore
+from simindex.db.connection import Bind, PgConnection, transaction
+from simindex.db.minhash_store import MinHashStore
+from simindex.db.pg_array import key_array
+from simindex.db.simhash_store import SimHashStore
+from simindex.db.source import Source
+from simindex.db.statements import statement
+from simindex.db.triggers import Triggers
+from simindex.errors import IndexNotFoundError
+
+DEFAULT_MAX_TEXT_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class BatchResult:
+    taken: int
+    indexed: int
+    removed: int
+    failed: int
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """An index as a batch needs it: source, spec, side tables, queue."""
+
+    name: str
+    source: Source
+    spec: IndexSpec
+    store: SimHashStore | MinHashStore
+    triggers: Triggers
+    # Set while the index keeps leader clusters: each written row joins its nearest cluster.
+    leader_clusters: ClusterStore | None = None
+
+
+def load_target(conn: PgConnection, schema: str, name: str) -> Target | None:
+    """The index ``name``, its catalog row share-locked for this transaction; None while a build
+    or drop holds it. Raises IndexNotFoundError if there is no such index."""
+    row = conn.execute(
+        statement("sync_catalog_share", catalog=catalog(schema)), {"name": name}
+    ).fetchone()
+    if row is None:
+        exists = conn.execute(
+            statement("sync_catalog_exists", catalog=catalog(schema)), {"name": name}
+        ).fetchone()
+        if exists is None:
+            raise IndexNotFoundError(f"no index named {name!r}")
+        return None
+    source = Source(0, *row[:5])
+    spec = IndexSpec.from_json(row[5])
+    store = store_for(schema, name, source, spec)
+    clusters = ClusterStore(schema, name) if row[6] == "leader" else None
+    return Target(name, source, spec, store, Triggers(schema, name, source, store), clusters)
+
+
+def take(conn: PgConnection, target: Target, limit: int) -> list[Any]:
+    """Remove up to ``limit`` entries no other transaction holds; their keys."""
+    rows = conn.execute(
+        statement("sync_take", queue=target.triggers.queue), {"limit": limit}
+    ).fetchall()
+    return [key for (key,) in rows]
+
+
+def take_keys(conn: PgConnection, target: Target, keys: Sequence[Any]) -> list[Any]:
+    """Remove the entries of ``keys`` (waiting for any other transaction holding one)."""
+    rows = conn.execute(
+        statement("sync_take_keys", queue=target.triggers.queue, key_type=target.triggers.key_type),
+        {"keys": key_array(conn, keys)},
+    ).fetchall()
+    return [key for (key,) in rows]
+
+
+def requeue(conn: PgConnection, target: Target, keys: Sequence[Any]) -> None:
+    """Queue ``keys`` (again); for repair and tests."""
+    conn.execute(
+        statement("sync_requeue", queue=target.triggers.queue, key_type=target.triggers.key_type),
+        {"keys": key_array(conn, keys)},
+    )
+
+
+def process(
+    conn: PgConnection,
+    target: Target,
+    keys: Sequence[Any],
+    *,
+    max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
+) -> BatchResult:
+    """Bring the index rows of ``keys`` up to date with the source rows as this transaction sees
+    them. Rows that fail are recorded in the failed items; everything else is written."""
+    if not keys:
+        return BatchResult(0, 0, 0, 0)
+    source = target.source
+    rows = conn.execute(
+        statement(
+            "sync_read",
+            key=sql.Identifier(source.key_column),
+            text=sql.Identifier(source.text_column),
+            source=source.identifier,
+            key_type=target.triggers.key_type,
+        ),
+        {"keys": key_array(conn, keys), "max_bytes": max_text_bytes},
+    ).fetchall()
+    found = {row[0] for row in rows}
+    remove = [key for key in keys if key not in found]
+    failures: list[tuple[Any, str]] = []
+    candidates: list[tuple[Any, str]] = []
+    too_long: list[Any] = []
+    for key, text, size in rows:
+        if text is not None:
+            candidates.append((key, text))
+        elif size is None:
+            remove.append(key)
+        else:
+            too_long.append(key)  # its old fingerprint is wrong now: out of the index
+            failures.append(
+                (
+                    key,
+                    f"text is {size} bytes, over max_text_bytes={max_text_bytes}; "
+                    "retry with a larger limit: sync(..., retry_failed=True, max_text_bytes=...)",
+                )
+            )
+    upsert_keys, values, no_features, compute_failures = _fingerprints(target.spec, candidates)
+    remove += no_features
+    failures += compute_failures
+    written = _write(conn, target, remove + too_long, upsert_keys, values, set(too_long))
+    failures += written.failures
+    for key, error in failures:
+        conn.execute(
+            statement("sync_fail", failed=target.triggers.failed), {"key": key, "error": error}
+        )
+    return BatchResult(len(keys), written.indexed, written.removed, len(failures))
+
+
+def _fingerprints(
+    spec: IndexSpec, candidates: list[tuple[Any, str]]
+) -> tuple[list[Any], Any, list[Any], list[tuple[Any, str]]]:
+    """(keys with features, their values, keys without, failures) of (key, text) pairs."""
+    spec_json = spec.to_json()
+    keys = [key for key, _ in candidates]
+    texts: list[str | None] = [text for _, text in candidates]
+    failures: list[tuple[Any, str]] = []
+    try:
+        values, present = fingerprint_batch(spec_json, texts)
+    except Exception:  # find the row that failed: one at a time
+        kept_keys, parts, flags = [], [], []
+        for key, text in candidates:
+            try:
+                one_value, one_present = fingerprint_batch(spec_json, [text])
+            except Exception as exc:
+                failures.append((key, f"fingerprint: {type(exc).__name__}: {exc}"))
+                continue
+            kept_keys.append(key)
+            parts.append(one_value)
+            flags.append(one_present)
+        keys = kept_keys
+        values = np.concatenate(parts) if parts else np.zeros((0,), dtype=np.uint64)
+        present = np.concatenate(flags) if flags else np.zeros(0, dtype=bool)
+    kept = np.flatnonzero(present)
+    with_features = [keys[i] for i in kept.tolist()]
+    without = [keys[i] for i in np.flatnonzero(~present).tolist()]
+    return with_features, values[kept], without, failures
+
+
+@dataclass(frozen=True, slots=True)
+class _Written:
+    indexed: int
+    removed: int
+    failures: list[tuple[Any, str]]
+
+
+def _write(
+    conn: PgConnection,
+    target: Target,
+    remove: list[Any],
+    keys: list[Any],
+    values: Any,
+    still_failed: set[Any],
+) -> _Written:
+    """Deletes first, then upserts (so two spellings of one citext key end as the new one);
+    keys written clear their failed items, except ``still_failed``.
+
+    No pipeline mode here, though it would save round trips: with a batch's megabytes of
+    signatures, psycopg's pipeline can stall with both ends waiting for each other."""
+    try:
+        with conn.transaction():
+            _write_rows(conn, target, remove, keys, values, still_failed)
+        return _Written(len(keys), len(set(remove) - still_failed), [])
+    except psycopg.OperationalError:
+        raise
+    except psycopg.Error:
+        pass  # isolate the failing rows below, each in its own savepoint
+    failures: list[tuple[Any, str]] = []
+    indexed = removed = 0
+    for key in remove:
+        try:
+            with conn.transaction():
+                _write_rows(conn, target, [key], [], values[:0], still_failed)
+            removed += key not in still_failed
+        except psycopg.OperationalError:
+            raise
+        except psycopg.Error as exc:
+            failures.append((key, _describe(exc)))
+    for position, key in enumerate(keys):
+        try:
+            with conn.transaction():
+                _write_rows(conn, target, [], [key], values[position : position + 1], set())
+            indexed += 1
+        except psycopg.OperationalError:
+            raise
+        except psycopg.Error as exc:
+            failures.append((key, _describe(exc)))
+    return _Written(indexed, removed, failures)
+
+
+def _write_rows(
+    conn: PgConnection,
+    target: Target,
+    remove: list[Any],
+    keys: list[Any],
+    values: Any,
+    still_failed: set[Any],
+) -> None:
+    target.store.delete(conn, remove)
+    target.store.upsert(conn, keys, values)
+    if target.leader_clusters is not None:
+        target.leader_clusters.forget(conn, target.source.key_type, remove)
+        target.leader_clusters.assign(conn, target.source.key_type, keys)
+    done = [key for key in remove if key not in still_failed] + keys
+    if done:
+        conn.execute(
+            statement(
+                "sync_forget_failed",
+                failed=target.triggers.failed,
+                key_type=target.triggers.key_type,
+            ),
+            {"keys": key_array(conn, done)},
+        )
+
+
+def _describe(exc: psycopg.Error) -> str:
+    state = f" [{exc.sqlstate}]" if exc.sqlstate else ""
+    return f"{type(exc).__name__}{state}: {exc}".strip()
+
+
+def queue_counts(bind: Bind, name: str, *, index_schema: str = DEFAULT_SCHEMA) -> tuple[int, int]:
+    """(queued keys, failed items) of an index."""
+    with transaction(bind) as conn:
+        target = target_unlocked(conn, index_schema, name)
+        row = conn.execute(
+            statement("sync_counts", queue=target.triggers.queue, failed=target.triggers.failed)
+        ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+def failed_items(
+    bind: Bind, name: str, *, index_schema: str = DEFAULT_SCHEMA
+) -> list[tuple[Any, str, int, Any]]:
+    """The failed items of an index: (key, error, attempts, failed_at), by key."""
+    with transaction(bind) as conn:
+        target = target_unlocked(conn, index_schema, name)
+        rows = conn.execute(
+            statement("sync_failed_items", failed=target.triggers.failed)
+        ).fetchall()
+    return [(row[0], row[1], row[2], row[3]) for row in rows]
+
+
+def target_unlocked(conn: PgConnection, schema: str, name: str) -> Target:
+    """The index ``name`` as a batch needs it, without locking its catalog row."""
+    info = read_index(conn, schema, name)
+    store = store_of(info)
+    return Target(name, info.source, info.spec, store, Triggers(schema, name, info.source, store))

@@ -1,0 +1,84 @@
+"""SimHash queries: every fingerprint within ``max_distance`` bits of a text's, a
+fingerprint or an indexed row's, from the index's typed SQL functions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from simindex.core.bits import MAX_UNSIGNED, to_signed
+from simindex.db.catalog import IndexInfo
+from simindex.db.connection import PgConnection
+from simindex.db.simhash_store import SimHashStore
+from simindex.db.statements import statement
+from simindex.errors import KeyNotIndexedError
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """A SimHash neighbour: its key (in the source key's type) and Hamming distance."""
+
+    key: Any
+    distance: int
+
+
+def check_distance(store: SimHashStore, max_distance: int | None) -> int:
+    """``max_distance``, or the index's when None; never more than the index's."""
+    limit = store.design.max_distance
+    if max_distance is None:
+        return limit
+    if isinstance(max_distance, bool) or not isinstance(max_distance, int):
+        raise TypeError(f"max_distance must be an int, got {type(max_distance).__name__}")
+    if not 0 <= max_distance <= limit:
+        raise ValueError(f"max_distance must be from 0 to the index's {limit}, got {max_distance}")
+    return max_distance
+
+
+def near(
+    conn: PgConnection,
+    info: IndexInfo,
+    store: SimHashStore,
+    *,
+    text: str | None,
+    fingerprint: int | None,
+    max_distance: int | None,
+) -> list[Match]:
+    """Rows within ``max_distance`` bits of a text's SimHash (or of a fingerprint)."""
+    if (text is None) == (fingerprint is None):
+        raise TypeError("give exactly one of text= or fingerprint=")
+    if fingerprint is None:
+        values, present = info.spec.simhash_values([text])
+        if not present[0]:
+            return []
+        fingerprint = int(values[0])
+    if isinstance(fingerprint, bool) or not isinstance(fingerprint, int):
+        raise TypeError(f"fingerprint must be an int, got {type(fingerprint).__name__}")
+    if not 0 <= fingerprint <= MAX_UNSIGNED:
+        raise ValueError(f"fingerprint must be an unsigned 64-bit int, got {fingerprint}")
+    rows = conn.execute(
+        statement("simhash_near", function=store.near_function),
+        {
+            "fingerprint": to_signed(fingerprint),
+            "max_distance": check_distance(store, max_distance),
+        },
+    ).fetchall()
+    return [Match(key, distance) for key, distance in rows]
+
+
+def near_key(
+    conn: PgConnection, info: IndexInfo, store: SimHashStore, key: Any, max_distance: int | None
+) -> list[Match]:
+    """Rows within ``max_distance`` bits of the row with ``key`` (itself excluded)."""
+    rows = conn.execute(
+        statement("simhash_near_key", function=store.near_key_function),
+        {"key": key, "max_distance": check_distance(store, max_distance)},
+    ).fetchall()
+    # An empty answer is common; only then is it worth asking whether the key exists.
+    if (
+        not rows
+        and not conn.execute(
+            statement("simhash_fingerprint_of_key", table=store.table()), {"key": key}
+        ).fetchone()
+    ):
+        raise KeyNotIndexedError.of(info.name, key)
+    return [Match(found_key, found_distance) for found_key, found_distance in rows]

@@ -1,0 +1,106 @@
+"""MinHash queries: band candidates, verified by the estimate in SQL or exactly from the texts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from simindex.core.spec import IndexSpec, MinHash
+from simindex.db.catalog import IndexInfo
+from simindex.db.connection import PgConnection
+from simindex.db.minhash_store import MinHashStore
+from simindex.db.statements import statement
+from simindex.errors import KeyNotIndexedError
+from simindex.ops.verify import (
+    DEFAULT_VERIFY,
+    ShingleSets,
+    Verify,
+    check_verify,
+    exact_floor,
+    exact_scores,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Similar:
+    """A MinHash neighbour: its key and Jaccard similarity (exact, or the signatures' estimate
+    when verified by it)."""
+
+    key: Any
+    similarity: float
+
+
+def check_threshold(spec: IndexSpec, threshold: float | None) -> float:
+    assert isinstance(spec.method, MinHash)
+    if threshold is None:
+        return spec.method.threshold
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
+        raise TypeError(f"threshold must be a number, got {type(threshold).__name__}")
+    if not 0.0 <= threshold <= 1.0:
+        raise ValueError(f"threshold must be from 0 to 1, got {threshold}")
+    return float(threshold)
+
+
+def verify_mode(verify: Verify | None, exact: bool = False) -> Verify:
+    """The verification asked for: ``verify``, or ``exact=True`` (its older spelling)."""
+    if exact:
+        if verify not in (None, "exact"):
+            raise TypeError(f"exact=True contradicts verify={verify!r}: give one of them")
+        return "exact"
+    return DEFAULT_VERIFY if verify is None else check_verify(verify)
+
+
+def similar(
+    conn: PgConnection,
+    info: IndexInfo,
+    store: MinHashStore,
+    *,
+    text: str | None,
+    key: Any,
+    threshold: float | None,
+    verify: Verify,
+) -> list[Similar]:
+    """See :meth:`simindex.index.Index.similar`."""
+    by_key = key is not None
+    if by_key == (text is not None):
+        raise TypeError("give exactly one of text= or key=")
+    limit = check_threshold(info.spec, threshold)
+    floor = exact_floor(limit, store.num_perm) if verify == "exact" else limit
+    if by_key:
+        rows = conn.execute(
+            statement("minhash_similar_key", function=store.similar_key_function),
+            {"key": key, "threshold": floor},
+        ).fetchall()
+        if (
+            not rows
+            and not conn.execute(
+                statement("minhash_signature_of_key", table=store.signatures()), {"key": key}
+            ).fetchone()
+        ):
+            raise KeyNotIndexedError.of(info.name, key)
+    else:
+        values, lengths = info.spec.minhash_values([text])
+        if not lengths[0]:
+            return []
+        rows = conn.execute(
+            statement("minhash_similar", function=store.similar_function),
+            {
+                "signature": store.stored_signatures(values[0]).tolist(),
+                "band_hashes": store.design.band_hashes(values[:1])[0].tolist(),
+                "threshold": floor,
+            },
+        ).fetchall()
+    if verify == "estimate":
+        return [Similar(found_key, float(similarity)) for found_key, similarity in rows]
+    if not rows:
+        return []
+    sets = ShingleSets(conn, info.source, info.spec.method.shingling)
+    if by_key:
+        query = sets.lookup([key]).get(key)
+        if query is None:  # the row went since it was indexed
+            return []
+    else:
+        query = sets.of_text(text)
+    scored = exact_scores(sets, query, [row[0] for row in rows])
+    kept = [Similar(found, score) for found, score in scored if score >= limit]
+    return sorted(kept, key=lambda match: (-match.similarity, match.key))

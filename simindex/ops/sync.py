@@ -1,0 +1,374 @@
+"""The sync worker: drain each index's queue into its side tables, batch after batch.
+
+Each batch is one transaction (:mod:`simindex.ops.batch`); a worker that dies mid-batch loses
+nothing: its transaction rolls back and the entries are queued again. While a backlog lasts, a
+worker runs a batch on each of its ``connections`` at once, in threads: psycopg lets go of the
+GIL while it waits, so the server writes one batch while Python fingerprints the next. With
+``follow``, it LISTENs on the indexes' channels and drains whenever notified.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Protocol
+
+import psycopg
+import sqlalchemy.exc
+from psycopg import sql
+from sqlalchemy.engine import Connection
+
+from simindex.db.catalog import DEFAULT_SCHEMA, check_name, check_schema, index_names
+from simindex.db.connection import Bind, PgConnection, connect, raw_connection
+from simindex.db.statements import statement
+from simindex.db.triggers import channel
+from simindex.errors import IndexNotFoundError
+from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES, BatchResult, load_target, process, take
+
+# Large enough that a worker's two connections overlap well (each batch costs a few round
+# trips, and after each the thread waits for the GIL); benchmarks/sync.py measured the choice.
+DEFAULT_BATCH_SIZE = 2000
+DEFAULT_CONNECTIONS = 2
+# How long a --follow worker waits between checks of its stop flag.
+_STOP_POLL_SECONDS = 0.25
+_RECONNECT_DELAYS = (0.1, 0.5, 1.0, 2.0, 5.0)
+_log = logging.getLogger(__name__)
+
+
+class StopFlag(Protocol):
+    """What ``stop`` must offer: ``threading.Event`` and ``multiprocessing.Event`` both do."""
+
+    def is_set(self) -> bool: ...
+
+
+@dataclass(slots=True)
+class SyncReport:
+    """What a sync did: queue entries taken, rows written, keys removed from the index, keys
+    recorded as failed, batches committed, indexes skipped because a build or drop held them,
+    reconnections after the server went away, and seconds taken."""
+
+    taken: int = 0
+    indexed: int = 0
+    removed: int = 0
+    failed: int = 0
+    batches: int = 0
+    busy: set[str] = field(default_factory=set)
+    reconnects: int = 0
+    seconds: float = 0.0
+
+    def add(self, other: BatchResult) -> None:
+        self.taken += other.taken
+        self.indexed += other.indexed
+        self.removed += other.removed
+        self.failed += other.failed
+        self.batches += 1
+
+
+def sync(
+    bind: Bind,
+    names: Sequence[str] | None = None,
+    *,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    follow: bool = False,
+    stop: StopFlag | None = None,
+    retry_failed: bool = False,
+    max_text_bytes: int | None = DEFAULT_MAX_TEXT_BYTES,
+    heartbeat: float = 30.0,
+    connections: int = DEFAULT_CONNECTIONS,
+    index_schema: str = DEFAULT_SCHEMA,
+) -> SyncReport:
+    """Drain the queues of ``names`` (default: every index), one transaction per batch.
+
+    Parameters:
+        bind: an Engine or a DSN (batches commit here); or a Connection, in whose transaction
+            everything runs (each batch in a savepoint; not with ``follow``).
+        batch_size: queue entries per batch and transaction; their texts are in memory at
+            once, so lower it for very large texts.
+        follow: keep running: LISTEN on the indexes' channels and drain whenever notified, or
+            after ``heartbeat`` seconds at the latest; reconnect when the server goes away.
+        stop: when set, finish the current batch and return (check it from a signal handler,
+            see :func:`stop_on_signals`). Without ``follow``, sync returns when the queues are
+            empty anyway.
+        retry_failed: queue every failed item again first.
+        max_text_bytes: texts longer than this become failed items instead of being read
+            (None: no limit).
+        heartbeat: the longest wait, in seconds, for a notification before looking anyway.
+        connections: batches in flight at once while a backlog lasts, each on its own
+            connection (and thread): with two, the server writes one batch while this process
+            fingerprints the next. A trickle of changes uses one. Always one on a Connection.
+        index_schema: the schema simindex was migrated into.
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    limit = max_text_bytes
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ValueError(f"max_text_bytes must be a non-negative int or None, got {limit!r}")
+    if not heartbeat > 0:
+        raise ValueError(f"heartbeat must be a positive number of seconds, got {heartbeat!r}")
+    if isinstance(connections, bool) or not isinstance(connections, int) or connections < 1:
+        raise ValueError(f"connections must be a positive int, got {connections!r}")
+    if follow and isinstance(bind, Connection):
+        raise ValueError(
+            "follow=True commits batch by batch: give an Engine or a DSN, not a Connection"
+        )
+    check_schema(index_schema)
+    chosen = None if names is None else [check_name(name) for name in names]
+    worker = _Worker(
+        bind,
+        chosen,
+        batch_size=batch_size,
+        stop=stop if stop is not None else threading.Event(),
+        max_text_bytes=max_text_bytes if max_text_bytes is not None else 2**62,
+        heartbeat=heartbeat,
+        connections=1 if isinstance(bind, Connection) else connections,
+        schema=index_schema,
+    )
+    started = time.perf_counter()
+    worker.run(follow=follow, retry_failed=retry_failed)
+    worker.report.seconds = time.perf_counter() - started
+    return worker.report
+
+
+class _Worker:
+    def __init__(
+        self,
+        bind: Bind,
+        names: list[str] | None,
+        *,
+        batch_size: int,
+        stop: StopFlag,
+        max_text_bytes: int,
+        heartbeat: float,
+        connections: int,
+        schema: str,
+    ) -> None:
+        self.bind = bind
+        self.names = names
+        self.batch_size = batch_size
+        self.stop = stop
+        self.max_text_bytes = max_text_bytes
+        self.heartbeat = heartbeat
+        self.connections = connections
+        self.schema = schema
+        self.report = SyncReport()
+        self.listening: set[str] = set()
+        self._report_lock = threading.Lock()
+
+    def run(self, *, follow: bool, retry_failed: bool) -> None:
+        if not follow:
+            with self._session() as (conns, _):
+                if retry_failed:
+                    self._requeue_failed(conns.first)
+                self._drain(conns)
+            return
+        failures = 0
+        while not self.stop.is_set():
+            try:
+                with self._session(listen=True) as (conns, listener):
+                    assert listener is not None
+                    self.listening.clear()
+                    if retry_failed:
+                        self._requeue_failed(conns.first)
+                        retry_failed = False
+                    while not self.stop.is_set():
+                        self._listen(conns.first, listener)
+                        self._drain(conns)
+                        failures = 0
+                        self._wait(listener)
+            except (psycopg.OperationalError, sqlalchemy.exc.OperationalError) as exc:
+                delay = _RECONNECT_DELAYS[min(failures, len(_RECONNECT_DELAYS) - 1)]
+                failures += 1
+                self.report.reconnects += 1
+                _log.warning("sync interrupted (%s); reconnecting in %.1f s", exc, delay)
+                self._sleep(delay)
+
+    @contextmanager
+    def _session(
+        self, *, listen: bool = False
+    ) -> Iterator[tuple[_Connections, PgConnection | None]]:
+        with ExitStack() as stack:
+            connection = stack.enter_context(connect(self.bind))
+            if isinstance(self.bind, Connection) and not connection.in_transaction():
+                connection.begin()  # so that the caller's commit() commits our work
+            conns = _Connections(self.bind, stack, raw_connection(connection))
+            listener = None
+            if listen:
+                second = stack.enter_context(connect(self.bind))
+                # Reset when the connection goes back to an Engine's pool.
+                listener = raw_connection(second.execution_options(isolation_level="AUTOCOMMIT"))
+            yield conns, listener
+
+    @contextmanager
+    def _unit(self, conn: PgConnection) -> Iterator[None]:
+        """A transaction of our own; on a caller's Connection, just the caller's transaction."""
+        if isinstance(self.bind, Connection):
+            yield
+        else:
+            with conn.transaction():
+                yield
+
+    def _indexes(self, conn: PgConnection) -> list[str]:
+        if self.names is not None:
+            return self.names
+        with self._unit(conn):
+            return index_names(conn, self.schema)
+
+    def _listen(self, conn: PgConnection, listener: PgConnection) -> None:
+        for name in self._indexes(conn):
+            if name not in self.listening:
+                listener.execute(statement("sync_listen", channel=sql.Identifier(channel(name))))
+                self.listening.add(name)
+
+    def _requeue_failed(self, conn: PgConnection) -> None:
+        for name in self._indexes(conn):
+            with self._unit(conn):
+                target = load_target(conn, self.schema, name)
+                if target is None:
+                    self.report.busy.add(name)
+                    continue
+                conn.execute(
+                    statement(
+                        "sync_requeue_failed",
+                        queue=target.triggers.queue,
+                        failed=target.triggers.failed,
+                    )
+                )
+
+    def _drain(self, conns: _Connections) -> None:
+        """Batches until every queue is empty (or stop): on the first connection alone while
+        batches come back part-full, on all of them at once from the first full one."""
+        names = self._indexes(conns.first)
+        with self._report_lock:
+            for name in names:
+                self.report.busy.discard(name)
+        backlog = self._round_robin(conns.first, names, until_full=self.connections > 1)
+        if backlog:
+            self._drain_together(conns.up_to(self.connections), backlog)
+
+    def _round_robin(
+        self,
+        conn: PgConnection,
+        names: list[str],
+        *,
+        until_full: bool = False,
+        halted: threading.Event | None = None,
+    ) -> list[str]:
+        """Batches over ``names`` in turn until each queue is empty, or stop (or ``halted``);
+        with ``until_full``, the names still active when a batch first comes back full."""
+        active = list(names)
+        while active:
+            for name in list(active):
+                if self.stop.is_set() or (halted is not None and halted.is_set()):
+                    return []
+                taken = self._batch(conn, name)
+                if not taken:
+                    active.remove(name)
+                elif until_full and taken == self.batch_size:
+                    return active
+        return []
+
+    def _drain_together(self, conns: list[PgConnection], names: list[str]) -> None:
+        """Each connection drains ``names`` in its own thread. psycopg lets go of the GIL
+        while it waits for the server, so one thread's batch is written while another's
+        texts are fingerprinted."""
+        errors: list[BaseException] = []
+        failed = threading.Event()  # the others finish their batch and stop
+
+        def drain(conn: PgConnection) -> None:
+            try:
+                self._round_robin(conn, names, halted=failed)
+            except BaseException as exc:  # re-raised in the calling thread
+                errors.append(exc)
+                failed.set()
+
+        helpers = [threading.Thread(target=drain, args=(conn,)) for conn in conns[1:]]
+        for helper in helpers:
+            helper.start()
+        drain(conns[0])
+        for helper in helpers:
+            helper.join()
+        if errors:
+            raise errors[0]
+
+    def _batch(self, conn: PgConnection, name: str) -> int:
+        """One batch of one index, in one transaction; how many entries it took."""
+        with self._unit(conn):
+            try:
+                target = load_target(conn, self.schema, name)
+            except IndexNotFoundError:
+                if self.names is not None:
+                    raise
+                return 0  # dropped since the list was read
+            if target is None:
+                with self._report_lock:
+                    self.report.busy.add(name)
+                return 0
+            keys = take(conn, target, self.batch_size)
+            if not keys:
+                return 0
+            result = process(conn, target, keys, max_text_bytes=self.max_text_bytes)
+        with self._report_lock:
+            self.report.add(result)
+        return len(keys)
+
+    def _wait(self, listener: PgConnection) -> None:
+        """Until a notification, the heartbeat or stop."""
+        deadline = time.monotonic() + self.heartbeat
+        while not self.stop.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            # stop_after=1 still takes every notification that arrived together: one drain
+            # answers them all.
+            if list(listener.notifies(timeout=min(remaining, _STOP_POLL_SECONDS), stop_after=1)):
+                return
+
+    def _sleep(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not self.stop.is_set() and time.monotonic() < deadline:
+            time.sleep(min(_STOP_POLL_SECONDS, max(deadline - time.monotonic(), 0)))
+
+
+class _Connections:
+    """A worker's connections: the first at once, the others when a backlog first needs them
+    (a worker that only ever sees a trickle of changes holds one)."""
+
+    def __init__(self, bind: Bind, stack: ExitStack, first: PgConnection) -> None:
+        self.bind = bind
+        self.stack = stack
+        self.opened = [first]
+
+    @property
+    def first(self) -> PgConnection:
+        return self.opened[0]
+
+    def up_to(self, count: int) -> list[PgConnection]:
+        while len(self.opened) < count:
+            self.opened.append(raw_connection(self.stack.enter_context(connect(self.bind))))
+        return self.opened
+
+
+@contextmanager
+def stop_on_signals(
+    signals: Sequence[signal.Signals] = (signal.SIGTERM, signal.SIGINT),
+) -> Iterator[threading.Event]:
+    """An event set by SIGTERM or SIGINT while the block runs (main thread only): hand it to
+    ``sync(..., stop=...)`` so a signal finishes the current batch and returns cleanly. The
+    previous handlers come back on exit."""
+    event = threading.Event()
+
+    def handle(number: int, frame: FrameType | None) -> None:
+        event.set()
+
+    previous = {number: signal.signal(number, handle) for number in signals}
+    try:
+        yield event
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
