@@ -94,6 +94,20 @@ _ASCII_LOWER_SEPARATORS = _ASCII_SEPARATORS.translate(
     bytes(c + 32 if 65 <= c <= 90 else c for c in range(256))
 )
 _UTF8_SEPARATORS = bytes(c if c >= 0x80 else _ASCII_SEPARATORS[c] for c in range(256))
+# The same fast path for the token options, indexed by ``identifiers``: what the punctuation
+# regexes delete from ASCII text, and the lowercasing separator table with "_" a letter or not.
+_ASCII_DELETED = tuple(
+    bytes(
+        c
+        for c in range(128)
+        if not (chr(c).isalnum() or chr(c).isspace() or (keep and chr(c) == "_"))
+    )
+    for keep in (False, True)
+)
+_ASCII_OPTION_SEPARATORS = (
+    _ASCII_LOWER_SEPARATORS,
+    bytes(95 if i == 95 else c for i, c in enumerate(_ASCII_LOWER_SEPARATORS)),
+)
 
 
 class _TokenCharacters(dict[int, int | str]):
@@ -308,6 +322,12 @@ class Shingling:
             text = strip_markup(text)
         if self.tokenizer is not None:
             return user_tokens(self.tokenizer, text)
+        if text.isascii():
+            return [token.decode("ascii") for token in self._ascii_tokens(text)]
+        return self._unicode_tokens(text)
+
+    def _unicode_tokens(self, text: str) -> list[str]:
+        """The option rules, by regex: the definition the ASCII fast path is held to."""
         folded = unicodedata.normalize("NFKC", text).casefold()
         if self.punctuation == "delete":
             deleted = _PUNCTUATION_NOT_UNDERSCORE if self.identifiers else _PUNCTUATION
@@ -316,6 +336,29 @@ class Shingling:
         if self.numbers == "drop":
             return [token for token in found if not token.isnumeric()]
         return found
+
+    def _ascii_tokens(self, text: str) -> list[bytes]:
+        """:meth:`_unicode_tokens` of ASCII text, by byte translation (NFKC is the identity
+        on ASCII, and casefold is lower())."""
+        data = text.encode("ascii")
+        if self.punctuation == "delete":
+            data = data.translate(None, _ASCII_DELETED[self.identifiers])
+        found = data.translate(_ASCII_OPTION_SEPARATORS[self.identifiers]).split()
+        if self.numbers == "drop":
+            return [token for token in found if not token.isdigit()]
+        return found
+
+    def _option_tokens(self, text: str) -> list[bytes]:
+        """UTF-8 tokens of a text under non-default options (see :meth:`tokens`)."""
+        if self.strip_markup:
+            text = strip_markup(text)
+        if self.tokenizer is None and text.isascii():
+            return self._ascii_tokens(text)
+        if self.tokenizer is None:
+            found = self._unicode_tokens(text)
+        else:
+            found = user_tokens(self.tokenizer, text)
+        return [token.encode("utf-8", "surrogatepass") for token in found]
 
     def _characters(self, text: str) -> str:
         """The normalised text character shingles are cut from."""
@@ -329,10 +372,7 @@ class Shingling:
             raise TypeError(f"expected str text, got {type(text).__name__}")
         if self.unit == "char":
             return combine_ngrams(_char_hashes(self._characters(text), self.seed), self.size)
-        if self.plain:
-            tokens = _word_tokens(text)
-        else:
-            tokens = [token.encode("utf-8", "surrogatepass") for token in self.tokens(text)]
+        tokens = _word_tokens(text) if self.plain else self._option_tokens(text)
         unit_hashes = hash_strings(tokens, self.seed)
         shingles = combine_ngrams(unit_hashes, self.size)
         if not self.with_characters or not tokens:

@@ -20,6 +20,7 @@ from simindex.errors import IndexNotFoundError, TokenizerError
 from simindex.index import Index, create_index, get_index
 from simindex.ops.pairs import exact_candidates
 from simindex.ops.verify import Verify, exact_pairs
+from simindex.sync import sync
 
 WORDS = [f"w{i}" for i in range(3000)]
 THRESHOLD = 0.7
@@ -170,11 +171,15 @@ def test_an_index_with_its_own_tokenizer(database_dsn: str) -> None:
     shingling = Shingling(size=1, tokenizer="tests.unit.tokenizers:words")
     method = MinHash(threshold=0.5, num_perm=64, shingling=shingling)
     index = create_index(database_dsn, "notes", "notes", "body", method=method)
-    index.build()
+    index.build(workers=2)  # the tokenizer is imported by the build's worker processes too
     # Tokens keep their punctuation: rows 0 and 1 are the same, row 2 shares nothing with them.
     assert [(m.key, m.similarity) for m in index.similar(key=0)] == [(1, 1.0)]
     stored: Any = get_index(database_dsn, "notes").info().spec.method
     assert stored.shingling == shingling
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute("INSERT INTO notes VALUES (9, 'FISH, CHIPS & PEAS.')")
+    sync(database_dsn, ["notes"])
+    assert {m.key for m in index.similar(key=0)} == {1, 9}
 
 
 def test_a_tokenizer_that_does_not_import_stops_create(database_dsn: str) -> None:

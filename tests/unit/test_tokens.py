@@ -106,6 +106,26 @@ def test_hashes_and_shingles_agree_under_options(
         assert seen.setdefault(gram, value) == value
 
 
+@given(
+    st.text(alphabet=st.characters(max_codepoint=127), max_size=200),
+    st.sampled_from(["split", "delete"]),
+    st.booleans(),
+    st.sampled_from(["keep", "drop"]),
+)
+@settings(max_examples=300)
+def test_the_ascii_fast_path_follows_the_option_rules(
+    raw: str, punctuation: str, identifiers: bool, numbers: str
+) -> None:
+    shingling = Shingling(
+        punctuation=punctuation,  # type: ignore[arg-type]
+        identifiers=identifiers,
+        numbers=numbers,  # type: ignore[arg-type]
+    )
+    expected = shingling._unicode_tokens(raw)
+    assert [token.decode() for token in shingling._ascii_tokens(raw)] == expected
+    assert shingling.tokens(raw) == expected
+
+
 def test_char_shingles_can_strip_markup() -> None:
     assert Shingling(unit="char", size=3, strip_markup=True).shingles("<b>abc</b>") == ["abc"]
 
