@@ -23,10 +23,12 @@ from simindex.core.simhash import check_top_n, simhash_batch
 from simindex.core.text import Shingling
 from simindex.core.tokens import load_tokenizer
 
-# Version 2 records every Shingling option; version 1 specs (four shingling fields) are read
-# with the others at their defaults, which is what they were made with.
+# Version 2 adds the token options to the shingling. A spec whose token options are all at their
+# defaults is still written as version 1, byte for byte as before, so a release that knows only
+# version 1 reads it; version 1 specs are read with those options at their defaults.
 SPEC_VERSION = 2
 READABLE_SPEC_VERSIONS = (1, 2)
+_TOKEN_OPTIONS = ("punctuation", "identifiers", "numbers", "strip_markup", "tokenizer")
 DEFAULT_EXPECTED_ROWS = 1_000_000
 
 
@@ -80,6 +82,11 @@ class IndexSpec:
 
     method: Method
     design: MankuDesign | LshDesign
+
+    @property
+    def version(self) -> int:
+        """The spec version its stored form has: 2 when it uses a token option, else 1."""
+        return 1 if self.method.shingling.plain else SPEC_VERSION
 
     @property
     def kind(self) -> str:
@@ -156,20 +163,17 @@ class IndexSpec:
 def _as_dict(spec: IndexSpec) -> dict[str, Any]:
     shingling = spec.method.shingling
     data: dict[str, Any] = {
-        "spec_version": SPEC_VERSION,
+        "spec_version": spec.version,
         "kind": spec.kind,
         "shingling": {
             "unit": shingling.unit,
             "size": shingling.size,
             "with_characters": shingling.with_characters,
             "seed": shingling.seed,
-            "punctuation": shingling.punctuation,
-            "identifiers": shingling.identifiers,
-            "numbers": shingling.numbers,
-            "strip_markup": shingling.strip_markup,
-            "tokenizer": shingling.tokenizer,
         },
     }
+    if spec.version >= 2:
+        data["shingling"] |= {name: getattr(shingling, name) for name in _TOKEN_OPTIONS}
     method = spec.method
     if isinstance(method, SimHash):
         assert isinstance(spec.design, MankuDesign)
