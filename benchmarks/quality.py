@@ -11,7 +11,8 @@ PostgreSQL:
 
 * simindex MinHash indexes (``create_index`` + ``build``) at thresholds 0.5, 0.8 and 0.9, with
   the recall-first default design and the version-1 design (and, at 0.8, other designs, the
-  one-permutation scheme, an index at 0.7 queried at 0.8, and punctuation deleted), each read by
+  one-permutation scheme, an index at 0.7 queried at 0.8, punctuation deleted, identifiers
+  kept whole), each read by
   ``pairs()`` and by ``similar(key=...)`` over a query set, verified by the estimate and exactly;
   SimHash (k=3) ``pairs()`` scored against the same Jaccard truth;
 * datasketch ``MinHashLSH`` (its own bands) and rensa ``RMinHashLSH`` (16 bands) at the same
@@ -26,13 +27,9 @@ threshold; the S-curve of each design, in theory and as measured). Not a test.
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
-import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +37,9 @@ import datasketch
 import numpy as np
 import psycopg
 import rensa
-from machine import cpu_model, package_versions
 from psycopg import sql
 from quality_corpora import Corpus, Pair, Tokens, Truth, corpora, peer_shingles
+from report import RESULTS, latency_ms, log, new_result, print_table, read_result, write_result
 from sqlalchemy import create_engine
 
 import simindex
@@ -58,13 +55,9 @@ NUM_PERM = 128
 SEED = 1
 RENSA_BANDS = 16
 QUERIES = 200
-RESULTS = Path(__file__).parent / "results"
 OWN = Shingling()
 DELETED = Shingling(punctuation="delete", identifiers=True)
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+IDENTIFIERS = Shingling(identifiers=True)
 
 
 def score(
@@ -119,6 +112,7 @@ def configs(quick: bool) -> list[Config]:
             Config("v1 at 0.7", v1(0.7), (0.8,)),
             Config("one_permutation", MinHash(0.8, scheme="one_permutation"), (0.8,)),
             Config("punctuation deleted", MinHash(0.8, shingling=DELETED), (0.8,), "peer"),
+            Config("identifiers", MinHash(0.8, shingling=IDENTIFIERS), (0.8,), "identifiers"),
         ]
     found.append(Config("SimHash k=3", SimHash(), THRESHOLDS))
     return found
@@ -240,7 +234,7 @@ def run_index(
                     "threshold": t,
                     "verify": verify,
                     "protocol": "queries",
-                    "query_ms_p50": round(1000 * statistics.median(latencies), 3),
+                    "query": latency_ms(latencies),
                 }
                 | score(answers, truth, t, among)
             )
@@ -367,6 +361,7 @@ def run(names: list[str], quick: bool) -> dict[str, Any]:
             tokens = {
                 "own": Tokens("own", [OWN.shingles(text) for text in corpus.texts]),
                 "peer": Tokens("peer", [peer_shingles(text) for text in corpus.texts]),
+                "identifiers": Tokens("identifiers", list(map(IDENTIFIERS.shingles, corpus.texts))),
             }
             deleted = [DELETED.shingles(text) for text in corpus.texts]
             queries = query_set(corpus, QUERIES)
@@ -432,15 +427,17 @@ def targets(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return found
 
 
-def table(rows: list[dict[str, Any]]) -> str:
-    """The pairs at J >= 0.8 per corpus, simindex beside its peers (own tokens)."""
-    lines = ["corpus     index                 verify    recall  precision  found"]
-    for row in pick(rows, threshold=0.8, protocol="pairs", tokens="own"):
-        lines.append(
-            f"{row['corpus']:<10} {row['index']:<21} {row['verify']:<9} "
-            f"{row['recall'] or 0:>6.3f} {row['precision'] or 0:>10.3f} {row['found']:>6}"
-        )
-    return "\n".join(lines)
+def print_report(result: dict[str, Any]) -> None:
+    """The pairs at J >= 0.8 per corpus, simindex beside its peers (own tokens), and targets."""
+    rows = [
+        [r["corpus"], r["index"], r["verify"], r["recall"], r["precision"], r["found"]]
+        for r in pick(result["rows"], threshold=0.8, protocol="pairs", tokens="own")
+    ]
+    header = ["corpus", "index", "verify", "recall", "precision", "found"]
+    print_table("All pairs at J >= 0.8, own tokens, through PostgreSQL", header, rows, "lllrrr")
+    targets = [[where, *found.values()] for where, found in result["targets"].items()]
+    header = ["where", "default >= 0.97 both", "exact: 1.00 at >= 0.97", "beats peers on both"]
+    print_table("Targets (long documents, J >= 0.8, defaults)", header, targets)
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
@@ -485,7 +482,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
                 )
             axis.set_title(f"{corpus}: {measure} (pairs)")
             axis.set_xlabel("threshold (Jaccard)")
-            axis.set_ylim(0.5, 1.01)
+            axis.set_ylim(0.4, 1.01)
             axis.grid(alpha=0.3)
         axes[0][column].axis("off")
     axes[1][0].legend(fontsize=7, loc="lower left")
@@ -528,31 +525,29 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="default and v1 designs only")
     parser.add_argument("--corpora", default="licences,docs,code,short")
     parser.add_argument("--output", type=Path, default=RESULTS / "quality.json")
+    parser.add_argument(
+        "--print", dest="print_only", type=Path, help="print the tables of a written JSON and stop"
+    )
     args = parser.parse_args(argv)
-    started = time.perf_counter()
-    result = run(args.corpora.split(","), args.quick)
+    if args.print_only:
+        print_report(read_result(args.print_only))
+        return
+    result = new_result("quality", argv, ("datasketch", "rensa", "scipy", "matplotlib"))
+    result |= run(args.corpora.split(","), args.quick)
     result["targets"] = targets(result["rows"])
     result["settings"] = {
         "thresholds": THRESHOLDS,
         "num_perm": NUM_PERM,
         "truth": "exact Jaccard of word 3-shingle sets; 'own' tokens: simindex Shingling(); "
-        "'peer' tokens: lowercase, punctuation deleted ([^\\w\\s]), whitespace split",
+        "'peer' tokens: lowercase, punctuation deleted ([^\\w\\s]), whitespace split; "
+        "'identifiers' tokens: Shingling(identifiers=True)",
         "scoring": "every method is scored against the truth of the tokens it was fed",
         "rensa_bands": RENSA_BANDS,
         "exact_floor_at_0.8": round(exact_floor(0.8, NUM_PERM), 4),
     }
-    versions = package_versions(("simindex", "datasketch", "rensa", "numpy", "scipy"))
-    result["machine"] = {
-        "cpu": cpu_model(),
-        "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "seconds": round(time.perf_counter() - started, 1),
-        "versions": versions,
-    }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    write_result(args.output, result, result["server"])
     plot(result, args.output.with_suffix(".png"))
-    print(table(result["rows"]))
-    print(json.dumps(result["targets"], indent=1))
+    print_report(result)
     log(f"wrote {args.output} and {args.output.with_suffix('.png')}")
 
 
