@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import time
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +48,7 @@ from simindex.core.design import LshDesign, choose_lsh
 from simindex.core.spec import MinHash, SimHash
 from simindex.core.text import Shingling
 from simindex.embedded import local_postgres
+from simindex.errors import LowRecallWarning
 from simindex.index import Index, create_index
 from simindex.ops.verify import Verify, exact_floor
 
@@ -244,8 +246,9 @@ def run_index(
 
 
 def pair_list(index: Index, threshold: float, verify: Verify) -> list[Pair]:
-    pairs = index.pairs(threshold=threshold, verify=verify)
-    return [(p.left, p.right) for p in pairs]
+    with warnings.catch_warnings():  # below the tuned threshold on purpose (the S-curve)
+        warnings.simplefilter("ignore", LowRecallWarning)
+        return [(p.left, p.right) for p in index.pairs(threshold=threshold, verify=verify)]
 
 
 def curve_points(candidates: Iterable[Pair], truth: Truth) -> dict[str, Any]:

@@ -48,7 +48,9 @@ _COPY_EDGES = 10_000
 
 @dataclass(frozen=True, slots=True)
 class ClusterReport:
-    """What a clustering run wrote."""
+    """What a clustering run wrote. ``pairs``: the pairs that joined rows into clusters; for
+    SimHash, pairs of distinct fingerprints (rows with equal fingerprints are one node), so
+    fewer than :func:`simindex.ops.pairs.pairs` finds among the rows themselves."""
 
     method: str
     rows: int

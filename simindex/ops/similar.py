@@ -59,6 +59,7 @@ def similar(
     key: Any,
     threshold: float | None,
     verify: Verify,
+    indexed: bool | None = None,
 ) -> list[Similar]:
     """See :meth:`simindex.index.Index.similar`."""
     by_key = key is not None
@@ -67,12 +68,15 @@ def similar(
     limit = check_threshold(info.spec, threshold)
     floor = exact_floor(limit, store.num_perm) if verify == "exact" else limit
     if by_key:
+        if indexed is False:
+            raise KeyNotIndexedError.of(info.name, key)
         rows = conn.execute(
             statement("minhash_similar_key", function=store.similar_key_function),
             {"key": key, "threshold": floor},
         ).fetchall()
         if (
             not rows
+            and indexed is None
             and not conn.execute(
                 statement("minhash_signature_of_key", table=store.signatures()), {"key": key}
             ).fetchone()
