@@ -51,7 +51,7 @@ from simindex.errors import IndexExistsError, IndexNotFoundError, SimindexError,
 __all__ = ["CreateSimindexOp", "DropSimindexOp", "MethodOptions"]
 
 # A type as format_type prints it, or as a user spells one: words, a schema, quotes, a modifier.
-_KEY_TYPE = re.compile(r'[A-Za-z_"][\w ."]*(\(\d+\))?(\[\])?')
+_KEY_TYPE = re.compile(r'[A-Za-z_"][\w ."]*(\(\d+(, ?\d+)?\))?')
 
 
 class MethodOptions(TypedDict, total=False):

@@ -12,9 +12,8 @@ from simindex.db.connection import PgConnection
 from simindex.db.statements import statement
 from simindex.errors import SourceError
 
-# Type categories (pg_type.typcategory) a key may have: numeric, string, user-defined (uuid).
-_KEY_CATEGORIES = {"N": "a number", "S": "a string", "U": "a uuid or other scalar"}
-_FLOAT_TYPES = {"real", "double precision"}
+# Type categories (pg_type.typcategory) a key may not have: arrays, composites, pseudo-types.
+_NOT_SCALAR = {"A": "an array", "C": "a composite", "P": "a pseudo-type"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +25,7 @@ class Source:
     table: str
     key_column: str
     key_type: str
+    """The key's SQL type, typmod-exact and schema-qualified (see ``source_columns``)."""
     text_column: str
 
     @property
@@ -60,17 +60,16 @@ def describe(
     if kind not in ("r", "p"):
         raise SourceError(f"{found_schema}.{found_table} is not a table (relkind {kind!r})")
     columns = {
-        name: (type_name, category)
-        for name, type_name, category in conn.execute(statement("source_columns"), {"oid": oid})
+        row[0]: _Column(*row[1:]) for row in conn.execute(statement("source_columns"), {"oid": oid})
     }
     if column not in columns:
         raise SourceError(
             f"column {column!r} does not exist in {found_schema}.{found_table}; "
             f"it has {sorted(columns)}"
         )
-    if columns[column][1] != "S":
+    if columns[column].category != "S":
         raise SourceError(
-            f"column {column!r} is {columns[column][0]}; a text column (text, varchar, "
+            f"column {column!r} is {columns[column].type}; a text column (text, varchar, "
             "citext, ...) is needed"
         )
     key_column = key if key is not None else _primary_key(conn, oid, found_table)
@@ -80,12 +79,29 @@ def describe(
         raise SourceError(
             f"key column {key!r} has no unique index on {found_table}; a key must identify one row"
         )
-    key_type, category = columns[key_column]
-    if category not in _KEY_CATEGORIES or key_type in _FLOAT_TYPES:
+    found_key = columns[key_column]
+    if found_key.category in _NOT_SCALAR or not found_key.keyable:
+        what = _NOT_SCALAR.get(found_key.category, "a type without a default btree operator class")
         raise SourceError(
-            f"key column {key_column!r} is {key_type}; a key must be an integer, text or uuid type"
+            f"key column {key_column!r} is {found_key.type}, {what}; a key must be one value "
+            "that can be sorted and compared (an integer, text, uuid, ... type)"
         )
+    if not found_key.not_null:
+        # A NULL key names no row: its row could be neither queued nor found again.
+        raise SourceError(
+            f"key column {key_column!r} of {found_table} allows NULL; make it NOT NULL or name "
+            "another key"
+        )
+    key_type = found_key.type
     return Source(int(oid), str(found_schema), str(found_table), key_column, str(key_type), column)
+
+
+@dataclass(frozen=True, slots=True)
+class _Column:
+    type: str
+    category: str
+    not_null: bool
+    keyable: bool
 
 
 def _primary_key(conn: PgConnection, oid: object, table: str) -> str:
