@@ -111,7 +111,7 @@ def test_sql_function_joins_with_the_app_table(database_dsn: str, documents: str
         typed_by_name = conn.execute(
             "SELECT pg_typeof(key)::text FROM simindex.near_key_v1('docs', 10::bigint) LIMIT 1"
         ).fetchone()
-        with pytest.raises(psycopg.errors.UndefinedObject, match="no simindex index"):
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="no simindex index"):
             conn.execute("SELECT * FROM simindex.near_key_v1('nothing', 1)")
     assert [(m.key, m.distance) for m in index.near_key(10)] == rows == by_name
     assert typed_by_name == ("bigint",)

@@ -28,13 +28,21 @@ COPY {table} (band, hash, key) FROM STDIN
 
 -- name: minhash_similar_function
 -- Candidates share a band with the query; each is verified by its share of equal slots.
+-- A text without features has NULL arrays: no candidates.
 CREATE FUNCTION {function}(
     signature bigint[], band_hashes bigint[], threshold double precision DEFAULT {threshold}
 )
 RETURNS TABLE (key {key_type}, similarity double precision)
-LANGUAGE sql STABLE PARALLEL SAFE
+LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $body$
+BEGIN
+    -- NaN sorts above every number, so it fails the upper bound.
+    IF $3 IS NULL OR NOT ($3 >= 0 AND $3 <= 1) THEN
+        RAISE EXCEPTION 'threshold must be from 0 to 1, got %', coalesce($3::text, 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY
     SELECT s.key, v.similarity
     FROM (
         SELECT DISTINCT b.key
@@ -47,15 +55,24 @@ AS $body$
         FROM unnest(s.signature, $1) AS u(x, y)
     ) AS v
     WHERE v.similarity >= $3
-    ORDER BY v.similarity DESC, s.key
+    ORDER BY v.similarity DESC, s.key;
+END
 $body$
 
 -- name: minhash_similar_key_function
-CREATE FUNCTION {function}(key {key_type}, threshold double precision DEFAULT {threshold})
+CREATE FUNCTION {function}(
+    row_key {key_type}, threshold double precision DEFAULT {threshold}
+)
 RETURNS TABLE (key {key_type}, similarity double precision)
-LANGUAGE sql STABLE PARALLEL SAFE
+LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $body$
+BEGIN
+    IF $1 IS NULL THEN
+        RAISE EXCEPTION 'key must not be NULL: give the key of a row of the index''s table'
+            USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY
     SELECT n.key, n.similarity
     FROM {signatures} AS s
     CROSS JOIN LATERAL (
@@ -63,7 +80,8 @@ AS $body$
     ) AS h
     CROSS JOIN LATERAL {similar}(s.signature, h.hashes, $2) AS n
     WHERE s.key = $1 AND n.key <> $1
-    ORDER BY n.similarity DESC, n.key
+    ORDER BY n.similarity DESC, n.key;
+END
 $body$
 
 -- name: minhash_similar

@@ -113,10 +113,6 @@ BEGIN
         RAISE EXCEPTION 'simindex: key column % does not exist in %', {key}, source
             USING ERRCODE = '42703';
     END IF;
-    IF NOT attribute.attnotnull THEN
-        RAISE EXCEPTION 'simindex: key column % of % allows NULL; make it NOT NULL or name '
-            'another key', {key}, source USING ERRCODE = '23502';
-    END IF;
     IF attribute.atttypid <> {key_type}::regtype THEN
         RAISE EXCEPTION 'simindex: key column % of % is %, but key_type % was given',
             {key}, source, attribute.atttypid::regtype, {key_type} USING ERRCODE = '42804';
@@ -128,6 +124,10 @@ BEGIN
     ) THEN
         RAISE EXCEPTION 'simindex: key column % has no unique index on %', {key}, source
             USING ERRCODE = '42P10';
+    END IF;
+    IF NOT attribute.attnotnull THEN
+        RAISE EXCEPTION 'simindex: key column % of % allows NULL; make it NOT NULL or name '
+            'another key', {key}, source USING ERRCODE = '23502';
     END IF;
 END
 $check$
