@@ -190,6 +190,8 @@ class CreateSimindexOp(_SimindexOp):
     ) -> None:
         if table is None or column is None:
             raise TypeError("create_simindex needs a table and a text column")
+        if method is None:
+            raise TypeError("create_simindex needs a method: 'simhash', 'minhash' or one spelt out")
         super().__init__(name, table, column, method, options, key, key_type, schema, index_schema)
 
     @classmethod

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,3 +139,33 @@ def key_from_text(conn: PgConnection, source: Source, text: str) -> Any:
         raise ValueError(f"bad key {text!r}: {exc.diag.message_primary}") from exc
     assert row is not None
     return row[0]
+
+
+def check_key(key: object) -> object:
+    """``key`` if it can name a row (keys are NOT NULL)."""
+    if key is None:
+        raise ValueError("key must not be None: give the key of a row of the index's table")
+    return key
+
+
+@contextmanager
+def key_errors(source: Source, key: object) -> Iterator[None]:
+    """Driver errors that a key of the wrong type or value causes, as TypeError or
+    ValueError naming the key type (the transaction is left failed, as by any bad statement)."""
+    try:
+        yield
+    except (psycopg.errors.UndefinedFunction, psycopg.errors.DatatypeMismatch) as exc:
+        raise TypeError(
+            f"key {key!r} is a {type(key).__name__}, which does not fit the index's key type "
+            f"{source.key_type}"
+        ) from exc
+    except psycopg.DataError as exc:
+        raise ValueError(
+            f"bad key {key!r} for key type {source.key_type}: {exc.diag.message_primary}"
+        ) from exc
+    except psycopg.ProgrammingError as exc:
+        if exc.sqlstate is not None:
+            raise
+        raise TypeError(
+            f"key {key!r} is a {type(key).__name__}, which cannot be sent to PostgreSQL"
+        ) from exc

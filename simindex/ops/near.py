@@ -10,6 +10,7 @@ from simindex.core.bits import MAX_UNSIGNED, to_signed
 from simindex.db.catalog import IndexInfo
 from simindex.db.connection import PgConnection
 from simindex.db.simhash_store import SimHashStore
+from simindex.db.source import check_key, key_errors
 from simindex.db.statements import statement
 from simindex.errors import KeyNotIndexedError
 
@@ -69,16 +70,19 @@ def near_key(
     conn: PgConnection, info: IndexInfo, store: SimHashStore, key: Any, max_distance: int | None
 ) -> list[Match]:
     """Rows within ``max_distance`` bits of the row with ``key`` (itself excluded)."""
-    rows = conn.execute(
-        statement("simhash_near_key", function=store.near_key_function),
-        {"key": key, "max_distance": check_distance(store, max_distance)},
-    ).fetchall()
-    # An empty answer is common; only then is it worth asking whether the key exists.
-    if (
-        not rows
-        and not conn.execute(
-            statement("simhash_fingerprint_of_key", table=store.table()), {"key": key}
-        ).fetchone()
-    ):
-        raise KeyNotIndexedError.of(info.name, key)
+    check_key(key)
+    distance = check_distance(store, max_distance)
+    with key_errors(info.source, key):
+        rows = conn.execute(
+            statement("simhash_near_key", function=store.near_key_function),
+            {"key": key, "max_distance": distance},
+        ).fetchall()
+        # An empty answer is common; only then is it worth asking whether the key exists.
+        if (
+            not rows
+            and not conn.execute(
+                statement("simhash_fingerprint_of_key", table=store.table()), {"key": key}
+            ).fetchone()
+        ):
+            raise KeyNotIndexedError.of(info.name, key)
     return [Match(found_key, found_distance) for found_key, found_distance in rows]

@@ -11,6 +11,7 @@ from simindex.core.spec import IndexSpec, MinHash
 from simindex.db.catalog import IndexInfo
 from simindex.db.connection import PgConnection
 from simindex.db.minhash_store import MinHashStore
+from simindex.db.source import key_errors
 from simindex.db.statements import statement
 from simindex.errors import KeyNotIndexedError
 
@@ -60,17 +61,19 @@ def similar(
     # Exact re-ranking filters by the exact value, so it starts from every band candidate.
     floor = 0.0 if exact else limit
     if by_key:
-        rows = conn.execute(
-            statement("minhash_similar_key", function=store.similar_key_function),
-            {"key": key, "threshold": floor},
-        ).fetchall()
-        if (
-            not rows
-            and not conn.execute(
-                statement("minhash_signature_of_key", table=store.signatures()), {"key": key}
-            ).fetchone()
-        ):
-            raise KeyNotIndexedError.of(info.name, key)
+        with key_errors(info.source, key):
+            rows = conn.execute(
+                statement("minhash_similar_key", function=store.similar_key_function),
+                {"key": key, "threshold": floor},
+            ).fetchall()
+            if (
+                not rows
+                and not conn.execute(
+                    statement("minhash_signature_of_key", table=store.signatures()),
+                    {"key": key},
+                ).fetchone()
+            ):
+                raise KeyNotIndexedError.of(info.name, key)
     else:
         values, lengths = info.spec.minhash_values([text])
         if not lengths[0]:

@@ -30,6 +30,7 @@ from simindex.db.statements import statement
 from simindex.db.triggers import channel
 from simindex.errors import IndexNotFoundError
 from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES, BatchResult, load_target, process, take
+from simindex.ops.build import MAX_BATCH_SIZE
 
 # Large enough that a worker's two connections overlap well (each batch costs a few round
 # trips, and after each the thread waits for the GIL); benchmarks/sync.py measured the choice.
@@ -104,8 +105,10 @@ def sync(
             fingerprints the next. A trickle of changes uses one. Always one on a Connection.
         index_schema: the schema simindex was migrated into.
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int):
+        raise TypeError(f"batch_size must be an int, got {type(batch_size).__name__}")
+    if not 1 <= batch_size <= MAX_BATCH_SIZE:
+        raise ValueError(f"batch_size must be from 1 to {MAX_BATCH_SIZE:,}, got {batch_size}")
     limit = max_text_bytes
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise ValueError(f"max_text_bytes must be a non-negative int or None, got {limit!r}")
