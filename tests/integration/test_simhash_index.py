@@ -111,7 +111,7 @@ def test_sql_function_joins_with_the_app_table(database_dsn: str, documents: str
         typed_by_name = conn.execute(
             "SELECT pg_typeof(key)::text FROM simindex.near_key_v1('docs', 10::bigint) LIMIT 1"
         ).fetchone()
-        with pytest.raises(psycopg.errors.InvalidParameterValue, match="no simindex index"):
+        with pytest.raises(psycopg.errors.UndefinedObject, match="no simindex index"):
             conn.execute("SELECT * FROM simindex.near_key_v1('nothing', 1)")
     assert [(m.key, m.distance) for m in index.near_key(10)] == rows == by_name
     assert typed_by_name == ("bigint",)
@@ -133,13 +133,17 @@ def planted_fingerprints(count: int, seed: int, max_distance: int) -> list[int]:
     return values
 
 
-def load_synthetic(dsn: str, index: Index, fingerprints: list[int]) -> SimHashStore:
-    """Fill a built-empty index with chosen fingerprints (to test the SQL against brute force)."""
+def load_synthetic(
+    dsn: str, index: Index, fingerprints: list[int], keys: list[int] | None = None
+) -> SimHashStore:
+    """Fill an empty index with chosen fingerprints (to test the SQL against brute force), under
+    ``keys`` (default: 0, 1, 2, ...)."""
     with psycopg.connect(dsn) as conn:
         info = index.info()
         store = store_for(index.index_schema, index.name, info.source, info.spec)
         assert isinstance(store, SimHashStore)
-        keys = list(range(len(fingerprints)))
+        if keys is None:
+            keys = list(range(len(fingerprints)))
         store.copy(conn, store.rows(keys, np.array(fingerprints, dtype=np.uint64)))
         conn.execute(statement("analyze", table=store.table()))
         conn.execute(

@@ -42,6 +42,13 @@ BEGIN
         RAISE EXCEPTION 'threshold must be from 0 to 1, got %', coalesce($3::text, 'NULL')
             USING ERRCODE = '22023';
     END IF;
+    IF ($1 IS NULL) <> ($2 IS NULL)
+       OR cardinality($1) <> {num_perm}::integer OR cardinality($2) <> {num_bands} THEN
+        RAISE EXCEPTION 'a signature of % values and % band hashes are needed (both NULL: a '
+            'text without features), got % and %', {num_perm}::integer, {num_bands},
+            coalesce(cardinality($1)::text, 'NULL'), coalesce(cardinality($2)::text, 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
     RETURN QUERY
     SELECT s.key, v.similarity
     FROM (
@@ -60,19 +67,11 @@ END
 $body$
 
 -- name: minhash_similar_key_function
-CREATE FUNCTION {function}(
-    row_key {key_type}, threshold double precision DEFAULT {threshold}
-)
+CREATE FUNCTION {function}(key {key_type}, threshold double precision DEFAULT {threshold})
 RETURNS TABLE (key {key_type}, similarity double precision)
-LANGUAGE plpgsql STABLE PARALLEL SAFE
+LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $body$
-BEGIN
-    IF $1 IS NULL THEN
-        RAISE EXCEPTION 'key must not be NULL: give the key of a row of the index''s table'
-            USING ERRCODE = '22023';
-    END IF;
-    RETURN QUERY
     SELECT n.key, n.similarity
     FROM {signatures} AS s
     CROSS JOIN LATERAL (
@@ -80,8 +79,7 @@ BEGIN
     ) AS h
     CROSS JOIN LATERAL {similar}(s.signature, h.hashes, $2) AS n
     WHERE s.key = $1 AND n.key <> $1
-    ORDER BY n.similarity DESC, n.key;
-END
+    ORDER BY n.similarity DESC, n.key
 $body$
 
 -- name: minhash_similar

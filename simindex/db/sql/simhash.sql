@@ -53,21 +53,14 @@ END
 $body$
 
 -- name: simhash_near_key_function
-CREATE FUNCTION {function}(row_key {key_type}, max_distance integer DEFAULT {default_distance})
+CREATE FUNCTION {function}(key {key_type}, max_distance integer DEFAULT {default_distance})
 RETURNS TABLE (key {key_type}, distance integer)
-LANGUAGE plpgsql STABLE PARALLEL SAFE
+LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $body$
-BEGIN
-    IF $1 IS NULL THEN
-        RAISE EXCEPTION 'key must not be NULL: give the key of a row of the index''s table'
-            USING ERRCODE = '22023';
-    END IF;
-    RETURN QUERY
     SELECT n.key, n.distance
-    FROM {table} AS s, {near}(s.fingerprint, $2) AS n
-    WHERE s.key = $1 AND n.key <> $1;
-END
+    FROM {table} AS s, {near}(s.fingerprint, max_distance) AS n
+    WHERE s.key = $1 AND n.key <> $1
 $body$
 
 -- name: simhash_upsert

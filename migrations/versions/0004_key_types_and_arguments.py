@@ -2,20 +2,21 @@
 
 ``near_key_v1`` and ``similar_key_v1`` cast their answers to the argument's type by OID, not by
 the name ``pg_typeof()`` prints (``character``, which is ``char(1)``, truncated ``char(n)``
-keys); they refuse NULL, unknown index names and out-of-range limits with SQLSTATE 22023.
+keys); they refuse a NULL index name and out-of-range limits with SQLSTATE 22023 (an
+unknown index stays 42704, a NULL key still finds no rows).
 The catalog's key types are qualified with their schema (a domain or an extension's type did
 not resolve under the functions' pinned search_path).
 
-Revision ID: 0003
-Revises: 0002
+Revision ID: 0004
+Revises: 0003
 """
 
 from __future__ import annotations
 
 from alembic import op
 
-revision = "0003"
-down_revision = "0002"
+revision = "0004"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 
@@ -38,14 +39,10 @@ _CHECKS = """
     IF index_name IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'index_name must not be NULL';
     END IF;
-    IF row_key IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = 'row_key must not be NULL: give the key of a row of the index''s table';
-    END IF;
     SELECT i.method, i.key_type, i.spec INTO entry
     FROM {schema}.indexes AS i WHERE i.name = index_name;
     IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
+        RAISE EXCEPTION USING ERRCODE = '42704',
             MESSAGE = 'no simindex index named ' || quote_literal(index_name);
     END IF;
 """
@@ -73,6 +70,9 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = '22023',
             MESSAGE = 'max_distance must be from 0 to the index''s ' || highest || ', got '
                 || max_distance;
+    END IF;
+    IF row_key IS NULL THEN
+        RETURN;  -- as WHERE key = NULL: no row has a NULL key
     END IF;
     RETURN QUERY EXECUTE
         'SELECT n.key::' || format_type(pg_typeof(row_key), -1) || ', n.distance FROM '
@@ -104,6 +104,9 @@ BEGIN
     IF NOT (threshold >= 0 AND threshold <= 1) THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
             MESSAGE = 'threshold must be from 0 to 1, got ' || threshold;
+    END IF;
+    IF row_key IS NULL THEN
+        RETURN;  -- as WHERE key = NULL: no row has a NULL key
     END IF;
     RETURN QUERY EXECUTE
         'SELECT n.key::' || format_type(pg_typeof(row_key), -1) || ', n.similarity FROM '
