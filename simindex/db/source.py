@@ -88,6 +88,12 @@ def describe(
             f"key column {key_column!r} is {found_key.type}, {what}; a key must be one value "
             "that can be sorted and compared (an integer, text, uuid, ... type)"
         )
+    if not _comparable(conn, found_key.type):
+        raise SourceError(
+            f"key column {key_column!r} is {found_key.type}, whose = and < operators are not "
+            "in pg_catalog (nor reachable through an implicit cast), where simindex's SQL "
+            "functions look; key the index on a built-in type, e.g. a generated text column"
+        )
     if not found_key.not_null:
         # A NULL key names no row: its row could be neither queued nor found again.
         raise SourceError(
@@ -104,6 +110,15 @@ class _Column:
     category: str
     not_null: bool
     keyable: bool
+
+
+def _comparable(conn: PgConnection, key_type: str) -> bool:
+    try:
+        with conn.transaction():  # a savepoint: the failed probe leaves the transaction usable
+            conn.execute(statement("source_key_comparable", key_type=sql.SQL(key_type)))
+    except psycopg.errors.UndefinedFunction:
+        return False
+    return True
 
 
 def _primary_key(conn: PgConnection, oid: object, table: str) -> str:

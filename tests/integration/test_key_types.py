@@ -230,3 +230,11 @@ def test_an_array_key_is_refused(database_dsn: str) -> None:
         conn.execute("CREATE TABLE items (id integer[] PRIMARY KEY, body text)")
     with pytest.raises(errors.SourceError, match="key column 'id' is integer\\[\\], an array"):
         create_index(database_dsn, "items_k", "items", "body")
+
+
+def test_a_key_whose_operators_are_out_of_reach_is_refused(database_dsn: str) -> None:
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute("CREATE SCHEMA ext; CREATE EXTENSION isn SCHEMA ext")
+        conn.execute("CREATE TABLE items (id ext.ean13 PRIMARY KEY, body text)")
+    with pytest.raises(errors.SourceError, match=r"ext\.ean13, whose = and < operators are not"):
+        create_index(database_dsn, "items_k", "items", "body")

@@ -77,6 +77,14 @@ SELECT {key}, {text} FROM {table}
 -- name: source_texts_of_keys
 SELECT {key}, {text} FROM {table} WHERE {key} = ANY(%(keys)s)
 
+-- name: source_key_comparable
+-- Whether the key compares with operators found from pg_catalog alone (its own, a base
+-- type's, or an implicit cast's: citext compares as text): simindex's functions pin their
+-- search_path to pg_catalog, so an operator only found in an extension's schema (isn's ean13)
+-- is out of their reach.
+SELECT NULL::{key_type} OPERATOR(pg_catalog.=) NULL::{key_type},
+       NULL::{key_type} OPERATOR(pg_catalog.<) NULL::{key_type}
+
 -- name: source_cast_key
 -- A key given as text (on a command line) in the source key's own type.
 SELECT CAST(%(key)s::text AS {key_type})
