@@ -67,10 +67,22 @@ def near(
 
 
 def near_key(
-    conn: PgConnection, info: IndexInfo, store: SimHashStore, key: Any, max_distance: int | None
+    conn: PgConnection,
+    info: IndexInfo,
+    store: SimHashStore,
+    key: Any,
+    max_distance: int | None,
+    *,
+    indexed: bool | None = None,
 ) -> list[Match]:
-    """Rows within ``max_distance`` bits of the row with ``key`` (itself excluded)."""
+    """Rows within ``max_distance`` bits of the row with ``key`` (itself excluded).
+
+    ``indexed``: whether the key is in the index, when the caller has asked already (the
+    facade does, in the round trip that checks its catalog entry); None: ask on an empty answer.
+    """
     check_key(key)
+    if indexed is False:
+        raise KeyNotIndexedError.of(info.name, key)
     distance = check_distance(store, max_distance)
     with key_errors(info.source, key):
         rows = conn.execute(
@@ -80,6 +92,7 @@ def near_key(
         # An empty answer is common; only then is it worth asking whether the key exists.
         if (
             not rows
+            and indexed is None
             and not conn.execute(
                 statement("simhash_fingerprint_of_key", table=store.table()), {"key": key}
             ).fetchone()

@@ -52,6 +52,7 @@ def similar(
     key: Any,
     threshold: float | None,
     exact: bool,
+    indexed: bool | None = None,
 ) -> list[Similar]:
     """See :meth:`simindex.index.Index.similar`."""
     by_key = key is not None
@@ -61,6 +62,8 @@ def similar(
     # Exact re-ranking filters by the exact value, so it starts from every band candidate.
     floor = 0.0 if exact else limit
     if by_key:
+        if indexed is False:
+            raise KeyNotIndexedError.of(info.name, key)
         with key_errors(info.source, key):
             rows = conn.execute(
                 statement("minhash_similar_key", function=store.similar_key_function),
@@ -68,6 +71,7 @@ def similar(
             ).fetchall()
             if (
                 not rows
+                and indexed is None
                 and not conn.execute(
                     statement("minhash_signature_of_key", table=store.signatures()),
                     {"key": key},

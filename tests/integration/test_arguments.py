@@ -164,7 +164,9 @@ def test_the_driver_error_is_kept_as_the_cause(database_dsn: str) -> None:
     with pytest.raises(ValueError, match="bad key 'x' for key type integer") as raised:
         index.near_key("x")
     assert isinstance(raised.value.__cause__, psycopg.DataError)
-    with pytest.raises(TypeError, match="does not fit the index's key type integer"):
+    with pytest.raises(TypeError, match="is a bool, which does not fit the index's key type"):
+        index.near_key(True)
+    with pytest.raises(LookupError, match=r"key 1\.5 is not in index 's'"):  # 1.5 = 1 is false
         index.near_key(1.5)
     with pytest.raises(ValueError, match="key must not be None"):
         index.near_key(None)
