@@ -26,10 +26,6 @@ class IndexNotFoundError(SimindexError, LookupError):
     """No simindex index has that name."""
 
 
-class CatalogNotFoundError(SimindexError, LookupError):
-    """simindex's schema has no catalog: run simindex.migrate (or `simindex migrate`) first."""
-
-
 class IndexExistsError(SimindexError, ValueError):
     """An index of that name exists already."""
 

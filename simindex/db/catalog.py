@@ -38,7 +38,7 @@ from simindex.db.minhash_store import MinHashStore
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.source import Source
 from simindex.db.statements import statement
-from simindex.errors import CatalogNotFoundError, IndexNotFoundError, IndexNotReadyError
+from simindex.errors import IndexNotFoundError, IndexNotReadyError, SchemaNotMigratedError
 
 DEFAULT_SCHEMA = "simindex"
 METHODS = ("simhash", "minhash")
@@ -236,8 +236,8 @@ def _catalog_errors(schema: str) -> Iterator[None]:
     try:
         yield
     except psycopg.errors.UndefinedTable as exc:
-        raise CatalogNotFoundError(
-            f"schema {schema!r} has no simindex catalog: run simindex.migrate(bind, "
-            f"schema={schema!r}) (or `simindex migrate`) first, or name the schema simindex "
-            "was migrated into"
+        raise SchemaNotMigratedError(
+            f"simindex's schema {schema!r} is not installed in this database: run "
+            "simindex.migrate(engine) (or `simindex migrate`) first, or name the schema "
+            "simindex was migrated into"
         ) from exc

@@ -172,7 +172,7 @@ def test_the_driver_error_is_kept_as_the_cause(database_dsn: str) -> None:
         index.near_key(None)
     with pytest.raises(TypeError, match=r"method must be SimHash.*for the Alembic operation"):
         create_index(database_dsn, "z", "docs", "body", method="simhash")  # type: ignore[arg-type]
-    with pytest.raises(LookupError, match="schema 'nowhere' has no simindex catalog"):
+    with pytest.raises(LookupError, match="simindex's schema 'nowhere' is not installed"):
         list_indexes(database_dsn, index_schema="nowhere")
 
 
