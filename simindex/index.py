@@ -41,7 +41,7 @@ from simindex.db.connection import Bind, PgConnection
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.objects import create_statements, drop_statements
 from simindex.db.simhash_store import SimHashStore
-from simindex.db.source import describe
+from simindex.db.source import check_key, describe
 from simindex.db.statements import run, statement
 from simindex.errors import (
     IndexExistsError,
@@ -209,7 +209,7 @@ class Index:
                 {"name": self.name, "key": key},
                 prepare=True,
             ).fetchone()
-        except (psycopg.errors.UndefinedTable, psycopg.errors.DataError):
+        except psycopg.Error:  # the index was dropped meanwhile, or the key is of a wrong type
             return *self._ready(conn), None
         info, current = self._entry_for(conn, row)
         if row is None or current is not store:  # (None raised already) a new entry
@@ -342,6 +342,7 @@ class Index:
 
     def near_key(self, key: Any, *, max_distance: int | None = None) -> list[Match]:
         """Rows within ``max_distance`` bits of the row with ``key`` (itself excluded)."""
+        check_key(key)
         with _reading(self.bind, self.index_schema) as conn:
             fast = self._by_key(conn, key, "distance", max_distance)
             if fast is not None:

@@ -198,6 +198,12 @@ def _as_dict(spec: IndexSpec) -> dict[str, Any]:
 
 def resolve(method: Method) -> IndexSpec:
     """Validate a method and make every remaining choice."""
+    if not isinstance(method, SimHash | MinHash):
+        hint = " (the strings 'simhash' and 'minhash' are for the Alembic operation)"
+        raise TypeError(
+            f"method must be SimHash(...) or MinHash(...), got {type(method).__name__} "
+            f"{method!r}{hint if isinstance(method, str) else ''}"
+        )
     if not isinstance(method.shingling, Shingling):
         raise TypeError(f"shingling must be a Shingling, got {type(method.shingling).__name__}")
     if isinstance(method, SimHash):

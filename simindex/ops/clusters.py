@@ -16,11 +16,13 @@ its own: an unrelated new row never changes another row's cluster id.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import psycopg
 from psycopg import sql
 
 from simindex.core.bits import to_signed
@@ -178,21 +180,33 @@ def members(conn: PgConnection, info: IndexInfo, *, min_size: int = 2) -> Iterat
             yield ClusterMember(cluster_id, key, int(size))
 
 
+_PREFER = ("smallest_key", "largest_key", "longest_text", "shortest_text")
+_PREFER_COLUMN = re.compile(r"(newest|oldest):.+", re.DOTALL)
+
+
 def survivors(
     conn: PgConnection, info: IndexInfo, *, prefer: str = "smallest_key"
 ) -> Iterator[Survivor]:
     """See :meth:`simindex.index.Index.survivors`."""
     if not isinstance(prefer, str):
         raise TypeError(f"prefer must be a str, got {type(prefer).__name__}")
+    if prefer not in _PREFER and not _PREFER_COLUMN.fullmatch(prefer):
+        raise ValueError(
+            f"prefer must be {', '.join(_PREFER)}, newest:<column> or oldest:<column>, "
+            f"got {prefer!r}"
+        )
     target, _ = _existing(conn, info)
     with conn.cursor(name="simindex_survivors") as cursor:
         cursor.itersize = _READ_ROWS
-        cursor.execute(
-            statement("clusters_survivors", function=target.survivors_function),
-            {"prefer": prefer},
-        )
-        for cluster_id, key, size, survivor in cursor:
-            yield Survivor(cluster_id, key, int(size), bool(survivor))
+        try:
+            cursor.execute(
+                statement("clusters_survivors", function=target.survivors_function),
+                {"prefer": prefer},
+            )
+            for cluster_id, key, size, survivor in cursor:
+                yield Survivor(cluster_id, key, int(size), bool(survivor))
+        except psycopg.errors.InvalidParameterValue as exc:  # a column the table lacks
+            raise ValueError(exc.diag.message_primary) from exc
 
 
 def _existing(conn: PgConnection, info: IndexInfo) -> tuple[ClusterStore, Store]:

@@ -9,6 +9,7 @@ from simindex.core.spec import IndexSpec, MinHash
 from simindex.db.catalog import IndexInfo
 from simindex.db.connection import PgConnection
 from simindex.db.minhash_store import MinHashStore
+from simindex.db.source import key_errors
 from simindex.db.statements import statement
 from simindex.errors import KeyNotIndexedError
 from simindex.ops.verify import (
@@ -70,18 +71,20 @@ def similar(
     if by_key:
         if indexed is False:
             raise KeyNotIndexedError.of(info.name, key)
-        rows = conn.execute(
-            statement("minhash_similar_key", function=store.similar_key_function),
-            {"key": key, "threshold": floor},
-        ).fetchall()
-        if (
-            not rows
-            and indexed is None
-            and not conn.execute(
-                statement("minhash_signature_of_key", table=store.signatures()), {"key": key}
-            ).fetchone()
-        ):
-            raise KeyNotIndexedError.of(info.name, key)
+        with key_errors(info.source, key):
+            rows = conn.execute(
+                statement("minhash_similar_key", function=store.similar_key_function),
+                {"key": key, "threshold": floor},
+            ).fetchall()
+            if (
+                not rows
+                and indexed is None
+                and not conn.execute(
+                    statement("minhash_signature_of_key", table=store.signatures()),
+                    {"key": key},
+                ).fetchone()
+            ):
+                raise KeyNotIndexedError.of(info.name, key)
     else:
         values, lengths = info.spec.minhash_values([text])
         if not lengths[0]:

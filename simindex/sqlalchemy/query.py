@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sqlalchemy import BigInteger, Double, Integer, column, literal
+from sqlalchemy import BigInteger, Double, Integer, cast, column, literal
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql.base import PGDialect
 from sqlalchemy.engine import Connection, Engine
@@ -35,7 +35,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.functions import Function
 from sqlalchemy.sql.selectable import TableValuedAlias
 from sqlalchemy.sql.sqltypes import NullType
-from sqlalchemy.types import TypeEngine
+from sqlalchemy.types import TypeEngine, UserDefinedType
 
 from simindex.core.bits import MAX_UNSIGNED, to_signed
 from simindex.db.catalog import DEFAULT_SCHEMA, IndexInfo, check_name, check_schema, ready_index
@@ -50,6 +50,19 @@ KeyType = TypeEngine[Any] | type[TypeEngine[Any]] | ColumnElement[Any] | Queryab
 """The ``key`` column's type, or a column (or mapped attribute) whose type it takes."""
 
 _TYPE_ARGUMENTS = re.compile(r"\(.*?\)")
+
+
+class _NamedType(UserDefinedType[Any]):
+    """A SQL type by the name the catalog keeps (schema-qualified, typmod-exact): a key value
+    is cast to it, so it matches the index's function whatever SQLAlchemy calls the type."""
+
+    cache_ok = True
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def get_col_spec(self, **kw: Any) -> str:
+        return self.name
 
 
 class _IndexFunction(Function[Any]):
@@ -312,6 +325,8 @@ def _by_key(
     argument = clause() if clause is not None else key
     if not isinstance(argument, ColumnElement):
         argument = literal(key, None if isinstance(result_type, NullType) else result_type)
+        if info is not None and isinstance(result_type, NullType):
+            argument = cast(argument, _NamedType(info.source.key_type))
     if isinstance(result_type, NullType):
         result_type = argument.type
     if isinstance(result_type, NullType):

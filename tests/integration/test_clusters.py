@@ -155,8 +155,10 @@ def test_survivors_by_rule_and_the_sql_delete(simhash_index: Index, database_dsn
     everyone = list(simhash_index.survivors())
     assert sorted(s.key for s in everyone) == [1, 2, 3]
     assert all(s.cluster_id == 1 and s.cluster_size == 3 for s in everyone)
-    with pytest.raises(psycopg.errors.InvalidParameterValue, match="prefer must be"):
+    with pytest.raises(ValueError, match="prefer must be"):
         list(simhash_index.survivors(prefer="best"))
+    with pytest.raises(ValueError, match="prefer 'newest:nothing' names no column of"):
+        list(simhash_index.survivors(prefer="newest:nothing"))
     with psycopg.connect(database_dsn) as conn:
         conn.execute(
             "DELETE FROM documents AS d USING simindex.docs_survivors_v1('longest_text') AS s "

@@ -160,8 +160,9 @@ def test_band_and_signature_tables_are_read_by_index_scans(database_dsn: str) ->
             signatures=store.signatures(),
             bands=store.bands(),
             num_perm=sql.Literal(128.0),
+            num_bands=sql.Literal(store.design.num_bands),
         ).as_string(conn)
-        body = created.split("$body$")[1]
+        body = created.split("$body$")[1].split("RETURN QUERY")[1].split(";\nEND")[0]
         conn.execute(f"PREPARE similar_query(bigint[], bigint[], double precision) AS {body}")
         plan = conn.execute(
             sql.SQL("EXPLAIN (FORMAT JSON) EXECUTE similar_query({}, {}, 0.8)").format(

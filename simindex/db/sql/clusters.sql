@@ -134,6 +134,9 @@ AS $body$
 DECLARE
     row_key {key_type};
 BEGIN
+    IF keys IS NULL THEN
+        RAISE EXCEPTION 'keys must not be NULL' USING ERRCODE = '22023';
+    END IF;
     FOR row_key IN SELECT DISTINCT u.k FROM unnest(keys) AS u(k) ORDER BY 1 LOOP
         INSERT INTO {table} AS t (key, cluster_id)
         SELECT row_key, coalesce((
@@ -190,6 +193,14 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'prefer must be smallest_key, '
             || 'largest_key, longest_text, shortest_text, newest:<column> or oldest:<column>, '
             || 'got ' || coalesce(quote_literal(prefer), 'NULL');
+    END IF;
+    IF prefer ~ '^(newest|oldest):' AND NOT EXISTS (
+        SELECT FROM pg_catalog.pg_attribute AS a
+        WHERE a.attrelid = to_regclass(format('%I.%I', {source_schema}, {source_table}))
+          AND a.attname = substr(prefer, 8) AND a.attnum > 0 AND NOT a.attisdropped
+    ) THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format(
+            'prefer %L names no column of %I.%I', prefer, {source_schema}, {source_table});
     END IF;
     RETURN QUERY EXECUTE format(
         'SELECT c.cluster_id, c.key, c.size, '
