@@ -8,6 +8,7 @@ The "## Workflows" blocks are run by ``test_readme.py``, each workflow on a fres
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import os
@@ -27,6 +28,7 @@ import pytest
 from alembic import op
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
+from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from sqlalchemy import BigInteger, DateTime, Text, create_engine, func, select
 from sqlalchemy.engine import Engine
@@ -132,6 +134,26 @@ def make_room(code: str, engine: Engine) -> None:
         name = next(part for part in found if part)
         if name in simindex.list_indexes(engine):
             simindex.drop_index(engine, name)
+
+
+GRANTS = re.compile(r"simindex grant (\w+)")
+
+
+@contextlib.contextmanager
+def roles(code: str, dsn: str) -> Iterator[None]:
+    """The login roles a block grants rights to, made for it and dropped after it."""
+    made = GRANTS.findall(code)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for name in made:
+            conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(name)))
+    try:
+        yield
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            for name in made:
+                conn.execute(
+                    sql.SQL("DROP OWNED BY {0}; DROP ROLE {0}").format(sql.Identifier(name))
+                )
 
 
 def after(seconds: float, send: Any) -> threading.Timer:
@@ -266,6 +288,7 @@ def test_every_other_block_runs_as_written(
             elif language == "sql":
                 run_sql(code, database_dsn)
             else:
-                run_shell(code, database_dsn, tmp_path)
+                with roles(code, database_dsn):
+                    run_shell(code, database_dsn, tmp_path)
             ran += 1
     assert ran >= 30
