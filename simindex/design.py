@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from simindex.core.cost import Cost, minhash_cost, simhash_cost
 from simindex.core.design import (
     LshDesign,
     MankuDesign,
@@ -13,6 +14,7 @@ from simindex.core.design import (
 )
 
 __all__ = [
+    "Cost",
     "LshDesign",
     "MankuDesign",
     "MankuTable",
@@ -20,4 +22,6 @@ __all__ = [
     "choose_lsh",
     "choose_manku",
     "manku_cost_table",
+    "minhash_cost",
+    "simhash_cost",
 ]

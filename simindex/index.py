@@ -27,7 +27,7 @@ from simindex.db.connection import Bind, PgConnection, transaction
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.objects import create_statements, drop_statements
 from simindex.db.simhash_store import SimHashStore
-from simindex.db.source import describe
+from simindex.db.source import describe, row_count, row_estimate
 from simindex.db.statements import run
 from simindex.errors import IndexExistsError, IndexNotFoundError
 from simindex.ops import build as build_op
@@ -82,9 +82,13 @@ def create_index(
         index_schema: the schema simindex was migrated into.
     """
     check_name(name)
-    spec = resolve(method if method is not None else SimHash())
+    chosen = method if method is not None else SimHash()
+    resolve(chosen)  # bad arguments fail before any database work
     with transaction(bind) as conn:
         source = describe(conn, table, column, schema=schema, key=key)
+        # The planner's count when the table was analyzed, else a real one.
+        rows = row_estimate(conn, source)
+        spec = resolve(chosen, row_count(conn, source) if rows is None else rows)
         if find_index(conn, index_schema, name) is not None:
             raise IndexExistsError(f"an index named {name!r} exists already")
         run(conn, create_statements(index_schema, name, source, spec))
@@ -171,23 +175,34 @@ class Index:
         *,
         fingerprint: int | None = None,
         max_distance: int | None = None,
+        limit: int | None = None,
     ) -> list[Match]:
         """Rows whose SimHash is within ``max_distance`` bits of a text's (or a fingerprint).
 
         ``max_distance`` defaults to, and may not exceed, the index's. Sorted by distance, then
-        key. A text with no features (NULL, empty) has no neighbours: ``[]``.
+        key; ``limit`` keeps the first rows only (a text inside a cluster of thousands of
+        copies). A text with no features (NULL, empty) has no neighbours: ``[]``.
         """
         with transaction(self.bind) as conn:
             info, store = self._simhash(conn, "similar()")
             return near_op.near(
-                conn, info, store, text=text, fingerprint=fingerprint, max_distance=max_distance
+                conn,
+                info,
+                store,
+                text=text,
+                fingerprint=fingerprint,
+                max_distance=max_distance,
+                limit=limit,
             )
 
-    def near_key(self, key: Any, *, max_distance: int | None = None) -> list[Match]:
-        """Rows within ``max_distance`` bits of the row with ``key`` (itself excluded)."""
+    def near_key(
+        self, key: Any, *, max_distance: int | None = None, limit: int | None = None
+    ) -> list[Match]:
+        """Rows within ``max_distance`` bits of the row with ``key`` (itself excluded), the
+        nearest ``limit`` of them when given."""
         with transaction(self.bind) as conn:
             info, store = self._simhash(conn, "similar(key=...)")
-            return near_op.near_key(conn, info, store, key, max_distance)
+            return near_op.near_key(conn, info, store, key, max_distance, limit)
 
     def similar(
         self,
@@ -196,20 +211,29 @@ class Index:
         key: Any = None,
         threshold: float | None = None,
         exact: bool = False,
+        limit: int | None = None,
     ) -> list[Similar]:
         """Rows whose Jaccard similarity to a text (or to the row with ``key``) reaches
         ``threshold`` (default: the index's).
 
         Candidates come from the LSH bands and are verified with the stored signatures
         (estimated Jaccard). ``exact=True`` recomputes the exact Jaccard of the shingle sets
-        from the source texts, re-ranks and filters by it.
+        from the source texts, re-ranks and filters by it. ``limit`` keeps the most similar
+        rows only.
         """
         with transaction(self.bind) as conn:
             info, store = self._ready(conn)
             if not isinstance(store, MinHashStore):
                 raise TypeError(f"index {self.name!r} is a SimHash index: use near()")
             return similar_op.similar(
-                conn, info, store, text=text, key=key, threshold=threshold, exact=exact
+                conn,
+                info,
+                store,
+                text=text,
+                key=key,
+                threshold=threshold,
+                exact=exact,
+                limit=limit,
             )
 
     def pairs(

@@ -2,7 +2,12 @@
 
 The new side tables are built beside the live ones and swapped in at the end, in one
 transaction: queries keep answering from the old index during a rebuild, and a failed build
-leaves it as it was. Memory stays bounded: at most ``workers + 1`` batches are in flight.
+leaves it as it was. A build first counts the source: a SimHash design sized to the table is
+chosen again for that count, and a MinHash index moves to the current storage format
+(:func:`simindex.core.spec.refreshed`); the swap then replaces the query functions and the
+delete triggers too, since the side tables' columns may have changed.
+
+Memory stays bounded: at most ``workers + 1`` batches are in flight.
 """
 
 from __future__ import annotations
@@ -21,11 +26,13 @@ from psycopg import sql
 from sqlalchemy.engine import Connection
 
 from simindex.core.batch import Batch, fingerprint_batch
+from simindex.core.spec import SPEC_VERSION, refreshed
 from simindex.db.catalog import Store, catalog, read_index, store_for
-from simindex.db.connection import Bind, connect, transaction
+from simindex.db.connection import Bind, PgConnection, connect, transaction
 from simindex.db.simhash_store import SimHashStore
-from simindex.db.source import describe, row_estimate
-from simindex.db.statements import statement
+from simindex.db.source import describe, row_count
+from simindex.db.statements import run, statement
+from simindex.db.triggers import Triggers
 
 Progress = Callable[[int, int | None], None]
 """Called with (source rows read so far, the planner's estimate of all rows or None)."""
@@ -100,11 +107,14 @@ def build(
             schema=info.source.schema,
             key=info.source.key_column,
         )
-        estimate = row_estimate(conn, source)
+        estimate = row_count(conn, source)
         if workers is None:
-            parallel = estimate is not None and estimate >= _PARALLEL_FROM_ROWS
+            parallel = estimate >= _PARALLEL_FROM_ROWS
             workers = (os.cpu_count() or 1) if parallel else 1
-        store = store_for(index_schema, name, source, info.spec)
+        spec = refreshed(info.spec, estimate)
+        live = store_for(index_schema, name, source, info.spec)
+        store = store_for(index_schema, name, source, spec)
+        live.drop_staging(conn)
         store.drop_staging(conn)
         store.create(conn, staging=True)
         reader = conn.cursor(name="simindex_build")
@@ -116,7 +126,7 @@ def build(
                 table=source.identifier,
             )
         )
-        spec_json = info.spec.to_json()
+        spec_json = spec.to_json()
         for keys, (values, present) in _computed(spec_json, _batches(reader, batch_size), workers):
             kept = np.flatnonzero(present)
             kept_keys = [keys[i] for i in kept.tolist()]
@@ -130,7 +140,11 @@ def build(
                 progress(indexed + skipped, estimate)
         reader.close()
         store.finish(conn, staging=True)
-        store.swap_in_staging(conn)
+        _swap(conn, live, store, Triggers(index_schema, name, source, store))
+        conn.execute(
+            statement("catalog_set_spec", catalog=catalog(index_schema)),
+            {"name": name, "spec": spec_json, "spec_version": SPEC_VERSION},
+        )
         conn.execute(
             statement("catalog_built", catalog=catalog(index_schema)),
             {"name": name, "row_count": indexed, "skipped_count": skipped},
@@ -140,11 +154,19 @@ def build(
     return BuildReport(indexed, skipped, time.perf_counter() - started)
 
 
+def _swap(conn: PgConnection, live: Store, store: Store, triggers: Triggers) -> None:
+    """Put the staging tables in place of the live ones (whose shape may differ) with new query
+    functions, and point the delete and truncate triggers at the new tables."""
+    run(conn, live.function_drop_statements())
+    run(conn, live.table_statements(staging=False))
+    store.swap_in_staging(conn)
+    run(conn, store.function_statements())
+    run(conn, triggers.side_table_statements())
+
+
 def _vacuum(bind: Bind, store: Store) -> None:
     """Set the visibility map, so prefix scans are index-only (VACUUM needs autocommit)."""
-    tables = (
-        [store.table()] if isinstance(store, SimHashStore) else [store.signatures(), store.bands()]
-    )
+    tables = store.side_tables()
     with connect(bind) as connection:
         raw = connection.connection.driver_connection
         autocommit = connection.execution_options(isolation_level="AUTOCOMMIT")

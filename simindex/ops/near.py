@@ -34,6 +34,17 @@ def check_distance(store: SimHashStore, max_distance: int | None) -> int:
     return max_distance
 
 
+def check_limit(limit: int | None) -> int | None:
+    """``limit`` if it is None (every row) or a positive int; TypeError or ValueError otherwise."""
+    if limit is None:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise TypeError(f"limit must be an int or None, got {type(limit).__name__}")
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, got {limit}")
+    return limit
+
+
 def near(
     conn: PgConnection,
     info: IndexInfo,
@@ -42,10 +53,12 @@ def near(
     text: str | None,
     fingerprint: int | None,
     max_distance: int | None,
+    limit: int | None = None,
 ) -> list[Match]:
     """Rows within ``max_distance`` bits of a text's SimHash (or of a fingerprint)."""
     if (text is None) == (fingerprint is None):
         raise TypeError("give exactly one of text= or fingerprint=")
+    check_limit(limit)
     if fingerprint is None:
         values, present = info.spec.simhash_values([text])
         if not present[0]:
@@ -60,18 +73,28 @@ def near(
         {
             "fingerprint": to_signed(fingerprint),
             "max_distance": check_distance(store, max_distance),
+            "limit": limit,
         },
     ).fetchall()
     return [Match(key, distance) for key, distance in rows]
 
 
 def near_key(
-    conn: PgConnection, info: IndexInfo, store: SimHashStore, key: Any, max_distance: int | None
+    conn: PgConnection,
+    info: IndexInfo,
+    store: SimHashStore,
+    key: Any,
+    max_distance: int | None,
+    limit: int | None = None,
 ) -> list[Match]:
     """Rows within ``max_distance`` bits of the row with ``key`` (itself excluded)."""
     rows = conn.execute(
         statement("simhash_near_key", function=store.near_key_function),
-        {"key": key, "max_distance": check_distance(store, max_distance)},
+        {
+            "key": key,
+            "max_distance": check_distance(store, max_distance),
+            "limit": check_limit(limit),
+        },
     ).fetchall()
     # An empty answer is common; only then is it worth asking whether the key exists.
     if (

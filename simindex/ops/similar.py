@@ -13,6 +13,7 @@ from simindex.db.connection import PgConnection
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.statements import statement
 from simindex.errors import KeyNotIndexedError
+from simindex.ops.near import check_limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,18 +52,22 @@ def similar(
     key: Any,
     threshold: float | None,
     exact: bool,
+    limit: int | None = None,
 ) -> list[Similar]:
     """See :meth:`simindex.index.Index.similar`."""
     by_key = key is not None
     if by_key == (text is not None):
         raise TypeError("give exactly one of text= or key=")
-    limit = check_threshold(info.spec, threshold)
+    check_limit(limit)
+    # Exact re-ranking may reorder: it takes every candidate and cuts afterwards.
+    fetch = None if exact else limit
+    floor_exact = check_threshold(info.spec, threshold)
     # Exact re-ranking filters by the exact value, so it starts from every band candidate.
-    floor = 0.0 if exact else limit
+    floor = 0.0 if exact else floor_exact
     if by_key:
         rows = conn.execute(
             statement("minhash_similar_key", function=store.similar_key_function),
-            {"key": key, "threshold": floor},
+            {"key": key, "threshold": floor, "limit": fetch},
         ).fetchall()
         if (
             not rows
@@ -75,13 +80,14 @@ def similar(
         values, lengths = info.spec.minhash_values([text])
         if not lengths[0]:
             return []
+        signature, band_keys = store.query_arguments(values[0])
         rows = conn.execute(
-            statement("minhash_similar", function=store.similar_function),
-            {
-                "signature": store.stored_signatures(values[0]).tolist(),
-                "band_hashes": store.design.band_hashes(values[:1])[0].tolist(),
-                "threshold": floor,
-            },
+            statement(
+                "minhash_similar",
+                function=store.similar_function,
+                array_type=sql.SQL(store.array_type),
+            ),
+            {"signature": signature, "band_hashes": band_keys, "threshold": floor, "limit": fetch},
         ).fetchall()
     if not exact:
         return [Similar(found_key, float(similarity)) for found_key, similarity in rows]
@@ -104,5 +110,5 @@ def similar(
         for found_key in (row[0] for row in rows)
         if found_key in texts
     ]
-    kept = [match for match in scored if match.similarity >= limit]
-    return sorted(kept, key=lambda match: (-match.similarity, match.key))
+    kept = [match for match in scored if match.similarity >= floor_exact]
+    return sorted(kept, key=lambda match: (-match.similarity, match.key))[:limit]

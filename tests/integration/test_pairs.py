@@ -13,7 +13,8 @@ from psycopg import sql
 
 from simindex.core.bits import hamming_distance, to_signed
 from simindex.core.spec import MinHash, SimHash
-from simindex.db.minhash_store import MinHashStore
+from simindex.db.catalog import store_of
+from simindex.db.compact_minhash_store import CompactMinHashStore
 from simindex.db.simhash_store import SimHashStore
 from simindex.index import Index, create_index
 from simindex.ops.pairs import NearPair, SimilarPair
@@ -149,14 +150,8 @@ def test_minhash_pairs_equal_band_sharing_brute_force(database_dsn: str) -> None
     index.build()
     info = index.info()
     assert isinstance(info.spec.method, MinHash)
-    store = MinHashStore(
-        index.index_schema,
-        "notes",
-        info.source.key_type,
-        info.spec.design,  # type: ignore[arg-type]
-        info.spec.method.num_perm,
-        info.spec.method.threshold,
-    )
+    store = store_of(info)
+    assert isinstance(store, CompactMinHashStore)
     with psycopg.connect(database_dsn) as conn:
         stored: dict[str, list[int]] = dict(
             conn.execute(sql.SQL("SELECT key, signature FROM {}").format(store.signatures()))
