@@ -15,6 +15,7 @@ import xxhash
 
 from simindex.core.design import LshDesign, MankuDesign
 from simindex.core.minhash import MinHasher
+from simindex.core.packing import band_keys, packed_signatures
 from simindex.core.simhash import simhash
 from simindex.core.text import Shingling
 
@@ -96,6 +97,19 @@ def compute() -> dict[str, Any]:
             if classic is None
             else LshDesign(16, 8).band_hashes(classic.array[None, :])[0, :4].tolist()
         )
+        # Storage format 2 (simindex.core.packing): what a compact MinHash index stores.
+        for scheme in ("classic", "one_permutation"):
+            signature = HASHERS[scheme].signature(hashes)
+            if signature is not None:
+                packed = packed_signatures(signature.array[None, :])
+                entry[f"word3.packed_{scheme}"] = [
+                    packed.shape[1],
+                    packed[0, :4].tolist(),
+                    f"{xxhash.xxh3_64_intdigest(packed.astype('<i4').tobytes()):016x}",
+                ]
+                if scheme == "classic":
+                    keys = band_keys(LshDesign(9, 13), packed)
+                    entry["word3.band_keys_9x13"] = keys[0].tolist()
         fingerprint = simhash(hashes)
         if fingerprint is not None:
             tables = MankuDesign(3, 6).tables
