@@ -9,7 +9,7 @@ operations in :mod:`simindex.ops`, which take a connection, the catalog entry an
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal, overload
 
 from simindex.core.spec import Method, SimHash, resolve
 from simindex.db.catalog import (
@@ -44,7 +44,7 @@ from simindex.ops.clusters import (
     Survivor,
 )
 from simindex.ops.near import Match
-from simindex.ops.pairs import NearPair, PairsProgress, SimilarPair
+from simindex.ops.pairs import IdenticalGroup, NearPair, PairsProgress, SimilarPair
 from simindex.ops.similar import Similar
 
 __all__ = [
@@ -236,19 +236,44 @@ class Index:
                 limit=limit,
             )
 
+    @overload
     def pairs(
         self,
         *,
         max_distance: int | None = None,
         threshold: float | None = None,
         progress: PairsProgress | None = None,
-    ) -> Iterator[NearPair | SimilarPair]:
+        groups: Literal[False] = False,
+    ) -> Iterator[NearPair | SimilarPair]: ...
+
+    @overload
+    def pairs(
+        self,
+        *,
+        max_distance: int | None = None,
+        threshold: float | None = None,
+        progress: PairsProgress | None = None,
+        groups: bool,
+    ) -> Iterator[NearPair | SimilarPair | IdenticalGroup]: ...
+
+    def pairs(
+        self,
+        *,
+        max_distance: int | None = None,
+        threshold: float | None = None,
+        progress: PairsProgress | None = None,
+        groups: bool = False,
+    ) -> Iterator[NearPair | SimilarPair | IdenticalGroup]:
         """Every pair of rows within ``max_distance`` bits (SimHash) or at or above
         ``threshold`` estimated Jaccard similarity (MinHash), each pair once, ``left < right``.
 
         Found by self-joins in SQL and streamed as PostgreSQL sends them, in one
-        transaction held open while you iterate. ``progress`` is called after each Manku table
-        or band with (parts done, parts in all).
+        transaction held open while you iterate. Identical rows are collapsed to one before
+        the joins. ``groups=True`` yields each set of identical rows once as an
+        :class:`IdenticalGroup` (instead of its m(m-1)/2 pairs), first, and then the pairs
+        between groups and single rows, a group named by its first (smallest) key.
+        ``progress`` is called after each part (Manku table or band) with (parts done, parts
+        in all).
         """
         with transaction(self.bind) as conn:
             info, store = self._ready(conn)
@@ -259,6 +284,7 @@ class Index:
                 max_distance=max_distance,
                 threshold=threshold,
                 progress=progress,
+                groups=groups,
             )
 
     def clusters(

@@ -6,6 +6,12 @@ pair; a pair is reported by the first table that finds it only. MinHash: a self-
 band table on each band, verified by the signatures, each pair reported by the first band the
 two rows share. Rows are streamed one by one as PostgreSQL sends them: memory stays flat
 however many pairs there are.
+
+Identical rows first collapse to one node (:func:`collapse`): SimHash rows with equal
+fingerprints, MinHash rows (storage format 2) with identical signatures, compared in full. The
+self-joins then run over one row per node; a pair of nodes stands for every pair of their rows,
+and the rows of one node are pairs among themselves. ``groups=True`` reports those as
+:class:`IdenticalGroup` values instead of m(m-1)/2 pairs, and node pairs by their smallest keys.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from typing import Any
 from psycopg import sql
 
 from simindex.db.catalog import IndexInfo, Store
+from simindex.db.compact_minhash_store import CompactMinHashStore
 from simindex.db.connection import PgConnection
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.statements import statement
@@ -45,27 +52,59 @@ class SimilarPair:
     similarity: float
 
 
+@dataclass(frozen=True, slots=True)
+class IdenticalGroup:
+    """Rows with equal fingerprints (SimHash) or identical signatures (MinHash), ascending:
+    every two of them are a pair at distance 0 or similarity 1. With ``groups=True`` the first
+    key stands for the group in the pairs reported."""
+
+    keys: tuple[Any, ...]
+
+
+def collapsible(store: Store) -> bool:
+    """Whether identical rows of this store collapse to one node (MinHash: format 2 only)."""
+    return isinstance(store, SimHashStore | CompactMinHashStore)
+
+
+def collapse(conn: PgConnection, store: Store) -> sql.Identifier:
+    """Make the temporary tables ``simindex_node_of (key, node)`` and ``simindex_distinct`` (one
+    side-table row per node), for this transaction; the latter's name."""
+    if isinstance(store, SimHashStore):
+        side, identity = store.table(), sql.SQL("fingerprint")
+    elif isinstance(store, CompactMinHashStore):
+        side, identity = store.table(), sql.SQL("b0, signature")
+    else:
+        raise TypeError("identical rows collapse in SimHash and format-2 MinHash indexes only")
+    conn.execute(statement("pairs_drop_grouping"))
+    conn.execute(statement("pairs_node_of", side=side, identity=identity))
+    conn.execute(statement("pairs_distinct", side=side))
+    conn.execute(statement("pairs_analyze_grouping"))
+    return sql.Identifier("simindex_distinct")
+
+
 def pairs_queries(
     info: IndexInfo,
     store: Store,
     *,
     max_distance: int | None,
     threshold: float | None,
-    simhash_table: sql.Composable | None = None,
+    side: sql.Composable | None = None,
 ) -> list[sql.Composed]:
-    """One query per Manku table or band, with the limit checked."""
+    """One query per Manku table or band, with the limit checked; over ``side`` (the
+    collapsed rows) when given."""
     if isinstance(store, SimHashStore):
         if threshold is not None:
             raise TypeError(f"index {info.name!r} is a SimHash index: give max_distance")
         limit = sql.Literal(check_distance(store, max_distance))
         return [
-            store.pairs_query(position, limit, simhash_table)
-            for position in range(store.design.table_count)
+            store.pairs_query(position, limit, side) for position in range(store.design.table_count)
         ]
     if max_distance is not None:
         raise TypeError(f"index {info.name!r} is a MinHash index: give threshold")
     floor = sql.Literal(check_threshold(info.spec, threshold))
-    return [store.pairs_query(band, floor) for band in range(store.design.num_bands)]
+    return [
+        store.pairs_query(band, floor, signatures=side) for band in range(store.design.num_bands)
+    ]
 
 
 def pairs(
@@ -76,11 +115,37 @@ def pairs(
     max_distance: int | None = None,
     threshold: float | None = None,
     progress: PairsProgress | None = None,
-) -> Iterator[NearPair | SimilarPair]:
+    groups: bool = False,
+) -> Iterator[NearPair | SimilarPair | IdenticalGroup]:
     """See :meth:`simindex.index.Index.pairs`."""
+    if not isinstance(groups, bool):
+        raise TypeError(f"groups must be a bool, got {type(groups).__name__}")
+    simhash = isinstance(store, SimHashStore)
+    make = NearPair if simhash else SimilarPair
+    # Checked before any work.
     queries = pairs_queries(info, store, max_distance=max_distance, threshold=threshold)
-    make = NearPair if isinstance(store, SimHashStore) else SimilarPair
     conn.execute(statement("pairs_work_mem"))
+    if collapsible(store):
+        side = collapse(conn, store)
+        score = sql.SQL("distance" if simhash else "similarity")
+        same = sql.SQL("0" if simhash else "1.0::double precision")
+        node_pairs = pairs_queries(
+            info, store, max_distance=max_distance, threshold=threshold, side=side
+        )
+        if groups:
+            for (keys,) in conn.cursor().stream(statement("pairs_groups")):
+                yield IdenticalGroup(tuple(keys))
+            queries = node_pairs
+        else:
+            queries = [
+                statement("pairs_identical", score=same, score_name=score),
+                *(statement("pairs_expanded", pairs=query, score=score) for query in node_pairs),
+            ]
+    elif groups:
+        raise ValueError(
+            f"index {info.name!r} stores MinHash signatures in format 1, where identical rows "
+            "are not grouped: build it again (format 2) to use groups=True"
+        )
     for done, query in enumerate(queries, 1):
         # stream(), not a named cursor: PostgreSQL never plans a cursor's query in
         # parallel, and single-row mode keeps memory just as flat.
