@@ -395,9 +395,7 @@ def build_index(dsn: str, name: str, table: str, method: SimHash | MinHash) -> d
     report = index.build(progress=BuildProgress(f"{name} build"))
     info = index.info()
     store = store_for("simindex", name, info.source, info.spec)
-    tables = (
-        [store.table()] if isinstance(store, SimHashStore) else [store.signatures(), store.bands()]
-    )
+    tables = store.side_tables()
     with psycopg.connect(dsn, autocommit=True) as conn:
         sizes = relation_sizes(conn, tables)
         blocks = prewarm(conn, tables)
