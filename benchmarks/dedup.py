@@ -2,6 +2,7 @@
 
     python benchmarks/dedup.py [--rows N] [--quick] [--embedded|--local] [--peer-rows M]
                                [--output PATH]
+    python benchmarks/dedup.py --templates --rows N [--embedded|--local]
 
 Starts a throwaway PostgreSQL tuned for the run (``benchmarks/query.py``: ``ALTER SYSTEM`` and a
 restart), loads ``documents (id bigint primary key, body text)`` with real short texts of this
@@ -24,6 +25,11 @@ The server side of each phase: temporary files written (``pg_stat_database`` del
 side-by-side tables (stdout; progress on stderr) and writes every figure as JSON to
 ``benchmarks/results/dedup.json`` (``dedup-<rows>.json`` for other sizes). Not a test: nothing
 here asserts a timing.
+
+``--templates``: the same short texts with template clusters planted (``TEMPLATE_CLUSTERS``:
+exact copies up to 4,910 of one text, as real package summaries have, and one-word variants),
+then ``pairs()``, ``pairs(groups=True)`` and ``clusters()`` of SimHash k=3 and MinHash 0.8
+only; written to ``dedup-templates-<rows>.json``.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import logging
 import math
 import multiprocessing
 import os
+import random
 import resource
 import sys
 import time
@@ -81,7 +88,7 @@ from simindex.db.cluster_store import ClusterStore
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.statements import statement
 from simindex.index import Index, create_index
-from simindex.ops.pairs import NearPair, pairs_queries
+from simindex.ops.pairs import IdenticalGroup, NearPair, pairs_queries
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 Pair = tuple[int, int]
@@ -147,9 +154,15 @@ class PhaseProgress:
 
 
 def child_pairs(
-    started: float, dsn: str, name: str, max_distance: int | None, threshold: float | None
+    started: float,
+    dsn: str,
+    name: str,
+    max_distance: int | None,
+    threshold: float | None,
+    groups: bool = False,
 ) -> dict[str, Any]:
-    """Iterate every pair of ``name``, keeping only counts."""
+    """Iterate every pair of ``name`` (with ``groups``: every group of identical rows and the
+    pairs between groups), keeping only counts."""
     _adopt_clock(started)
     index = Index(dsn, name)
     progress = PhaseProgress(f"pairs {name}")
@@ -158,18 +171,25 @@ def child_pairs(
     count = 0
     first: float | None = None
     begin = time.perf_counter()
-    pairs = index.pairs(max_distance=max_distance, threshold=threshold, progress=progress.pairs)
+    pairs = index.pairs(
+        max_distance=max_distance, threshold=threshold, progress=progress.pairs, groups=groups
+    )
+    group_rows = 0
     for pair in pairs:
         if first is None:
             first = time.perf_counter() - begin
         count += 1
-        if isinstance(pair, NearPair):
+        if isinstance(pair, IdenticalGroup):
+            scores["group"] += 1
+            group_rows += len(pair.keys)
+        elif isinstance(pair, NearPair):
             scores[str(pair.distance)] += 1
         else:
             scores[f"{math.floor(pair.similarity * 20) / 20:.2f}"] += 1
     seconds = time.perf_counter() - begin
     return {
         "pairs": count,
+        **({"rows_in_groups": group_rows} if groups else {}),
         "seconds": round(seconds, 2),
         "seconds_to_first_pair": None if first is None else round(first, 3),
         "by_distance" if max_distance is not None else "by_similarity_from": dict(
@@ -579,6 +599,74 @@ def full_scale(report: dict[str, Any], dsn: str, rows: int) -> None:
     }
 
 
+# Exact copies per template cluster, as package summaries have them (the largest real one had
+# 4,910 identical copies among 1.04M), and one near copy (one word changed) per ten exact ones.
+TEMPLATE_CLUSTERS = (4910, 2000, 1000, 500, 500, 500, 500, *([100] * 20))
+NEAR_COPIES_PER_EXACT = 0.1
+
+
+def template_texts(rows: int) -> tuple[list[str], dict[str, Any]]:
+    """``rows`` texts: the short texts of ``make_dataset`` with template clusters planted."""
+    exact = sum(TEMPLATE_CLUSTERS)
+    near = sum(round(size * NEAR_COPIES_PER_EXACT) for size in TEMPLATE_CLUSTERS)
+    if rows < 4 * (exact + near):
+        raise SystemExit(f"--templates needs at least {4 * (exact + near):,} rows")
+    dataset = make_dataset(rows - exact - near, None)
+    texts = list(dataset.texts)
+    rng = random.Random(SEED)
+    vocabulary = sorted({word for text in texts[:20_000] for word in text.split()})
+    short = [i for i, text in enumerate(texts) if 10 <= len(text.split()) <= 40]
+    templates = rng.sample(short, len(TEMPLATE_CLUSTERS))
+    planted: list[str] = []
+    for size, source in zip(TEMPLATE_CLUSTERS, templates, strict=True):
+        planted += [texts[source]] * (size - 1)
+        planted += [
+            query.planted_copy(texts[source], "edit-1", vocabulary, rng)
+            for _ in range(round(size * NEAR_COPIES_PER_EXACT))
+        ]
+    for text in planted:  # scattered over the ids, as real copies are
+        texts.insert(rng.randrange(len(texts) + 1), text)
+    summary = {
+        **dataset.summary,
+        "rows": len(texts),
+        "template_clusters": list(TEMPLATE_CLUSTERS),
+        "template_exact_copies": exact,
+        "template_near_copies": near,
+        "how": "the short texts of make_dataset; per cluster a real 10-40 word text, copied "
+        "exactly (cluster size in all) and with one word changed (a tenth as many times)",
+    }
+    return texts, summary
+
+
+def template_scale(report: dict[str, Any], dsn: str) -> None:
+    """Pairs and clusters of SimHash k=3 and MinHash 0.8 over the template corpus."""
+    indexes = report["indexes"] = {
+        "docs": build_index(dsn, "docs", "documents", SimHash(max_distance=MAX_DISTANCE)),
+        "docs_minhash": build_index(
+            dsn,
+            "docs_minhash",
+            "documents",
+            MinHash(threshold=MINHASH_THRESHOLD, num_perm=NUM_PERM),
+        ),
+    }
+    del indexes
+    phases_report: dict[str, Any] = report.setdefault("phases", {})
+    for label, name, distance, threshold in (
+        ("simhash", "docs", MAX_DISTANCE, None),
+        ("minhash", "docs_minhash", None, MINHASH_THRESHOLD),
+    ):
+        for phase, task, args in (
+            ("pairs", child_pairs, (name, distance, threshold)),
+            ("pairs, groups=True", child_pairs, (name, distance, threshold, True)),
+            ("clusters", child_clusters, (name, "pairs")),
+        ):
+            title = f"{label} text {phase}"
+            log(f"phase: {title}")
+            result = measured(dsn, task, *args)
+            phases_report[title] = result
+            log(f"phase: {title}: {result['seconds']:.1f} s")
+
+
 def peers(report: dict[str, Any], dsn: str, peer_rows: int) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(
@@ -820,6 +908,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=int,
         help=f"run the in-memory peers on the ids up to this (default {DEFAULT_PEER_ROWS:,})",
     )
+    parser.add_argument(
+        "--templates",
+        action="store_true",
+        help="a corpus with template clusters (up to 4,910 identical copies): pairs and "
+        "clusters of SimHash and MinHash only, no synthetic index and no peers",
+    )
     parser.add_argument("--output", type=Path, help="JSON path (default under results/)")
     parser.add_argument(
         "--print", dest="print_only", type=Path, help="print the tables of a written JSON and stop"
@@ -836,6 +930,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     rows = args.rows or (QUICK_ROWS if args.quick else DEFAULT_ROWS)
     peer_rows = min(rows, args.peer_rows or (QUICK_PEER_ROWS if args.quick else DEFAULT_PEER_ROWS))
     output = args.output or default_output(rows)
+    if args.templates and not args.output:
+        output = RESULTS / f"dedup-templates-{rows}.json"
     report: dict[str, Any] = {
         "benchmark": "dedup",
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -863,6 +959,19 @@ def main(argv: Sequence[str] | None = None) -> None:
         log(f"{server.version.split(' on ')[0]} ({server.kind}); migrating")
         simindex.migrate(server.dsn)
         log(f"data: {rows:,} documents")
+        if args.templates:
+            texts, summary = template_texts(rows)
+            with psycopg.connect(server.dsn, autocommit=True) as conn:
+                load = load_table(conn, "documents", enumerate(texts, start=1))
+            report["data"] = {**summary, "documents_table": load}
+            del texts
+            template_scale(report, server.dsn)
+            report["elapsed_seconds"] = round(time.perf_counter() - query.STARTED, 1)
+            output.parent.mkdir(parents=True, exist_ok=True)
+            output.write_text(json.dumps(report, indent=1, default=str) + "\n", encoding="utf-8")
+            print_report(report)
+            print(f"\nwritten: {output} ({report['elapsed_seconds']:.0f} s)")
+            return
         dataset = make_dataset(rows, None)
         with psycopg.connect(server.dsn, autocommit=True) as conn:
             load = load_table(conn, "documents", enumerate(dataset.texts, start=1))

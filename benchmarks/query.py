@@ -1254,11 +1254,7 @@ def build_phases(
         conn.commit()
         started = time.perf_counter()
         conn.autocommit = True
-        tables = (
-            [store.table()]
-            if isinstance(store, SimHashStore)
-            else store.side_tables()
-        )
+        tables = [store.table()] if isinstance(store, SimHashStore) else store.side_tables()
         for relation in tables:
             conn.execute(statement("vacuum_analyze", table=relation))
         phases["vacuum_analyze"] = _phase(started, count)
