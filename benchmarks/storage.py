@@ -51,7 +51,7 @@ from simindex.index import create_index
 
 DEFAULT_ROWS = 100_000
 QUICK_ROWS = 5_000
-BATCH = 5_000
+BATCH = 32_768  # as builds COPY (simindex.ops.build._COPY_ROWS)
 Conn = psycopg.Connection[tuple[Any, ...]]
 
 

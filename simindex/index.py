@@ -156,9 +156,13 @@ class Index:
         """Fill the index from the source table (again, safely, when it was built before).
 
         Parameters:
-            batch_size: rows per fetch, fingerprint task and COPY.
+            batch_size: rows per fetch and fingerprint task.
             workers: processes computing fingerprints (default: all cores for large tables).
-            progress: called after each batch with (rows read, the planner's row estimate).
+            progress: called after each batch with (rows read, the source's row count).
+
+        A SimHash design sized to the table is chosen again for the counted rows, and a
+        MinHash index of storage format 1 moves to format 2; the new side tables, functions
+        and delete triggers replace the old ones in one transaction.
         """
         return build_op.build(
             self.bind,

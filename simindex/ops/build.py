@@ -36,7 +36,7 @@ from simindex.db.statements import run, statement
 from simindex.db.triggers import Triggers
 
 Progress = Callable[[int, int | None], None]
-"""Called with (source rows read so far, the planner's estimate of all rows or None)."""
+"""Called with (source rows read so far, the rows the source holds)."""
 
 # Below this many rows, starting worker processes costs more than it saves.
 _PARALLEL_FROM_ROWS = 50_000

@@ -16,6 +16,7 @@ and the rows of one node are pairs among themselves. ``groups=True`` reports tho
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -128,19 +129,22 @@ def pairs(
     if collapsible(store):
         side = collapse(conn, store)
         score = sql.SQL("distance" if simhash else "similarity")
-        same = sql.SQL("0" if simhash else "1.0::double precision")
         node_pairs = pairs_queries(
             info, store, max_distance=max_distance, threshold=threshold, side=side
         )
-        if groups:
-            for (keys,) in conn.cursor().stream(statement("pairs_groups")):
+        # A group's keys come in the database's order, so its pairs keep left < right; made
+        # here, they cost no row on the wire each.
+        for (keys,) in conn.cursor().stream(statement("pairs_groups")):
+            if groups:
                 yield IdenticalGroup(tuple(keys))
-            queries = node_pairs
-        else:
-            queries = [
-                statement("pairs_identical", score=same, score_name=score),
-                *(statement("pairs_expanded", pairs=query, score=score) for query in node_pairs),
-            ]
+            else:
+                for left, right in itertools.combinations(keys, 2):
+                    yield NearPair(left, right, 0) if simhash else SimilarPair(left, right, 1.0)
+        queries = (
+            node_pairs
+            if groups
+            else [statement("pairs_expanded", pairs=query, score=score) for query in node_pairs]
+        )
     elif groups:
         raise ValueError(
             f"index {info.name!r} stores MinHash signatures in format 1, where identical rows "

@@ -76,12 +76,6 @@ FROM ({pairs}) AS p
 JOIN simindex_node_of AS x ON x.node = p.left_key
 JOIN simindex_node_of AS y ON y.node = p.right_key
 
--- name: pairs_identical
--- Rows of one node: identical, so every two of them are a pair.
-SELECT x.key AS left_key, y.key AS right_key, {score} AS {score_name}
-FROM simindex_node_of AS x
-JOIN simindex_node_of AS y ON y.node = x.node AND x.key < y.key
-
 -- name: pairs_groups
 SELECT array_agg(key ORDER BY key) FROM simindex_node_of GROUP BY node HAVING count(*) > 1
 ORDER BY node
