@@ -31,6 +31,10 @@ from simindex.db.statements import statement
 from simindex.ops.near import check_distance
 from simindex.ops.similar import check_threshold
 
+# Key types whose order in Python is PostgreSQL's (text follows a collation): node pairs of
+# these expand to row pairs here rather than by joins in SQL.
+_PYTHON_ORDERED_KEYS = frozenset({"smallint", "integer", "bigint", "uuid"})
+
 PairsProgress = Callable[[int, int], None]
 """Called after each Manku table or band with (parts done, parts in all)."""
 
@@ -134,17 +138,25 @@ def pairs(
         )
         # A group's keys come in the database's order, so its pairs keep left < right; made
         # here, they cost no row on the wire each.
+        members: dict[Any, tuple[Any, ...]] = {}
+        in_python = info.source.key_type in _PYTHON_ORDERED_KEYS
         for (keys,) in conn.cursor().stream(statement("pairs_groups")):
             if groups:
                 yield IdenticalGroup(tuple(keys))
-            else:
-                for left, right in itertools.combinations(keys, 2):
-                    yield NearPair(left, right, 0) if simhash else SimilarPair(left, right, 1.0)
-        queries = (
-            node_pairs
-            if groups
-            else [statement("pairs_expanded", pairs=query, score=score) for query in node_pairs]
-        )
+                continue
+            for left, right in itertools.combinations(keys, 2):
+                yield NearPair(left, right, 0) if simhash else SimilarPair(left, right, 1.0)
+            if in_python:
+                members[keys[0]] = tuple(keys)
+        if groups:
+            queries = node_pairs
+        elif in_python:
+            yield from _expanded(conn, node_pairs, members, make, progress)
+            return
+        else:
+            queries = [
+                statement("pairs_expanded", pairs=query, score=score) for query in node_pairs
+            ]
     elif groups:
         raise ValueError(
             f"index {info.name!r} stores MinHash signatures in format 1, where identical rows "
@@ -155,5 +167,26 @@ def pairs(
         # parallel, and single-row mode keeps memory just as flat.
         for left, right, score in conn.cursor().stream(query):
             yield make(left, right, score)
+        if progress is not None:
+            progress(done, len(queries))
+
+
+def _expanded(
+    conn: PgConnection,
+    queries: list[sql.Composed],
+    members: dict[Any, tuple[Any, ...]],
+    make: type[NearPair] | type[SimilarPair],
+    progress: PairsProgress | None,
+) -> Iterator[NearPair | SimilarPair]:
+    """The node pairs of ``queries``, each as every pair of the two nodes' rows."""
+    for done, query in enumerate(queries, 1):
+        for left, right, score in conn.cursor().stream(query):
+            lefts, rights = members.get(left), members.get(right)
+            if lefts is None and rights is None:
+                yield make(left, right, score)
+                continue
+            for a in lefts or (left,):
+                for b in rights or (right,):
+                    yield make(a, b, score) if a < b else make(b, a, score)
         if progress is not None:
             progress(done, len(queries))
