@@ -4,13 +4,14 @@
                                [--output PATH]
     python benchmarks/dedup.py --templates --rows N [--embedded|--local]
 
-Starts a throwaway PostgreSQL tuned for the run (``benchmarks/query.py``: ``ALTER SYSTEM`` and a
-restart), loads ``documents (id bigint primary key, body text)`` with real short texts of this
-machine topped up with generated ones, 5 % planted near-duplicates (``query.make_dataset``), and
-builds a SimHash (k=3) and a MinHash (threshold 0.8, 128 permutations) index over it, plus a
-SimHash index over random 64-bit fingerprints with planted neighbours
-(``query.synthetic_fingerprints``). Then, each in a fresh process (multiprocessing spawn) that
-connects, does the one thing and reports its own peak RSS (``VmHWM``, see ``max_rss_mb``):
+Starts a throwaway PostgreSQL tuned for the run (``pgserver.benchmark_server``: ``ALTER
+SYSTEM`` and a restart), loads ``documents (id bigint primary key, body text)`` with real short
+texts of this machine topped up with generated ones, 5 % planted near-duplicates
+(``dataset.make_dataset``), and builds a SimHash (k=3) and a MinHash (threshold 0.8, 128
+permutations) index over it, plus a SimHash index over random 64-bit fingerprints with planted
+neighbours (``query_synthetic.synthetic_fingerprints``). Then, each in a fresh process
+(multiprocessing spawn, ``dedup_children``) that connects, does the one thing and reports its
+own peak RSS (``VmHWM``, see ``dedup_children.max_rss_mb``):
 
 1. ``Index.pairs`` iterated to the end (counting, keeping nothing), per index;
 2. ``Index.clusters(method="pairs")``, then ``cluster_members()`` and ``survivors()`` streamed,
@@ -26,7 +27,7 @@ side-by-side tables (stdout; progress on stderr) and writes every figure as JSON
 ``benchmarks/results/dedup.json`` (``dedup-<rows>.json`` for other sizes). Not a test: nothing
 here asserts a timing.
 
-``--templates``: the same short texts with template clusters planted (``TEMPLATE_CLUSTERS``:
+``--templates``: the same short texts with template clusters planted (``dedup_templates``:
 exact copies up to 4,910 of one text, as real package summaries have, and one-word variants),
 then ``pairs()``, ``pairs(groups=True)`` and ``clusters()`` of SimHash k=3 and MinHash 0.8
 only; written to ``dedup-templates-<rows>.json``.
@@ -35,348 +36,74 @@ only; written to ``dedup-templates-<rows>.json``.
 from __future__ import annotations
 
 import argparse
-import json
-import logging
-import math
 import multiprocessing
 import os
-import random
-import resource
-import sys
 import time
-from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import psycopg
-import query
-from machine import package_versions
+import report as reporting
+from dataset import Planted, make_dataset
+from dedup_children import (
+    MB,
+    child_clusters,
+    child_datasketch_peer,
+    child_members,
+    child_pairs,
+    child_simhash_peer,
+)
+from dedup_tables import TARGETS, print_report
+from dedup_templates import template_phases, template_texts
 from numpy.typing import NDArray
+from pgserver import (
+    BuildProgress,
+    Conn,
+    benchmark_server,
+    explain_analyze,
+    load_table,
+    prewarm,
+    relation_sizes,
+    scalar,
+)
 from psycopg import sql
-from query import (
+from query_plan import (
     DEFAULT_ROWS,
     MAX_DISTANCE,
     MINHASH_THRESHOLD,
     NUM_PERM,
     QUICK_ROWS,
-    RESULTS,
     SEED,
     SERVER_SETTINGS,
-    BuildProgress,
-    benchmark_server,
-    load_synthetic,
-    load_table,
+)
+from query_synthetic import load_synthetic, synthetic_fingerprints
+from report import (
+    RESULTS,
     log,
-    make_dataset,
-    prewarm,
-    print_table,
-    relation_sizes,
-    scalar,
-    synthetic_fingerprints,
+    new_result,
+    package_versions,
+    read_result,
+    server_version,
+    write_result,
 )
 
 import simindex
-from simindex.core.bits import to_unsigned_array
 from simindex.core.spec import MinHash, SimHash
 from simindex.db.catalog import ready_index, store_for
 from simindex.db.cluster_store import ClusterStore
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.statements import statement
 from simindex.index import Index, create_index
-from simindex.ops.pairs import IdenticalGroup, NearPair, pairs_queries
+from simindex.ops.pairs import pairs_queries
 
-Conn = psycopg.Connection[tuple[Any, ...]]
 Pair = tuple[int, int]
 
 DEFAULT_PEER_ROWS = 100_000
 QUICK_PEER_ROWS = 5_000
 BRUTE_FORCE_CHUNK = 128
-MB = 2**20
-
-TARGETS: dict[str, dict[str, float]] = {
-    "simhash_pairs_seconds": {"rows": 1_000_000, "at_most": 60.0, "cores": 2},
-    "simhash_clusters_seconds_beyond_pairs": {"rows": 1_000_000, "at_most": 30.0, "cores": 2},
-    "minhash_pairs_seconds": {"rows": 1_000_000, "at_most": 120.0, "cores": 2},
-    "python_peak_rss_mb": {"rows": 1_000_000, "at_most": 500.0},
-}
-
-
-# --------------------------------------------------------------------------------------------
-# Measured phases, each in a fresh process
-
-
-def max_rss_mb() -> float:
-    """This process's peak resident set so far, in MB: ``VmHWM`` of /proc/self/status.
-
-    Not ``ru_maxrss`` alone: Linux carries a process's peak across ``execve``, so a spawned
-    child (fork + exec) reports at least its parent's resident set at the fork; ``VmHWM``
-    belongs to the new address space only. Without /proc, ``ru_maxrss``.
-    """
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        pass
-    return ru_maxrss_mb()
-
-
-def ru_maxrss_mb() -> float:
-    """``getrusage(RUSAGE_SELF).ru_maxrss`` in MB (Linux reports kilobytes)."""
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-
-
-def _adopt_clock(started: float) -> None:
-    # perf_counter is CLOCK_MONOTONIC on Linux: the parent's origin is valid here too.
-    query.STARTED = started
-
-
-class PhaseProgress:
-    """Progress of a pairs or clusters run: one line on stderr per part or every few seconds."""
-
-    def __init__(self, label: str) -> None:
-        self.label = label
-        self.last = time.perf_counter()
-
-    def pairs(self, done: int, total: int) -> None:
-        log(f"  {self.label}: {done} of {total} parts")
-
-    def clusters(self, step: str, done: int, total: int | None) -> None:
-        now = time.perf_counter()
-        if step != "rows" or now - self.last >= query.REPORT_EVERY_SECONDS:
-            self.last = now
-            log(f"  {self.label}: {step} {done:,}" + ("" if total is None else f" of {total:,}"))
-
-
-def child_pairs(
-    started: float,
-    dsn: str,
-    name: str,
-    max_distance: int | None,
-    threshold: float | None,
-    groups: bool = False,
-) -> dict[str, Any]:
-    """Iterate every pair of ``name`` (with ``groups``: every group of identical rows and the
-    pairs between groups), keeping only counts."""
-    _adopt_clock(started)
-    index = Index(dsn, name)
-    progress = PhaseProgress(f"pairs {name}")
-    before = max_rss_mb()
-    scores: Counter[str] = Counter()
-    count = 0
-    first: float | None = None
-    begin = time.perf_counter()
-    pairs = index.pairs(
-        max_distance=max_distance, threshold=threshold, progress=progress.pairs, groups=groups
-    )
-    group_rows = 0
-    for pair in pairs:
-        if first is None:
-            first = time.perf_counter() - begin
-        count += 1
-        if isinstance(pair, IdenticalGroup):
-            scores["group"] += 1
-            group_rows += len(pair.keys)
-        elif isinstance(pair, NearPair):
-            scores[str(pair.distance)] += 1
-        else:
-            scores[f"{math.floor(pair.similarity * 20) / 20:.2f}"] += 1
-    seconds = time.perf_counter() - begin
-    return {
-        "pairs": count,
-        **({"rows_in_groups": group_rows} if groups else {}),
-        "seconds": round(seconds, 2),
-        "seconds_to_first_pair": None if first is None else round(first, 3),
-        "by_distance" if max_distance is not None else "by_similarity_from": dict(
-            sorted(scores.items())
-        ),
-        "rss_before_mb": before,
-        "peak_rss_mb": max_rss_mb(),
-        "ru_maxrss_mb": ru_maxrss_mb(),
-    }
-
-
-def child_clusters(started: float, dsn: str, name: str, method: str) -> dict[str, Any]:
-    """``Index.clusters`` with ``method`` ("pairs" or "bottom_k")."""
-    _adopt_clock(started)
-    index = Index(dsn, name)
-    progress = PhaseProgress(f"clusters {name} ({method})")
-    before = max_rss_mb()
-    begin = time.perf_counter()
-    if method == "pairs":
-        report = index.clusters(method="pairs", progress=progress.clusters)
-    else:
-        report = index.clusters(method="bottom_k", progress=progress.clusters)
-    return {
-        **asdict(report),
-        "seconds": round(time.perf_counter() - begin, 2),
-        "rss_before_mb": before,
-        "peak_rss_mb": max_rss_mb(),
-        "ru_maxrss_mb": ru_maxrss_mb(),
-    }
-
-
-def child_members(started: float, dsn: str, name: str) -> dict[str, Any]:
-    """Stream ``cluster_members()`` and ``survivors()`` to the end, counting."""
-    _adopt_clock(started)
-    index = Index(dsn, name)
-    before = max_rss_mb()
-    begin = time.perf_counter()
-    members = sum(1 for _ in index.cluster_members())
-    members_seconds = time.perf_counter() - begin
-    begin = time.perf_counter()
-    rows = kept = 0
-    for survivor in index.survivors():
-        rows += 1
-        kept += survivor.survivor
-    survivors_seconds = time.perf_counter() - begin
-    return {
-        "seconds": round(members_seconds + survivors_seconds, 2),
-        "cluster_members_rows": members,
-        "cluster_members_seconds": round(members_seconds, 2),
-        "survivors_rows": rows,
-        "survivors_kept": kept,
-        "survivors_seconds": round(survivors_seconds, 2),
-        "rss_before_mb": before,
-        "peak_rss_mb": max_rss_mb(),
-        "ru_maxrss_mb": ru_maxrss_mb(),
-    }
-
-
-def _side_rows(conn: Conn, query_text: sql.Composed) -> Iterable[tuple[Any, ...]]:
-    with conn.cursor(name="dedup_side_rows") as cursor:
-        cursor.itersize = 5000
-        cursor.execute(query_text)
-        yield from cursor
-
-
-def child_simhash_peer(
-    started: float, dsn: str, side: sql.Identifier, max_distance: int
-) -> dict[str, Any]:
-    """The ``simhash`` package: a ``SimhashIndex`` of our fingerprints, then ``get_near_dups``
-    for every row; the pairs it finds."""
-    _adopt_clock(started)
-    from simhash import Simhash, SimhashIndex
-
-    # Its "Big bucket found" warnings would go to stderr through logging's last resort.
-    logging.getLogger("simhash").setLevel(logging.ERROR)
-    before = max_rss_mb()
-    with psycopg.connect(dsn) as conn:
-        keys: list[int] = []
-        signed: list[int] = []
-        for key, fingerprint in _side_rows(
-            conn, sql.SQL("SELECT key, fingerprint FROM {} ORDER BY key").format(side)
-        ):
-            keys.append(int(key))
-            signed.append(int(fingerprint))
-    values = to_unsigned_array(np.array(signed, dtype=np.int64)).tolist()
-    del signed
-    begin = time.perf_counter()
-    objects = [(str(key), Simhash(value, f=64)) for key, value in zip(keys, values, strict=True)]
-    objects_seconds = time.perf_counter() - begin
-    input_rss = max_rss_mb()
-    log(f"  simhash package: {len(objects):,} Simhash objects in {objects_seconds:.1f} s")
-    begin = time.perf_counter()
-    index = SimhashIndex(objects, f=64, k=max_distance)
-    index_seconds = time.perf_counter() - begin
-    log(f"  simhash package: SimhashIndex in {index_seconds:.1f} s; get_near_dups for every row")
-    begin = time.perf_counter()
-    found: set[Pair] = set()
-    for key, simhash in zip(keys, (o for _, o in objects), strict=True):
-        for other in index.get_near_dups(simhash):
-            other_key = int(other)
-            if other_key != key:
-                found.add((min(key, other_key), max(key, other_key)))
-    query_seconds = time.perf_counter() - begin
-    peak = max_rss_mb()
-    return {
-        "rows": len(keys),
-        "objects_seconds": round(objects_seconds, 2),
-        "index_seconds": round(index_seconds, 2),
-        "query_seconds": round(query_seconds, 2),
-        "seconds": round(index_seconds + query_seconds, 2),
-        "pairs": len(found),
-        "rss_before_mb": before,
-        "rss_with_input_mb": input_rss,
-        "peak_rss_mb": peak,
-        "ru_maxrss_mb": ru_maxrss_mb(),
-        "found": sorted(found),
-    }
-
-
-def child_datasketch_peer(
-    started: float, dsn: str, signatures: sql.Identifier, threshold: float, num_perm: int
-) -> dict[str, Any]:
-    """datasketch: a ``MinHashLSH`` with every row inserted, then queried with every row; the
-    candidate pairs it returns, and those whose estimated Jaccard reaches ``threshold``."""
-    _adopt_clock(started)
-    from datasketch import MinHash as DatasketchMinHash
-    from datasketch import MinHashLSH
-
-    before = max_rss_mb()
-    permutations = DatasketchMinHash(num_perm=num_perm, scheme="affine64").permutations
-    keys: list[int] = []
-    sketches = []
-    begin = time.perf_counter()
-    with psycopg.connect(dsn) as conn:
-        for key, signature in _side_rows(
-            conn, sql.SQL("SELECT key, signature FROM {} ORDER BY key").format(signatures)
-        ):
-            keys.append(int(key))
-            values = to_unsigned_array(np.array(signature, dtype=np.int64))
-            sketches.append(
-                DatasketchMinHash(scheme="affine64", hashvalues=values, permutations=permutations)
-            )
-    objects_seconds = time.perf_counter() - begin
-    input_rss = max_rss_mb()
-    log(f"  datasketch: {len(sketches):,} MinHash objects read in {objects_seconds:.1f} s")
-    begin = time.perf_counter()
-    lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
-    with lsh.insertion_session() as session:
-        for key, sketch in zip(keys, sketches, strict=True):
-            session.insert(key, sketch, check_duplication=False)
-    insert_seconds = time.perf_counter() - begin
-    log(f"  datasketch: MinHashLSH insert in {insert_seconds:.1f} s; a query for every row")
-    begin = time.perf_counter()
-    found: set[Pair] = set()
-    for key, sketch in zip(keys, sketches, strict=True):
-        for other in lsh.query(sketch):
-            if other != key:
-                found.add((min(key, other), max(key, other)))
-    query_seconds = time.perf_counter() - begin
-    peak = max_rss_mb()
-    # Not timed: which candidates reach the threshold by estimated Jaccard, as ours are checked.
-    matrix = np.stack([sketch.hashvalues for sketch in sketches])
-    row_of = {key: row for row, key in enumerate(keys)}
-    candidates = sorted(found)
-    verified: list[Pair] = []
-    for start in range(0, len(candidates), 100_000):
-        chunk = candidates[start : start + 100_000]
-        left = matrix[[row_of[a] for a, _ in chunk]]
-        right = matrix[[row_of[b] for _, b in chunk]]
-        similarity = (left == right).sum(axis=1) / num_perm
-        reached = similarity >= threshold
-        verified += [pair for pair, keep in zip(chunk, reached.tolist(), strict=True) if keep]
-    return {
-        "rows": len(keys),
-        "design": {"num_bands": lsh.b, "rows_per_band": lsh.r},
-        "objects_seconds": round(objects_seconds, 2),
-        "insert_seconds": round(insert_seconds, 2),
-        "query_seconds": round(query_seconds, 2),
-        "seconds": round(insert_seconds + query_seconds, 2),
-        "candidate_pairs": len(found),
-        "pairs": len(verified),
-        "rss_before_mb": before,
-        "rss_with_input_mb": input_rss,
-        "peak_rss_mb": peak,
-        "ru_maxrss_mb": ru_maxrss_mb(),
-        "found": verified,
-    }
 
 
 def temp_usage(dsn: str) -> tuple[int, int]:
@@ -394,7 +121,7 @@ def measured(dsn: str, task: Callable[..., dict[str, Any]], *args: Any) -> dict[
     files, written = temp_usage(dsn)
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-        result = pool.submit(task, query.STARTED, dsn, *args).result()
+        result = pool.submit(task, reporting.STARTED, dsn, *args).result()
     # The child's backend reports its statistics as it exits, just after the child does.
     time.sleep(1.5)
     files_after, written_after = temp_usage(dsn)
@@ -445,7 +172,7 @@ def side_table(dsn: str, name: str) -> sql.Identifier:
     return store.table() if isinstance(store, SimHashStore) else store.signatures()
 
 
-def load_planted(conn: Conn, planted: Sequence[query.Planted]) -> None:
+def load_planted(conn: Conn, planted: Sequence[Planted]) -> None:
     conn.execute("CREATE TABLE planted_pairs (copy bigint, source bigint, kind text)")
     with conn.cursor().copy("COPY planted_pairs (copy, source, kind) FROM STDIN") as copy:
         for p in planted:
@@ -478,7 +205,7 @@ def explain_pairs(
         cursor_plan = conn.execute(
             sql.SQL("EXPLAIN DECLARE dedup_explain CURSOR FOR {}").format(queries[0])
         ).fetchall()
-        analyzed = query.explain_analyze(conn, queries[0])
+        analyzed = explain_analyze(conn, queries[0])
         conn.rollback()
     return {
         "parts": len(queries),
@@ -599,74 +326,6 @@ def full_scale(report: dict[str, Any], dsn: str, rows: int) -> None:
     }
 
 
-# Exact copies per template cluster, as package summaries have them (the largest real one had
-# 4,910 identical copies among 1.04M), and one near copy (one word changed) per ten exact ones.
-TEMPLATE_CLUSTERS = (4910, 2000, 1000, 500, 500, 500, 500, *([100] * 20))
-NEAR_COPIES_PER_EXACT = 0.1
-
-
-def template_texts(rows: int) -> tuple[list[str], dict[str, Any]]:
-    """``rows`` texts: the short texts of ``make_dataset`` with template clusters planted."""
-    exact = sum(TEMPLATE_CLUSTERS)
-    near = sum(round(size * NEAR_COPIES_PER_EXACT) for size in TEMPLATE_CLUSTERS)
-    if rows < 4 * (exact + near):
-        raise SystemExit(f"--templates needs at least {4 * (exact + near):,} rows")
-    dataset = make_dataset(rows - exact - near, None)
-    texts = list(dataset.texts)
-    rng = random.Random(SEED)
-    vocabulary = sorted({word for text in texts[:20_000] for word in text.split()})
-    short = [i for i, text in enumerate(texts) if 10 <= len(text.split()) <= 40]
-    templates = rng.sample(short, len(TEMPLATE_CLUSTERS))
-    planted: list[str] = []
-    for size, source in zip(TEMPLATE_CLUSTERS, templates, strict=True):
-        planted += [texts[source]] * (size - 1)
-        planted += [
-            query.planted_copy(texts[source], "edit-1", vocabulary, rng)
-            for _ in range(round(size * NEAR_COPIES_PER_EXACT))
-        ]
-    for text in planted:  # scattered over the ids, as real copies are
-        texts.insert(rng.randrange(len(texts) + 1), text)
-    summary = {
-        **dataset.summary,
-        "rows": len(texts),
-        "template_clusters": list(TEMPLATE_CLUSTERS),
-        "template_exact_copies": exact,
-        "template_near_copies": near,
-        "how": "the short texts of make_dataset; per cluster a real 10-40 word text, copied "
-        "exactly (cluster size in all) and with one word changed (a tenth as many times)",
-    }
-    return texts, summary
-
-
-def template_scale(report: dict[str, Any], dsn: str) -> None:
-    """Pairs and clusters of SimHash k=3 and MinHash 0.8 over the template corpus."""
-    indexes = report["indexes"] = {
-        "docs": build_index(dsn, "docs", "documents", SimHash(max_distance=MAX_DISTANCE)),
-        "docs_minhash": build_index(
-            dsn,
-            "docs_minhash",
-            "documents",
-            MinHash(threshold=MINHASH_THRESHOLD, num_perm=NUM_PERM),
-        ),
-    }
-    del indexes
-    phases_report: dict[str, Any] = report.setdefault("phases", {})
-    for label, name, distance, threshold in (
-        ("simhash", "docs", MAX_DISTANCE, None),
-        ("minhash", "docs_minhash", None, MINHASH_THRESHOLD),
-    ):
-        for phase, task, args in (
-            ("pairs", child_pairs, (name, distance, threshold)),
-            ("pairs, groups=True", child_pairs, (name, distance, threshold, True)),
-            ("clusters", child_clusters, (name, "pairs")),
-        ):
-            title = f"{label} text {phase}"
-            log(f"phase: {title}")
-            result = measured(dsn, task, *args)
-            phases_report[title] = result
-            log(f"phase: {title}: {result['seconds']:.1f} s")
-
-
 def peers(report: dict[str, Any], dsn: str, peer_rows: int) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(
@@ -730,152 +389,6 @@ def peers(report: dict[str, Any], dsn: str, peer_rows: int) -> None:
     }
 
 
-# --------------------------------------------------------------------------------------------
-# Reporting
-
-
-def _mb(value: Any) -> str:
-    return "-" if value is None else f"{value:,.0f}"
-
-
-def _s(value: Any) -> str:
-    return "-" if value is None else f"{value:,.1f}"
-
-
-def target_lines(report: dict[str, Any]) -> list[list[str]]:
-    phases = report.get("phases", {})
-    rows = report["data"]["rows"]
-    lines = []
-
-    def add(label: str, value: float | None, target: dict[str, float]) -> None:
-        met = value is not None and value <= target["at_most"]
-        scale = "" if rows == target["rows"] else f" (measured at {rows:,} rows)"
-        lines.append(
-            [
-                label,
-                _s(value),
-                f"<= {target['at_most']:g} at {int(target['rows']):,} rows",
-                ("met" if met else "not met") + scale,
-            ]
-        )
-
-    simhash = phases.get("simhash text pairs", {}).get("seconds")
-    clusters = phases.get("simhash text clusters", {}).get("seconds")
-    add("SimHash k=3 pairs, text (s)", simhash, TARGETS["simhash_pairs_seconds"])
-    synthetic = phases.get("simhash synthetic pairs", {}).get("seconds")
-    add("SimHash k=3 pairs, synthetic (s)", synthetic, TARGETS["simhash_pairs_seconds"])
-    beyond = None if simhash is None or clusters is None else clusters - simhash
-    add("clusters beyond pairs, text (s)", beyond, TARGETS["simhash_clusters_seconds_beyond_pairs"])
-    synthetic_clusters = phases.get("simhash synthetic clusters", {}).get("seconds")
-    beyond = (
-        None if synthetic is None or synthetic_clusters is None else synthetic_clusters - synthetic
-    )
-    add(
-        "clusters beyond pairs, synthetic (s)",
-        beyond,
-        TARGETS["simhash_clusters_seconds_beyond_pairs"],
-    )
-    minhash = phases.get("minhash text pairs", {}).get("seconds")
-    add("MinHash 0.8 pairs, text (s)", minhash, TARGETS["minhash_pairs_seconds"])
-    for label, phase in phases.items():
-        if "pairs" in label or label.endswith(" clusters"):
-            add(f"peak RSS, {label} (MB)", phase["peak_rss_mb"], TARGETS["python_peak_rss_mb"])
-    return lines
-
-
-def print_report(report: dict[str, Any]) -> None:
-    rows = report["data"]["rows"]
-    phases = report.get("phases", {})
-    lines = []
-    for label, phase in phases.items():
-        count = phase.get("pairs") if "pairs" in label else phase.get("clusters")
-        if "members" in label:
-            count = phase.get("cluster_members_rows")
-        lines.append(
-            [
-                label,
-                f"{count:,}" if isinstance(count, int) else "-",
-                _s(phase["seconds"]),
-                _mb(phase["rss_before_mb"]),
-                _mb(phase["peak_rss_mb"]),
-                f"{phase['server_temp_files']} / {_mb(phase['server_temp_mb'])}",
-            ]
-        )
-    print_table(
-        f"All pairs and clusters over {rows:,} rows (each phase in a fresh process; "
-        "count = pairs, clusters or member rows)",
-        ["phase", "count", "seconds", "RSS at start MB", "peak RSS MB", "server temp files / MB"],
-        lines,
-    )
-    print_table(
-        "Targets of the issue (2 cores shared with other work)",
-        ["figure", "measured", "target", ""],
-        target_lines(report),
-    )
-    peer = report.get("peers")
-    if not peer:
-        return
-    simhash, minhash = peer["simhash"], peer["minhash"]
-    package, ours = simhash["simhash_package"], simhash["ours"]
-    versus = simhash["ours_vs_simhash_package"]
-    brute = simhash["ours_vs_brute_force"]
-    print_table(
-        f"SimHash k=3 over the first {peer['rows']:,} rows, the same fingerprints",
-        ["", "seconds", "peak RSS MB", "pairs", "ours found of theirs", "theirs found of ours"],
-        [
-            [
-                "simindex Index.pairs",
-                _s(ours["seconds"]),
-                _mb(ours["peak_rss_mb"]),
-                f"{ours['pairs']:,}",
-                "",
-                "",
-            ],
-            [
-                "simhash SimhashIndex (index + get_near_dups)",
-                _s(package["seconds"]),
-                _mb(package["peak_rss_mb"]),
-                f"{package['pairs']:,}",
-                str(versus["ours_found_of_simhash_package"]),
-                str(versus["simhash_package_found_of_ours"]),
-            ],
-            [
-                "numpy brute force",
-                _s(simhash["numpy_brute_force"]["seconds"]),
-                "-",
-                f"{simhash['numpy_brute_force']['pairs']:,}",
-                str(brute["ours_found_of_brute_force"]),
-                str(brute["brute_force_found_of_ours"]),
-            ],
-        ],
-    )
-    lsh, ours = minhash["datasketch"], minhash["ours"]
-    versus = minhash["ours_vs_datasketch_verified"]
-    print_table(
-        f"MinHash 0.8, 128 permutations, over the first {peer['rows']:,} rows, the same signatures",
-        ["", "seconds", "peak RSS MB", "pairs", "ours found of theirs", "theirs found of ours"],
-        [
-            [
-                "simindex Index.pairs",
-                _s(ours["seconds"]),
-                _mb(ours["peak_rss_mb"]),
-                f"{ours['pairs']:,}",
-                "",
-                "",
-            ],
-            [
-                f"datasketch MinHashLSH b={lsh['design']['num_bands']} r="
-                f"{lsh['design']['rows_per_band']} (insert + query)",
-                _s(lsh["seconds"]),
-                _mb(lsh["peak_rss_mb"]),
-                f"{lsh['pairs']:,} ({lsh['candidate_pairs']:,} candidates)",
-                str(versus["ours_found_of_datasketch"]),
-                str(versus["datasketch_found_of_ours"]),
-            ],
-        ],
-    )
-
-
 def default_output(rows: int) -> Path:
     return RESULTS / ("dedup.json" if rows == DEFAULT_ROWS else f"dedup-{rows}.json")
 
@@ -925,18 +438,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     if args.print_only:
-        print_report(json.loads(args.print_only.read_text(encoding="utf-8")))
+        print_report(read_result(args.print_only))
         return
     rows = args.rows or (QUICK_ROWS if args.quick else DEFAULT_ROWS)
     peer_rows = min(rows, args.peer_rows or (QUICK_PEER_ROWS if args.quick else DEFAULT_PEER_ROWS))
     output = args.output or default_output(rows)
     if args.templates and not args.output:
         output = RESULTS / f"dedup-templates-{rows}.json"
-    report: dict[str, Any] = {
-        "benchmark": "dedup",
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": " ".join(["python", "benchmarks/dedup.py", *(argv or sys.argv[1:])]),
-        "machine": query.machine(),
+    report = new_result("dedup", argv, ("xxhash",))
+    report |= {
         "peer_versions": package_versions(("datasketch", "simhash")),
         "targets": TARGETS,
         "how": {
@@ -956,7 +466,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             "version": server.version,
             "settings": server.settings,
         }
-        log(f"{server.version.split(' on ')[0]} ({server.kind}); migrating")
+        log(f"{server_version(server.version)} ({server.kind}); migrating")
         simindex.migrate(server.dsn)
         log(f"data: {rows:,} documents")
         if args.templates:
@@ -965,10 +475,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 load = load_table(conn, "documents", enumerate(texts, start=1))
             report["data"] = {**summary, "documents_table": load}
             del texts
-            template_scale(report, server.dsn)
-            report["elapsed_seconds"] = round(time.perf_counter() - query.STARTED, 1)
-            output.parent.mkdir(parents=True, exist_ok=True)
-            output.write_text(json.dumps(report, indent=1, default=str) + "\n", encoding="utf-8")
+            template_phases(report, server.dsn, measured, build_index)
+            write_result(output, report, server.version)
             print_report(report)
             print(f"\nwritten: {output} ({report['elapsed_seconds']:.0f} s)")
             return
@@ -985,10 +493,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         del dataset
         full_scale(report, server.dsn, rows)
         peers(report, server.dsn, peer_rows)
-    report["elapsed_seconds"] = round(time.perf_counter() - query.STARTED, 1)
-    report["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(report, indent=1, default=str) + "\n", encoding="utf-8")
+    write_result(output, report, server.version)
     print_report(report)
     print(f"\nwritten: {output} ({report['elapsed_seconds']:.0f} s)")
 

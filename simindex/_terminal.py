@@ -298,41 +298,37 @@ def info_json(info: IndexInfo) -> dict[str, Any]:
 
 
 def stats_json(stats: IndexStats) -> dict[str, Any]:
-    return info_json(stats.info) | {
+    info = stats.info
+    return info_json(info) | {
+        "rows": stats.rows,
+        "rows_at_build": info.row_count,
         "tables": stats.table_bytes,
         "total_bytes": stats.total_bytes,
         "queued": stats.queued,
+        "lag_seconds": round(stats.lag_seconds, 3),
         "failed": stats.failed,
+        "broken": info.broken,
+        "last_error": info.last_error,
+        "last_error_at": info.last_error_at,
     }
 
 
 def stats_text(found: Sequence[IndexStats]) -> str:
-    """One line per index, then one per table with its size."""
+    """One line per index, one per table with its size, then the worker's last errors."""
     summary = table(
-        [
-            "index",
-            "method",
-            "source",
-            "state",
-            "rows",
-            "skipped",
-            "size",
-            "queued",
-            "failed",
-            "built",
-        ],
+        ["index", "method", "source", "state", "rows", "queued", "lag", "failed", "size", "built"],
         [
             [
                 stats.info.name,
                 stats.info.spec.kind,
                 f"{stats.info.source.schema}.{stats.info.source.table}."
                 f"{stats.info.source.text_column}",
-                stats.info.state,
-                stats.info.row_count,
-                stats.info.skipped_count,
-                size(stats.total_bytes),
+                stats.info.state + (", BROKEN" if stats.info.broken else ""),
+                stats.rows,
                 stats.queued,
+                duration(stats.lag_seconds) if stats.queued else "-",
                 stats.failed,
+                size(stats.total_bytes),
                 stats.info.built_at.isoformat(" ", "seconds") if stats.info.built_at else "never",
             ]
             for stats in found
@@ -346,7 +342,15 @@ def stats_text(found: Sequence[IndexStats]) -> str:
             for name, count in stats.table_bytes.items()
         ],
     )
-    return f"{summary}\n\n{sizes}"
+    errors = [last_error_line(stats.info) for stats in found if stats.info.last_error]
+    return "\n\n".join([summary, sizes] + (["\n".join(errors)] if errors else []))
+
+
+def last_error_line(info: IndexInfo) -> str:
+    """``docs: BROKEN, last error at 2026-01-02 10:00:00+00:00: UndefinedColumn ...``."""
+    when = info.last_error_at.isoformat(" ", "seconds") if info.last_error_at else "?"
+    what = "BROKEN, last error at" if info.broken else "last error at"
+    return f"{info.name}: {what} {when}: {info.last_error}"
 
 
 def check_json(name: str, report: CheckReport) -> dict[str, Any]:
@@ -363,6 +367,8 @@ def check_json(name: str, report: CheckReport) -> dict[str, Any]:
         "orphaned_keys": report.orphaned[:shown],
         "queued": report.queued,
         "failed": report.failed,
+        "broken": report.broken is not None,
+        "last_error": report.broken,
     }
 
 
@@ -381,4 +387,6 @@ def check_text(name: str, report: CheckReport) -> str:
         if keys:
             more = f" and {len(keys) - shown:,} more" if len(keys) > shown else ""
             lines.append(f"  {kind}: {', '.join(map(str, keys[:shown]))}{more}")
+    if report.broken is not None:
+        lines.append(f"  BROKEN: the sync worker's batches fail: {report.broken}")
     return "\n".join(lines)

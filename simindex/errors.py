@@ -34,6 +34,11 @@ class IndexNotReadyError(SimindexError):
     """The index has not been built yet: run build() (or `simindex build`)."""
 
 
+class IndexBrokenError(SimindexError):
+    """The index's batches fail as a whole (its table, a column or a right gone): see
+    ``stats``."""
+
+
 class KeyNotIndexedError(SimindexError, LookupError):
     """That key is not in the index: no such row, or its text has no features."""
 

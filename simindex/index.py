@@ -35,6 +35,7 @@ from simindex.ops import clusters as clusters_op
 from simindex.ops import near as near_op
 from simindex.ops import pairs as pairs_op
 from simindex.ops import similar as similar_op
+from simindex.ops import stats as stats_op
 from simindex.ops.build import BuildReport, Progress
 from simindex.ops.clusters import (
     ClusterMember,
@@ -46,11 +47,13 @@ from simindex.ops.clusters import (
 from simindex.ops.near import Match
 from simindex.ops.pairs import IdenticalGroup, NearPair, PairsProgress, SimilarPair
 from simindex.ops.similar import Similar
+from simindex.ops.stats import IndexStats
 
 __all__ = [
     "Bind",
     "Index",
     "IndexInfo",
+    "IndexStats",
     "Match",
     "Similar",
     "create_index",
@@ -136,6 +139,13 @@ class Index:
         """The catalog row: source, spec, state and counts."""
         with transaction(self.bind) as conn:
             return read_index(conn, self.index_schema, self.name)
+
+    def stats(self) -> IndexStats:
+        """The index now: keys it holds, queued keys and the age of the oldest (its lag behind
+        the table), failed items, whether the sync worker found it broken and its last error,
+        and the disk use of its tables."""
+        with transaction(self.bind) as conn:
+            return stats_op.one_index(conn, read_index(conn, self.index_schema, self.name))
 
     def _ready(self, conn: PgConnection) -> tuple[IndexInfo, Store]:
         return ready_index(conn, self.index_schema, self.name)

@@ -8,10 +8,10 @@ from simindex.ops.sync import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_CONNECTIONS,
     StopFlag,
-    SyncReport,
     stop_on_signals,
     sync,
 )
+from simindex.ops.sync_report import SyncReport, Totals
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -19,6 +19,7 @@ __all__ = [
     "DEFAULT_MAX_TEXT_BYTES",
     "StopFlag",
     "SyncReport",
+    "Totals",
     "failed_items",
     "queue_counts",
     "stop_on_signals",

@@ -38,6 +38,7 @@ from simindex.cli._common import (
 from simindex.cli._dedup import add_clusters, add_pairs
 from simindex.cli._demo import add_demo
 from simindex.cli._index import add_build, add_create, add_drop, add_stats
+from simindex.cli._logs import formatter
 from simindex.cli._query import add_query
 from simindex.cli._schema import add_migrate
 from simindex.cli._sync import add_check, add_repair, add_sync
@@ -93,9 +94,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default: ``sys.argv[1:]``); the exit code."""
     args = parser().parse_args(argv)  # exits 2 on a usage error, 0 for --help
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_OneLine(f"{PROG}: %(message)s"))
+    handler.setFormatter(formatter(getattr(args, "log_format", "text")))
     logging.getLogger("simindex").addHandler(handler)
-    logging.getLogger("simindex").setLevel(logging.WARNING)
+    verbose = getattr(args, "verbose", False)
+    logging.getLogger("simindex").setLevel(logging.INFO if verbose else logging.WARNING)
+    logging.getLogger("simindex.cli").setLevel(logging.INFO)  # a command's notices, always
     run: Runner = args.run
     try:
         return run(args)
@@ -115,13 +118,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     finally:
         logging.getLogger("simindex").removeHandler(handler)
-
-
-class _OneLine(logging.Formatter):
-    """Log records (sync's reconnect warnings) as one line each."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        return " ".join(super().format(record).split())
 
 
 def _database_message(exc: BaseException) -> str:

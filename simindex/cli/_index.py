@@ -229,11 +229,18 @@ def add_stats(commands: Subparsers, common: argparse.ArgumentParser) -> None:
         "stats",
         parents=[common],
         help="show indexes: state, rows, disk use, queue",
-        description="For each index: its method, table and column, state, rows indexed and "
-        "skipped at the last build, the disk use of its tables (pg_total_relation_size), its "
-        "queued keys and failed items, and when it was built.",
+        description="For each index: its method, table and column, state (BROKEN while the "
+        "sync worker's batches of it fail), the keys it holds now, its queued keys and the age "
+        "of the oldest (the lag), its failed items, the disk use of its tables "
+        "(pg_total_relation_size), when it was built, and the worker's last error on it.",
     )
     parser.add_argument("indexes", nargs="*", metavar="NAME", help="index names (default: all)")
+    parser.add_argument(
+        "--prometheus",
+        action="store_true",
+        help="print the Prometheus text exposition instead (for a textfile collector or a "
+        "scrape script; `simindex sync --follow --metrics-port` serves it)",
+    )
     parser.set_defaults(run=run_stats)
 
 
@@ -242,6 +249,11 @@ def run_stats(args: argparse.Namespace) -> int:
 
     dsn, schema = database(args)
     found = index_stats(dsn, args.indexes or None, index_schema=schema)
+    if args.prometheus:
+        from simindex._metrics import exposition
+
+        print(exposition(found), end="")
+        return OK
     result = {"indexes": [terminal.stats_json(stats) for stats in found]}
     emit(args, result, terminal.stats_text(found) if found else f"no indexes in schema {schema}")
     return OK

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import logging
+import os
+from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
 from simindex import _terminal as terminal
@@ -22,6 +25,9 @@ from simindex.errors import SimindexError
 if TYPE_CHECKING:
     from simindex.cli._common import Subparsers
 
+# The worker's own notices go through the log, so that --log-format json keeps stderr all JSON.
+_notice = logging.getLogger("simindex.cli")
+
 
 def add_sync(commands: Subparsers, common: argparse.ArgumentParser) -> None:
     from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES
@@ -32,8 +38,11 @@ def add_sync(commands: Subparsers, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="bring indexes up to date with their tables",
         description="Drain the change queues of the named indexes (default: all) into the "
-        "indexes, then print what was done. With --follow keep running until SIGTERM or "
-        "SIGINT, which finish the current batch and exit 0.",
+        "indexes, then print what was done. An index whose batches fail as a whole (its table, "
+        "a column or a right gone) is marked broken (see `simindex stats`) and the others go "
+        "on. Exit 0 when all went well, 1 when rows failed or an index is broken. With "
+        "--follow keep running, retrying broken indexes with backoff, until SIGTERM or SIGINT, "
+        "which finish the current batch and exit 0.",
     )
     parser.add_argument("indexes", nargs="*", metavar="INDEX", help="index names (default: all)")
     parser.add_argument(
@@ -67,7 +76,45 @@ def add_sync(commands: Subparsers, common: argparse.ArgumentParser) -> None:
         metavar="N",
         help="longer texts become failed items instead of being read (default: %(default)s)",
     )
+    add_log_options(parser)
+    parser.add_argument(
+        "--metrics-port",
+        type=positive_int,
+        metavar="PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics while running",
+    )
+    parser.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="the address --metrics-port listens on (default: %(default)s)",
+    )
     parser.set_defaults(run=run_sync)
+
+
+def add_log_options(parser: argparse.ArgumentParser) -> None:
+    from simindex.cli._logs import FORMATS
+
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="log a line per batch (failures and broken indexes are always logged)",
+    )
+
+    def log_format(value: str) -> str:
+        if value not in FORMATS:
+            raise argparse.ArgumentTypeError(f"expected one of {', '.join(FORMATS)}, got {value!r}")
+        return value
+
+    parser.add_argument(
+        "--log-format",
+        type=log_format,  # applied to a default from the environment too
+        metavar="{" + ",".join(FORMATS) + "}",
+        default=os.environ.get("SIMINDEX_LOG_FORMAT", "text"),
+        help="log lines on stderr as `event key=value ...` text or as JSON objects "
+        "(default: $SIMINDEX_LOG_FORMAT, else %(default)s)",
+    )
 
 
 def _add_batch_size(parser: argparse.ArgumentParser) -> None:
@@ -85,6 +132,7 @@ def _add_batch_size(parser: argparse.ArgumentParser) -> None:
 def run_sync(args: argparse.Namespace) -> int:
     from simindex.db.schema import current_revision
     from simindex.ops.sync import stop_on_signals, sync
+    from simindex.ops.sync_report import SyncReport
 
     dsn, schema = database(args)
     # --follow retries a lost server forever; a server never reached is a mistake to report.
@@ -95,9 +143,18 @@ def run_sync(args: argparse.Namespace) -> int:
     names = args.indexes or None
     if args.follow:
         which = ", ".join(names) if names else "all indexes"
-        progress(f"following {which}; SIGTERM or Ctrl-C stops after the current batch")
-    with stop_on_signals() as stop:
-        report = sync(
+        _notice.info(f"following {which}; SIGTERM or Ctrl-C stops after the current batch")
+    report = SyncReport()
+    with ExitStack() as stack:
+        stop = stack.enter_context(stop_on_signals())
+        if args.metrics_port is not None:
+            from simindex._metrics import serving
+
+            stack.enter_context(
+                serving(dsn, schema, report, port=args.metrics_port, host=args.metrics_host)
+            )
+            _notice.info(f"metrics at http://{args.metrics_host}:{args.metrics_port}/metrics")
+        sync(
             dsn,
             names,
             batch_size=args.batch_size,
@@ -108,9 +165,10 @@ def run_sync(args: argparse.Namespace) -> int:
             heartbeat=args.heartbeat,
             connections=args.connections,
             index_schema=schema,
+            report=report,
         )
     if report.busy:
-        progress(f"skipped while being built or dropped: {', '.join(sorted(report.busy))}")
+        _notice.info(f"skipped while being built or dropped: {', '.join(sorted(report.busy))}")
     result = {
         "taken": report.taken,
         "indexed": report.indexed,
@@ -118,6 +176,8 @@ def run_sync(args: argparse.Namespace) -> int:
         "failed": report.failed,
         "batches": report.batches,
         "busy": sorted(report.busy),
+        "broken": report.broken,
+        "ok": report.ok,
         "reconnects": report.reconnects,
         "seconds": round(report.seconds, 3),
     }
@@ -127,7 +187,23 @@ def run_sync(args: argparse.Namespace) -> int:
         f"({report.seconds:.2f} s)"
     )
     emit(args, result, text)
-    return OK
+    if report.ok:
+        return OK
+    problems = []
+    if report.failed:
+        problems.append(
+            f"{report.failed:,} {'row' if report.failed == 1 else 'rows'} failed (errors in "
+            "`simindex stats`; "
+            "`simindex sync --retry-failed` retries them)"
+        )
+    if report.broken:
+        problems.append(
+            f"{len(report.broken)} {'index' if len(report.broken) == 1 else 'indexes'} broken: "
+            + "; ".join(f"{name}: {error}" for name, error in sorted(report.broken.items()))
+        )
+    _notice.warning("; ".join(problems))
+    # A worker stopped by a signal is not a failure: what failed was logged as it happened.
+    return OK if args.follow else FAILED
 
 
 def add_check(commands: Subparsers, common: argparse.ArgumentParser) -> None:
@@ -167,6 +243,12 @@ def run_check(args: argparse.Namespace) -> int:
     report = check(dsn, args.name, sample=fraction, index_schema=schema)
     text = terminal.check_text(args.name, report)
     emit(args, terminal.check_json(args.name, report), text)
+    if report.broken is not None:
+        progress(
+            f"{args.name} is broken: {report.broken}; fix the cause, then `simindex sync "
+            f"{args.name}` clears the mark"
+        )
+        return FAILED
     if report.ok:
         return OK
     hint = f"`simindex repair {args.name}` fixes them"
@@ -204,6 +286,7 @@ def add_repair(commands: Subparsers, common: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("name", metavar="NAME", help="the index")
     _add_batch_size(parser)
+    add_log_options(parser)
     parser.set_defaults(run=run_repair)
 
 

@@ -31,8 +31,9 @@ from simindex.core.simhash import check_top_n, simhash_batch
 from simindex.core.text import Shingling
 
 SPEC_VERSION = 2
-"""Version 2 adds the MinHash storage format and SimHash designs sized to the table; a
-release that reads only version 1 refuses these specs instead of misreading them."""
+"""The newest spec version. Version 2 adds the MinHash storage format and SimHash designs sized
+to the table; a spec that uses neither is still written as version 1 (:attr:`IndexSpec.version`),
+and a release that reads only version 1 refuses the others instead of misreading them."""
 READS_VERSIONS = (1, 2)
 DEFAULT_EXPECTED_ROWS = 1_000_000
 
@@ -94,6 +95,16 @@ class IndexSpec:
     design: MankuDesign | LshDesign
     storage: int = WIDE
     sized_rows: int | None = None
+
+    @property
+    def version(self) -> int:
+        """The spec version its stored form needs: 2 for what version 1 cannot say (a MinHash
+        storage format, a SimHash design sized to the table), else 1, which every release
+        reads."""
+        method = self.method
+        if isinstance(method, MinHash):
+            return 1 if self.storage == WIDE else 2
+        return 1 if method.expected_rows is not None and self.sized_rows is None else 2
 
     @property
     def sized_to_table(self) -> bool:
@@ -196,7 +207,7 @@ class IndexSpec:
 def _as_dict(spec: IndexSpec) -> dict[str, Any]:
     shingling = spec.method.shingling
     data: dict[str, Any] = {
-        "spec_version": SPEC_VERSION,
+        "spec_version": spec.version,
         "kind": spec.kind,
         "shingling": {
             "unit": shingling.unit,

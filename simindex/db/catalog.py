@@ -14,6 +14,7 @@ from datetime import datetime
 from psycopg import sql
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     CheckConstraint,
     Column,
     DateTime,
@@ -65,6 +66,11 @@ class IndexInfo:
     built_at: datetime | None
     index_schema: str
     """The simindex schema holding this catalog row and the index's side tables."""
+    broken: bool = False
+    """Whether the sync worker's last batch of this index failed as a whole."""
+    last_error: str | None = None
+    """The last error the sync worker met on this index (kept after it recovers)."""
+    last_error_at: datetime | None = None
 
 
 def check_name(name: str) -> str:
@@ -123,6 +129,12 @@ def catalog_table(metadata: MetaData, schema: str = DEFAULT_SCHEMA) -> Table:
         Column("built_at", DateTime(timezone=True), nullable=True),
         # How the clusters table was last filled; "leader" ones are kept up to date by sync.
         Column("clustering", Text, nullable=True),
+        # Set by the sync worker when a whole batch of this index fails (its table or a column
+        # gone, a right revoked), cleared by the next batch that succeeds; the worker goes on
+        # with the other indexes meanwhile. last_error stays after the index recovers.
+        Column("broken", Boolean, nullable=False, server_default=text("false")),
+        Column("last_error", Text, nullable=True),
+        Column("last_error_at", DateTime(timezone=True), nullable=True),
         PrimaryKeyConstraint("id", name="indexes_pkey"),
         UniqueConstraint("name", name="indexes_name_key"),
         CheckConstraint(
@@ -175,7 +187,7 @@ def find_index(conn: PgConnection, schema: str, name: str) -> IndexInfo | None:
     if row is None:
         return None
     source = Source(0, *row[1:6])
-    state, row_count, skipped_count, created_at, updated_at, built_at = row[7:]
+    state, row_count, skipped_count, created_at, updated_at, built_at = row[7:13]
     return IndexInfo(
         row[0],
         source,
@@ -187,6 +199,7 @@ def find_index(conn: PgConnection, schema: str, name: str) -> IndexInfo | None:
         updated_at,
         built_at,
         schema,
+        *row[13:16],
     )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from psycopg import sql
 
-from simindex.core.spec import SPEC_VERSION, IndexSpec
+from simindex.core.spec import IndexSpec
 from simindex.db.catalog import catalog, check_name, store_for
 from simindex.db.cluster_store import ClusterStore
 from simindex.db.source import Source
@@ -41,7 +41,7 @@ def create_statements(
         text_column=sql.Literal(source.text_column),
         method=sql.Literal(spec.kind),
         spec=sql.Literal(spec.to_json()),
-        spec_version=sql.Literal(SPEC_VERSION),
+        spec_version=sql.Literal(spec.version),
     )
     store = store_for(index_schema, name, source, spec)
     return [

@@ -13,8 +13,15 @@ What happens to each kind of row:
 * a text over ``max_text_bytes`` (UTF-8 bytes, default 16 MiB): not read; recorded as a failed
   item saying so. ``sync(retry_failed=True, max_text_bytes=...)`` with a larger limit indexes
   it (a 50 MB text takes about 7 s and 0.7 GB to fingerprint);
+* a row that cannot be read (invalid UTF-8 in a ``SQL_ASCII`` database, a cast that fails): the
+  batch's read fails, so its rows are read again one by one; the bad row becomes a failed item
+  and its neighbours are indexed;
 * anything else that fails (an error computing or writing one row): recorded as a failed item
   with its error, and the batch goes on without it.
+
+An error that no row can escape (the table, a column or a right gone: SQLSTATE classes 42 and
+3F) is not a row's: it is raised, the batch rolls back with its entries still queued, and the
+worker records it on the index (:mod:`simindex.ops.sync`).
 
 Failed items stay in ``<name>_failed`` until the key is processed successfully: after the row
 changes again, or when ``retry_failed=True`` queues them all again.
@@ -46,12 +53,19 @@ from simindex.errors import IndexNotFoundError
 DEFAULT_MAX_TEXT_BYTES = 16 * 1024 * 1024
 
 
+# SQLSTATE classes of errors about the table rather than a row: syntax error or access rule
+# violation (undefined table or column, insufficient privilege), invalid schema name.
+_INDEX_ERROR_CLASSES = ("42", "3F")
+
+
 @dataclass(frozen=True, slots=True)
 class BatchResult:
     taken: int
     indexed: int
     removed: int
     failed: int
+    # (key, error) of each row that failed, for the worker's log.
+    failures: tuple[tuple[Any, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +79,8 @@ class Target:
     triggers: Triggers
     # Set while the index keeps leader clusters: each written row joins its nearest cluster.
     leader_clusters: ClusterStore | None = None
+    # Whether the catalog marks the index broken: a batch that succeeds clears the mark.
+    broken: bool = False
 
 
 def load_target(conn: PgConnection, schema: str, name: str) -> Target | None:
@@ -84,7 +100,8 @@ def load_target(conn: PgConnection, schema: str, name: str) -> Target | None:
     spec = IndexSpec.from_json(row[5])
     store = store_for(schema, name, source, spec)
     clusters = ClusterStore(schema, name) if row[6] == "leader" else None
-    return Target(name, source, spec, store, Triggers(schema, name, source, store), clusters)
+    triggers = Triggers(schema, name, source, store)
+    return Target(name, source, spec, store, triggers, clusters, broken=bool(row[7]))
 
 
 def take(conn: PgConnection, target: Target, limit: int) -> list[Any]:
@@ -123,46 +140,104 @@ def process(
     them. Rows that fail are recorded in the failed items; everything else is written."""
     if not keys:
         return BatchResult(0, 0, 0, 0)
-    source = target.source
-    rows = conn.execute(
-        statement(
-            "sync_read",
-            key=sql.Identifier(source.key_column),
-            text=sql.Identifier(source.text_column),
-            source=source.identifier,
-            key_type=target.triggers.key_type,
-        ),
-        {"keys": key_array(conn, keys), "max_bytes": max_text_bytes},
-    ).fetchall()
-    found = {row[0] for row in rows}
+    rows, failures = _read(conn, target, keys, max_text_bytes)
+    # An unreadable row changed (it was queued): its old fingerprint is wrong now.
+    unread: list[Any] = [key for key, _ in failures]
+    found = {row[0] for row in rows} | set(unread)
     remove = [key for key in keys if key not in found]
-    failures: list[tuple[Any, str]] = []
     candidates: list[tuple[Any, str]] = []
-    too_long: list[Any] = []
     for key, text, size in rows:
         if text is not None:
             candidates.append((key, text))
         elif size is None:
             remove.append(key)
         else:
-            too_long.append(key)  # its old fingerprint is wrong now: out of the index
+            unread.append(key)  # its old fingerprint is wrong now: out of the index
             failures.append(
                 (
                     key,
-                    f"text is {size} bytes, over max_text_bytes={max_text_bytes}; "
-                    "retry with a larger limit: sync(..., retry_failed=True, max_text_bytes=...)",
+                    f"text is {size} bytes, over max_text_bytes={max_text_bytes}; retry with "
+                    "a larger limit: `simindex sync --retry-failed --max-text-bytes N` "
+                    "(Python: sync(..., retry_failed=True, max_text_bytes=N))",
                 )
             )
     upsert_keys, values, no_features, compute_failures = _fingerprints(target.spec, candidates)
     remove += no_features
     failures += compute_failures
-    written = _write(conn, target, remove + too_long, upsert_keys, values, set(too_long))
+    written = _write(conn, target, remove + unread, upsert_keys, values, set(unread))
     failures += written.failures
     for key, error in failures:
         conn.execute(
             statement("sync_fail", failed=target.triggers.failed), {"key": key, "error": error}
         )
-    return BatchResult(len(keys), written.indexed, written.removed, len(failures))
+    if failures:
+        key, error = failures[-1]
+        note(conn, target, "catalog_row_error", error=f"key {key}: {error}")
+    return BatchResult(len(keys), written.indexed, written.removed, len(failures), tuple(failures))
+
+
+def probe(conn: PgConnection, target: Target) -> None:
+    """Read no row of the source, as a batch reads: raises if the table, a column or the right
+    to read them is missing (the check of an index marked broken whose queue is empty)."""
+    _read(conn, target, [], 0)
+
+
+def note(conn: PgConnection, target: Target, block: str, **values: str) -> None:
+    """Update the index's health in the catalog (``catalog_row_error``, ``catalog_recovered``),
+    in a savepoint: a worker role without the right to do so still syncs."""
+    try:
+        with conn.transaction():
+            conn.execute(
+                statement(block, catalog=catalog(target.triggers.schema)),
+                {"name": target.name, **values},
+            )
+    except psycopg.OperationalError:
+        raise
+    except psycopg.Error:
+        pass
+
+
+def _read(
+    conn: PgConnection, target: Target, keys: Sequence[Any], max_text_bytes: int
+) -> tuple[list[Any], list[tuple[Any, str]]]:
+    """(rows as they are now, (key, error) of rows that cannot be read): the batch at once, or,
+    when that fails, one row at a time, each in a savepoint."""
+    source = target.source
+    query = statement(
+        "sync_read",
+        key=sql.Identifier(source.key_column),
+        text=sql.Identifier(source.text_column),
+        source=source.identifier,
+        key_type=target.triggers.key_type,
+    )
+    try:
+        with conn.transaction():
+            rows = conn.execute(
+                query, {"keys": key_array(conn, keys), "max_bytes": max_text_bytes}
+            ).fetchall()
+        return rows, []
+    except psycopg.Error as exc:
+        if not is_row_error(exc):
+            raise
+    rows, failures = [], []
+    for key in keys:
+        try:
+            with conn.transaction():
+                rows += conn.execute(
+                    query, {"keys": key_array(conn, [key]), "max_bytes": max_text_bytes}
+                ).fetchall()
+        except psycopg.Error as exc:
+            if not is_row_error(exc):
+                raise
+            failures.append((key, f"read: {_describe(exc)}"))
+    return rows, failures
+
+
+def is_row_error(exc: psycopg.Error) -> bool:
+    """Whether ``exc`` may be one row's fault (a bad value), not the table's or the server's."""
+    if isinstance(exc, psycopg.OperationalError):
+        return False
+    return (exc.sqlstate or "")[:2] not in _INDEX_ERROR_CLASSES
 
 
 def _fingerprints(
@@ -219,10 +294,10 @@ def _write(
         with conn.transaction():
             _write_rows(conn, target, remove, keys, values, still_failed)
         return _Written(len(keys), len(set(remove) - still_failed), [])
-    except psycopg.OperationalError:
-        raise
-    except psycopg.Error:
-        pass  # isolate the failing rows below, each in its own savepoint
+    except psycopg.Error as exc:
+        if not is_row_error(exc):
+            raise
+        # isolate the failing rows below, each in its own savepoint
     failures: list[tuple[Any, str]] = []
     indexed = removed = 0
     for key in remove:
@@ -230,18 +305,18 @@ def _write(
             with conn.transaction():
                 _write_rows(conn, target, [key], [], values[:0], still_failed)
             removed += key not in still_failed
-        except psycopg.OperationalError:
-            raise
         except psycopg.Error as exc:
+            if not is_row_error(exc):
+                raise
             failures.append((key, _describe(exc)))
     for position, key in enumerate(keys):
         try:
             with conn.transaction():
                 _write_rows(conn, target, [], [key], values[position : position + 1], set())
             indexed += 1
-        except psycopg.OperationalError:
-            raise
         except psycopg.Error as exc:
+            if not is_row_error(exc):
+                raise
             failures.append((key, _describe(exc)))
     return _Written(indexed, removed, failures)
 
@@ -303,4 +378,5 @@ def target_unlocked(conn: PgConnection, schema: str, name: str) -> Target:
     """The index ``name`` as a batch needs it, without locking its catalog row."""
     info = read_index(conn, schema, name)
     store = store_of(info)
-    return Target(name, info.source, info.spec, store, Triggers(schema, name, info.source, store))
+    triggers = Triggers(schema, name, info.source, store)
+    return Target(name, info.source, info.spec, store, triggers, broken=info.broken)

@@ -27,7 +27,7 @@ from psycopg import sql
 from sqlalchemy.engine import Connection
 
 from simindex.core.batch import Batch, fingerprint_batch
-from simindex.core.spec import SPEC_VERSION, refreshed
+from simindex.core.spec import refreshed
 from simindex.db.catalog import Store, catalog, read_index, store_for
 from simindex.db.connection import Bind, PgConnection, connect, transaction
 from simindex.db.simhash_store import SimHashStore
@@ -145,7 +145,7 @@ def build(
         _swap(conn, live, store, Triggers(index_schema, name, source, store))
         conn.execute(
             statement("catalog_set_spec", catalog=catalog(index_schema)),
-            {"name": name, "spec": spec_json, "spec_version": SPEC_VERSION},
+            {"name": name, "spec": spec_json, "spec_version": spec.version},
         )
         conn.execute(
             statement("catalog_built", catalog=catalog(index_schema)),

@@ -26,10 +26,11 @@ import psycopg
 from psycopg import sql
 
 from simindex.core.batch import fingerprint_batch
-from simindex.db.catalog import DEFAULT_SCHEMA, check_name
+from simindex.db.catalog import DEFAULT_SCHEMA, check_name, read_index
 from simindex.db.connection import Bind, PgConnection, transaction
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.statements import statement
+from simindex.errors import IndexBrokenError
 from simindex.ops.batch import Target, requeue, target_unlocked
 from simindex.ops.sync import DEFAULT_BATCH_SIZE, sync
 
@@ -47,6 +48,8 @@ class CheckReport:
     orphaned: list[Any]
     queued: int
     failed: int
+    broken: str | None = None
+    """The sync worker's last error on this index while it marks the index broken."""
 
     @property
     def ok(self) -> bool:
@@ -73,6 +76,7 @@ def check(
         if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
             conn.execute(statement("check_snapshot"))
         target = target_unlocked(conn, index_schema, name)
+        info = read_index(conn, index_schema, name)
         counts = conn.execute(
             statement("sync_counts", queue=target.triggers.queue, failed=target.triggers.failed)
         ).fetchone()
@@ -112,7 +116,8 @@ def check(
                 if key not in known:
                     orphaned.append(key)
                     known.add(key)
-    return CheckReport(checked, missing, stale, orphaned, int(counts[0]), int(counts[1]))
+    broken = (info.last_error or "") if info.broken else None
+    return CheckReport(checked, missing, stale, orphaned, int(counts[0]), int(counts[1]), broken)
 
 
 def repair(
@@ -131,7 +136,9 @@ def repair(
     if wrong:
         with transaction(bind) as conn:
             requeue(conn, target_unlocked(conn, index_schema, name), wrong)
-    sync(bind, [name], batch_size=batch_size, index_schema=index_schema)
+    synced = sync(bind, [name], batch_size=batch_size, index_schema=index_schema)
+    if name in synced.broken:
+        raise IndexBrokenError(f"index {name!r} is broken: {synced.broken[name]}")
     return report
 
 

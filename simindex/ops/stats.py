@@ -1,4 +1,5 @@
-"""What an index costs and how far behind it is: catalog counts, table sizes, queue lengths."""
+"""What an index costs and how far behind it is: rows now, table sizes, queue length and lag,
+failed items, and the worker's last error on it."""
 
 from __future__ import annotations
 
@@ -13,19 +14,23 @@ from simindex.db.catalog import (
     read_index,
     store_of,
 )
-from simindex.db.connection import Bind, transaction
+from simindex.db.connection import Bind, PgConnection, transaction
 from simindex.db.statements import statement
 from simindex.db.triggers import Triggers
 
 
 @dataclass(frozen=True, slots=True)
 class IndexStats:
-    """One index: its catalog row, the bytes each of its tables takes
-    (``pg_total_relation_size``, by table name), and its queued keys and failed items."""
+    """One index: its catalog row (state, ``broken``, ``last_error``), the bytes each of its
+    tables takes (``pg_total_relation_size``, by table name), the keys it holds now, its queued
+    keys, the age in seconds of the oldest queued entry (how far the index lags behind its
+    table; 0 with an empty queue), and its failed items."""
 
     info: IndexInfo
     table_bytes: dict[str, int]
+    rows: int
     queued: int
+    lag_seconds: float
     failed: int
 
     @property
@@ -44,26 +49,33 @@ def index_stats(
     with transaction(bind) as conn:
         if wanted is None:
             wanted = index_names(conn, index_schema)
-        found: list[IndexStats] = []
-        for name in wanted:
-            info = read_index(conn, index_schema, name)
-            store = store_of(info)
-            triggers = Triggers(index_schema, name, info.source, store)
-            tables = [*store.side_tables(), triggers.queue, triggers.failed]
-            sizes = conn.execute(
-                statement("catalog_table_bytes"),
-                {"tables": [table.as_string(conn) for table in tables]},
-            ).fetchall()
-            counts = conn.execute(
-                statement("sync_counts", queue=triggers.queue, failed=triggers.failed)
-            ).fetchone()
-            assert counts is not None
-            found.append(
-                IndexStats(
-                    info,
-                    {str(table): int(size) for table, size in sizes},
-                    int(counts[0]),
-                    int(counts[1]),
-                )
-            )
-    return found
+        return [one_index(conn, read_index(conn, index_schema, name)) for name in wanted]
+
+
+def one_index(conn: PgConnection, info: IndexInfo) -> IndexStats:
+    """The stats of the index ``info`` describes."""
+    store = store_of(info)
+    triggers = Triggers(info.index_schema, info.name, info.source, store)
+    tables = [*store.side_tables(), triggers.queue, triggers.failed]
+    sizes = conn.execute(
+        statement("catalog_table_bytes"),
+        {"tables": [table.as_string(conn) for table in tables]},
+    ).fetchall()
+    now = conn.execute(
+        statement(
+            "stats_now",
+            rows=store.side_tables()[0],
+            queue=triggers.queue,
+            failed=triggers.failed,
+        )
+    ).fetchone()
+    assert now is not None
+    rows, queued, lag, failed = now
+    return IndexStats(
+        info,
+        {str(table): int(size) for table, size in sizes},
+        int(rows),
+        int(queued),
+        float(lag),
+        int(failed),
+    )

@@ -5,6 +5,14 @@ nothing: its transaction rolls back and the entries are queued again. While a ba
 worker runs a batch on each of its ``connections`` at once, in threads: psycopg lets go of the
 GIL while it waits, so the server writes one batch while Python fingerprints the next. With
 ``follow``, it LISTENs on the indexes' channels and drains whenever notified.
+
+One index never stalls the others: an error no row escapes (its table or a column gone, a right
+revoked; see :mod:`simindex.ops.batch`) rolls that batch back, is recorded on the index in the
+catalog (``broken``, ``last_error``) and logged, and the worker goes on with the other indexes.
+A sync without ``follow`` tries a broken index once; with ``follow`` it is tried again after
+1 s, 2 s, 5 s, ... up to every 5 minutes, and the first batch that succeeds clears the mark.
+Each batch, failed row, broken index and reconnection is logged as a structured record
+(:mod:`simindex.ops.sync_report`).
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import FrameType
 from typing import Protocol
 
@@ -24,12 +32,27 @@ import sqlalchemy.exc
 from psycopg import sql
 from sqlalchemy.engine import Connection
 
-from simindex.db.catalog import DEFAULT_SCHEMA, check_name, check_schema, index_names
+from simindex.db.catalog import (
+    DEFAULT_SCHEMA,
+    catalog,
+    check_name,
+    check_schema,
+    index_names,
+)
 from simindex.db.connection import Bind, PgConnection, connect, raw_connection
 from simindex.db.statements import statement
 from simindex.db.triggers import channel
 from simindex.errors import IndexNotFoundError
-from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES, BatchResult, load_target, process, take
+from simindex.ops.batch import (
+    DEFAULT_MAX_TEXT_BYTES,
+    BatchResult,
+    load_target,
+    note,
+    probe,
+    process,
+    take,
+)
+from simindex.ops.sync_report import SyncReport, describe, fields, log_batch
 
 # Large enough that a worker's two connections overlap well (each batch costs a few round
 # trips, and after each the thread waits for the GIL); benchmarks/sync.py measured the choice.
@@ -38,6 +61,8 @@ DEFAULT_CONNECTIONS = 2
 # How long a --follow worker waits between checks of its stop flag.
 _STOP_POLL_SECONDS = 0.25
 _RECONNECT_DELAYS = (0.1, 0.5, 1.0, 2.0, 5.0)
+# Seconds before a --follow worker tries a broken index again, after each failure in a row.
+BROKEN_RETRY_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 _log = logging.getLogger(__name__)
 
 
@@ -45,29 +70,6 @@ class StopFlag(Protocol):
     """What ``stop`` must offer: ``threading.Event`` and ``multiprocessing.Event`` both do."""
 
     def is_set(self) -> bool: ...
-
-
-@dataclass(slots=True)
-class SyncReport:
-    """What a sync did: queue entries taken, rows written, keys removed from the index, keys
-    recorded as failed, batches committed, indexes skipped because a build or drop held them,
-    reconnections after the server went away, and seconds taken."""
-
-    taken: int = 0
-    indexed: int = 0
-    removed: int = 0
-    failed: int = 0
-    batches: int = 0
-    busy: set[str] = field(default_factory=set)
-    reconnects: int = 0
-    seconds: float = 0.0
-
-    def add(self, other: BatchResult) -> None:
-        self.taken += other.taken
-        self.indexed += other.indexed
-        self.removed += other.removed
-        self.failed += other.failed
-        self.batches += 1
 
 
 def sync(
@@ -82,6 +84,7 @@ def sync(
     heartbeat: float = 30.0,
     connections: int = DEFAULT_CONNECTIONS,
     index_schema: str = DEFAULT_SCHEMA,
+    report: SyncReport | None = None,
 ) -> SyncReport:
     """Drain the queues of ``names`` (default: every index), one transaction per batch.
 
@@ -103,6 +106,10 @@ def sync(
             connection (and thread): with two, the server writes one batch while this process
             fingerprints the next. A trickle of changes uses one. Always one on a Connection.
         index_schema: the schema simindex was migrated into.
+        report: the report to fill and return; another thread may read it while sync runs
+            (to serve metrics).
+
+    Returns what was done; ``report.ok`` is false when rows failed or an index is broken.
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
@@ -128,11 +135,19 @@ def sync(
         heartbeat=heartbeat,
         connections=1 if isinstance(bind, Connection) else connections,
         schema=index_schema,
+        report=report if report is not None else SyncReport(),
     )
     started = time.perf_counter()
     worker.run(follow=follow, retry_failed=retry_failed)
     worker.report.seconds = time.perf_counter() - started
     return worker.report
+
+
+@dataclass(slots=True)
+class _Broken:
+    attempts: int
+    retry_at: float
+    error: str
 
 
 class _Worker:
@@ -147,6 +162,7 @@ class _Worker:
         heartbeat: float,
         connections: int,
         schema: str,
+        report: SyncReport,
     ) -> None:
         self.bind = bind
         self.names = names
@@ -156,11 +172,14 @@ class _Worker:
         self.heartbeat = heartbeat
         self.connections = connections
         self.schema = schema
-        self.report = SyncReport()
+        self.report = report
         self.listening: set[str] = set()
+        self.follow = False
+        self.broken: dict[str, _Broken] = {}
         self._report_lock = threading.Lock()
 
     def run(self, *, follow: bool, retry_failed: bool) -> None:
+        self.follow = follow
         if not follow:
             with self._session() as (conns, _):
                 if retry_failed:
@@ -185,7 +204,12 @@ class _Worker:
                 delay = _RECONNECT_DELAYS[min(failures, len(_RECONNECT_DELAYS) - 1)]
                 failures += 1
                 self.report.reconnects += 1
-                _log.warning("sync interrupted (%s); reconnecting in %.1f s", exc, delay)
+                _log.warning(
+                    "sync interrupted (%s); reconnecting in %.1f s",
+                    exc,
+                    delay,
+                    extra=fields("reconnect", error=" ".join(str(exc).split()), retry_in=delay),
+                )
                 self._sleep(delay)
 
     @contextmanager
@@ -206,12 +230,14 @@ class _Worker:
 
     @contextmanager
     def _unit(self, conn: PgConnection) -> Iterator[None]:
-        """A transaction of our own; on a caller's Connection, just the caller's transaction."""
-        if isinstance(self.bind, Connection):
+        """A transaction of our own; on a caller's Connection, a savepoint in its transaction
+        (so that a broken index leaves the caller's transaction usable)."""
+        if isinstance(self.bind, Connection) and (
+            conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        ):
+            conn.execute("SELECT")  # in the caller's transaction, or transaction() would commit
+        with conn.transaction():
             yield
-        else:
-            with conn.transaction():
-                yield
 
     def _indexes(self, conn: PgConnection) -> list[str]:
         if self.names is not None:
@@ -227,18 +253,23 @@ class _Worker:
 
     def _requeue_failed(self, conn: PgConnection) -> None:
         for name in self._indexes(conn):
-            with self._unit(conn):
-                target = load_target(conn, self.schema, name)
-                if target is None:
-                    self.report.busy.add(name)
-                    continue
-                conn.execute(
-                    statement(
-                        "sync_requeue_failed",
-                        queue=target.triggers.queue,
-                        failed=target.triggers.failed,
+            try:
+                with self._unit(conn):
+                    target = load_target(conn, self.schema, name)
+                    if target is None:
+                        self.report.busy.add(name)
+                        continue
+                    conn.execute(
+                        statement(
+                            "sync_requeue_failed",
+                            queue=target.triggers.queue,
+                            failed=target.triggers.failed,
+                        )
                     )
-                )
+            except (psycopg.OperationalError, IndexNotFoundError):
+                raise
+            except Exception as exc:
+                self._broke(conn, name, exc)
 
     def _drain(self, conns: _Connections) -> None:
         """Batches until every queue is empty (or stop): on the first connection alone while
@@ -266,6 +297,9 @@ class _Worker:
             for name in list(active):
                 if self.stop.is_set() or (halted is not None and halted.is_set()):
                     return []
+                if self._waiting(name):
+                    active.remove(name)
+                    continue
                 taken = self._batch(conn, name)
                 if not taken:
                     active.remove(name)
@@ -297,29 +331,95 @@ class _Worker:
             raise errors[0]
 
     def _batch(self, conn: PgConnection, name: str) -> int:
-        """One batch of one index, in one transaction; how many entries it took."""
-        with self._unit(conn):
-            try:
-                target = load_target(conn, self.schema, name)
-            except IndexNotFoundError:
-                if self.names is not None:
-                    raise
-                return 0  # dropped since the list was read
-            if target is None:
-                with self._report_lock:
-                    self.report.busy.add(name)
-                return 0
-            keys = take(conn, target, self.batch_size)
-            if not keys:
-                return 0
-            result = process(conn, target, keys, max_text_bytes=self.max_text_bytes)
+        """One batch of one index, in one transaction; how many entries it took. An error that
+        is not the connection's marks the index broken and takes nothing."""
+        started = time.perf_counter()
+        try:
+            with self._unit(conn):
+                try:
+                    target = load_target(conn, self.schema, name)
+                except IndexNotFoundError:
+                    if self.names is not None:
+                        raise
+                    return 0  # dropped since the list was read
+                if target is None:
+                    with self._report_lock:
+                        self.report.busy.add(name)
+                    return 0
+                keys = take(conn, target, self.batch_size)
+                if keys:
+                    result = process(conn, target, keys, max_text_bytes=self.max_text_bytes)
+                elif target.broken:
+                    probe(conn, target)  # raises while the source is still unreadable
+                    result = BatchResult(0, 0, 0, 0)
+                else:
+                    return 0
+                if target.broken:
+                    note(conn, target, "catalog_recovered")
+        except (psycopg.OperationalError, sqlalchemy.exc.OperationalError, IndexNotFoundError):
+            raise
+        except Exception as exc:  # the index's own: recorded, and the others go on
+            self._broke(conn, name, exc)
+            return 0
         with self._report_lock:
-            self.report.add(result)
+            if keys:
+                self.report.add_batch(name, result)
+            known = self.broken.pop(name, None)
+            self.report.broken.pop(name, None)
+        if known is not None or target.broken:
+            attempts = known.attempts if known is not None else 0
+            _log.warning(
+                "%s: recovered (%d failed attempts by this worker)",
+                name,
+                attempts,
+                extra=fields("index_recovered", index=name, attempts=attempts),
+            )
+        if keys:
+            log_batch(name, result, time.perf_counter() - started)
         return len(keys)
+
+    def _broke(self, conn: PgConnection, name: str, exc: Exception) -> None:
+        """Record on index ``name`` the error that broke its batch; when to try it again."""
+        error = describe(exc)
+        with self._report_lock:
+            before = self.broken.get(name)
+            attempts = before.attempts + 1 if before is not None else 1
+            delay = BROKEN_RETRY_DELAYS[min(attempts, len(BROKEN_RETRY_DELAYS)) - 1]
+            retry_at = time.monotonic() + delay if self.follow else float("inf")
+            self.broken[name] = _Broken(attempts, retry_at, error)
+            self.report.broken[name] = error
+        try:
+            with self._unit(conn):
+                conn.execute(
+                    statement("catalog_broken", catalog=catalog(self.schema)),
+                    {"name": name, "error": error},
+                )
+        except psycopg.OperationalError:
+            raise
+        except psycopg.Error as record_error:  # the worker's own rights, say: still logged
+            error += f" (not recorded in the catalog: {describe(record_error)})"
+        found: dict[str, object] = {"index": name, "error": error, "attempts": attempts}
+        if self.follow:
+            found["retry_in"] = delay
+        _log.error(
+            "%s: broken, its batch failed: %s", name, error, extra=fields("index_broken", **found)
+        )
+
+    def _waiting(self, name: str) -> bool:
+        """Whether ``name`` is broken and not due for another try."""
+        with self._report_lock:
+            entry = self.broken.get(name)
+        return entry is not None and time.monotonic() < entry.retry_at
+
+    def _next_retry(self) -> float:
+        """Seconds until the next broken index is due (infinity if none)."""
+        with self._report_lock:
+            due = min((entry.retry_at for entry in self.broken.values()), default=float("inf"))
+        return max(due - time.monotonic(), 0.0)
 
     def _wait(self, listener: PgConnection) -> None:
         """Until a notification, the heartbeat or stop."""
-        deadline = time.monotonic() + self.heartbeat
+        deadline = time.monotonic() + min(self.heartbeat, self._next_retry())
         while not self.stop.is_set():
             remaining = deadline - time.monotonic()
             if remaining <= 0:

@@ -230,6 +230,65 @@ def test_sync_follow_picks_up_changes_and_stops_cleanly_on_sigterm(
     assert "following docs" in stderr
 
 
+def scalar(dsn: str, query: str) -> Any:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(query).fetchone()
+    assert row is not None
+    return row[0]
+
+
+ONE_BY_TEN = ["--connections", "1", "--batch-size", "10"]
+
+
+def test_sync_follow_on_sigint_finishes_the_batch_and_exits_0(
+    database_dsn: str, index: Index
+) -> None:
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute(
+            "INSERT INTO docs SELECT g, 'queued text ' || g FROM generate_series(101, 300) g"
+        )
+        # Each batch's write sleeps inside the server: the signal comes in the middle of one.
+        conn.execute(
+            "CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN PERFORM pg_sleep(0.3); RETURN NULL; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER slow AFTER INSERT OR UPDATE ON simindex.docs_simhash "
+            "FOR EACH STATEMENT EXECUTE FUNCTION slow()"
+        )
+    sleeping = (
+        "SELECT count(*) FROM pg_stat_activity "
+        "WHERE wait_event = 'PgSleep' AND datname = current_database()"
+    )
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "simindex", "sync", "docs", "--follow", "--json", *ONE_BY_TEN],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment(SIMINDEX_DSN=database_dsn),
+    )
+    try:
+        assert wait_for(lambda: queue_counts(database_dsn, "docs")[0] < 200, 20)
+        assert wait_for(lambda: scalar(database_dsn, sleeping) > 0, 10)
+        before = queue_counts(database_dsn, "docs")[0]
+        follower.send_signal(signal.SIGINT)
+        stdout, stderr = follower.communicate(timeout=TIMEOUT)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.communicate()
+    assert follower.returncode == 0, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
+    report = json.loads(stdout)
+    left = queue_counts(database_dsn, "docs")[0]
+    # The batch in flight was committed whole, and no other started (unless the signal came
+    # just as one began: a batch takes 0.3 s, the measurement a few milliseconds).
+    assert before - left in (10, 20)
+    assert report["taken"] == report["indexed"] == 200 - left and report["failed"] == 0
+    indexed = scalar(database_dsn, "SELECT count(*) FROM simindex.docs_simhash WHERE key > 100")
+    assert indexed == 200 - left
+
+
 # -- create, build, query, stats, check, repair, drop
 
 
@@ -287,7 +346,7 @@ def test_a_simhash_index_from_create_to_drop(docs: str) -> None:
     assert shown.returncode == 0, shown.stderr
     line = re.split(r"\s{2,}", shown.stdout.splitlines()[2])  # cells are 2 spaces apart
     assert line[:4] == ["docs_body", "simhash", "public.docs.body", "ready"]
-    assert line[7] == "1"  # the queued row 12
+    assert line[5] == "1"  # the queued row 12
 
     with psycopg.connect(docs) as conn:  # break three rows by hand
         conn.execute("UPDATE simindex.docs_body_simhash SET fingerprint = fingerprint # 1 "

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import random
+import resource
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import psycopg
 
-from simindex.sync import StopFlag, stop_on_signals, sync
+from simindex.sync import StopFlag, queue_counts, stop_on_signals, sync
 
 WORDS = [f"w{i}" for i in range(400)]
 
@@ -36,6 +38,18 @@ def signalled_worker(dsn: str, batch_size: int, connections: int) -> None:
             connections=connections,
         )
     print(f"batches={report.batches}", file=sys.stderr)
+
+
+def memory_capped_sync(dsn: str, headroom: int, reports: Any) -> None:
+    """One sync in a process that may map only ``headroom`` more bytes than it has once
+    connected (as a worker in a container with a memory limit); puts its report on ``reports``."""
+    queue_counts(dsn, "docs")  # everything imported and connected before the cap
+    status = Path("/proc/self/status").read_text().splitlines()
+    mapped = int(next(line for line in status if line.startswith("VmSize:")).split()[1])
+    cap = mapped * 1024 + headroom
+    resource.setrlimit(resource.RLIMIT_AS, (cap, resource.getrlimit(resource.RLIMIT_AS)[1]))
+    report = sync(dsn, connections=1)
+    reports.put((report.taken, report.indexed, report.removed, report.failed))
 
 
 def writer(

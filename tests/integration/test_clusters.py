@@ -14,8 +14,9 @@ import pytest
 
 from simindex import errors
 from simindex.core.bits import hamming_distance
+from simindex.core.design import LshDesign
 from simindex.core.minhash import bottom_k_key
-from simindex.core.spec import MinHash, SimHash
+from simindex.core.spec import MinHash, SimHash, resolve
 from simindex.db.simhash_store import SimHashStore
 from simindex.index import Index, create_index
 from simindex.ops.pairs import IdenticalGroup
@@ -106,9 +107,10 @@ def test_an_unrelated_new_row_changes_no_cluster_id(
     write_fingerprints(simhash_index, database_dsn, values)
     simhash_index.clusters()
     before = stored_clusters(database_dsn, "docs")
+    rng = random.Random(99)  # seeded once: each call draws a new value
     far = next(
         candidate
-        for candidate in iter(lambda: random.Random(99).getrandbits(64), None)
+        for candidate in iter(lambda: rng.getrandbits(64), None)
         if all(hamming_distance(candidate, v) > 3 for v in values.values())
     )
     write_fingerprints(simhash_index, database_dsn, {0: far})
@@ -165,22 +167,46 @@ def test_survivors_by_rule_and_the_sql_delete(simhash_index: Index, database_dsn
     assert left == [3, 4]
 
 
-def test_minhash_clusters_match_the_pairs(database_dsn: str) -> None:
+def band_sharing_pairs(
+    keys: list[Any], signatures: np.ndarray[Any, Any], design: LshDesign, threshold: float
+) -> list[tuple[Any, Any]]:
+    """Brute force: pairs that share a whole band (the same values, compared as values, not
+    as band hashes) and whose signatures agree on at least ``threshold`` of their values."""
+    width = design.rows_per_band
+    sharing: set[tuple[int, int]] = set()
+    for band in range(design.num_bands):
+        groups: dict[tuple[int, ...], list[int]] = defaultdict(list)
+        for row, signature in enumerate(signatures[:, band * width : (band + 1) * width]):
+            groups[tuple(signature.tolist())].append(row)
+        for rows in groups.values():
+            sharing.update(itertools.combinations(rows, 2))
+    return [
+        (keys[a], keys[b])
+        for a, b in sorted(sharing)
+        if (signatures[a] == signatures[b]).sum() / signatures.shape[1] >= threshold
+    ]
+
+
+def test_minhash_clusters_are_the_components_of_brute_force_pairs(database_dsn: str) -> None:
     texts = planted_texts(400, seed=21)
+    keys = [str(uuid.UUID(int=random.Random(n).getrandbits(128))) for n in range(len(texts))]
     with psycopg.connect(database_dsn) as conn:
         conn.execute("CREATE TABLE notes (id uuid PRIMARY KEY, body text)")
-        keys = [str(uuid.UUID(int=random.Random(n).getrandbits(128))) for n in range(len(texts))]
         conn.cursor().executemany(
             "INSERT INTO notes VALUES (%s, %s)", list(zip(keys, texts, strict=True))
         )
-    index = create_index(database_dsn, "notes", "notes", "body", method=MinHash(threshold=0.6))
+    method = MinHash(threshold=0.6)
+    index = create_index(database_dsn, "notes", "notes", "body", method=method)
     index.build()
-    pairs = [(p.left, p.right) for p in index.pairs()]
+    spec = resolve(method)
+    assert isinstance(spec.design, LshDesign)
+    signatures, _ = spec.minhash_values(texts)
+    pairs = band_sharing_pairs(keys, signatures, spec.design, 0.6)
     report = index.clusters()
-    found = stored_clusters(database_dsn, "notes")
-    with psycopg.connect(database_dsn) as conn:
-        all_keys = [row[0] for row in conn.execute("SELECT id FROM notes")]
-    assert found == components(sorted(all_keys), pairs)
+    found = {
+        str(key): str(cluster) for key, cluster in stored_clusters(database_dsn, "notes").items()
+    }
+    assert found == components(sorted(keys), pairs)
     assert len(pairs) > 20
     # The graph's edges join distinct signatures only: identical rows are one node.
     node_pairs = [p for p in index.pairs(groups=True) if not isinstance(p, IdenticalGroup)]

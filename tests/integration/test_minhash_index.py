@@ -85,15 +85,22 @@ def test_exact_reranks_by_true_jaccard(database_dsn: str) -> None:
     index = create_index(database_dsn, "notes", "notes", "body", method=MinHash(0.6))
     index.build()
     shingling = Shingling()
+
+    def jaccard(a: str | None, b: str | None) -> float:
+        first, second = set(shingling.hashes(a).tolist()), set(shingling.hashes(b).tolist())
+        return len(first & second) / len(first | second)
+
     query = texts[0]
+    # Brute force: the rows whose exact Jaccard reaches 0.6 (row 0 and its edited copy 100).
+    expected = {key: jaccard(query, text) for key, text in enumerate(texts)}
+    expected = {key: value for key, value in expected.items() if value >= 0.6}
+    assert set(expected) == {0, 100} and expected[100] < 1.0
     found = index.similar(query, exact=True)
-    for match in found:
-        a = set(shingling.hashes(query).tolist())
-        b = set(shingling.hashes(texts[match.key]).tolist())
-        assert match.similarity == pytest.approx(len(a & b) / len(a | b))
-        assert match.similarity >= 0.6
+    assert {match.key: match.similarity for match in found} == pytest.approx(expected)
     assert [m.similarity for m in found] == sorted((m.similarity for m in found), reverse=True)
-    assert 100 in {m.key for m in index.similar(key=0, exact=True)}
+    by_key = index.similar(key=0, exact=True)
+    assert [m.key for m in by_key] == [100]
+    assert by_key[0].similarity == pytest.approx(expected[100])
 
 
 def test_sql_function_by_key(database_dsn: str) -> None:

@@ -133,13 +133,17 @@ def planted_fingerprints(count: int, seed: int, max_distance: int) -> list[int]:
     return values
 
 
-def load_synthetic(dsn: str, index: Index, fingerprints: list[int]) -> SimHashStore:
-    """Fill a built-empty index with chosen fingerprints (to test the SQL against brute force)."""
+def load_synthetic(
+    dsn: str, index: Index, fingerprints: list[int], keys: list[int] | None = None
+) -> SimHashStore:
+    """Fill an empty index with chosen fingerprints (to test the SQL against brute force), under
+    ``keys`` (default: 0, 1, 2, ...)."""
     with psycopg.connect(dsn) as conn:
         info = index.info()
         store = store_for(index.index_schema, index.name, info.source, info.spec)
         assert isinstance(store, SimHashStore)
-        keys = list(range(len(fingerprints)))
+        if keys is None:
+            keys = list(range(len(fingerprints)))
         store.copy(conn, store.rows(keys, np.array(fingerprints, dtype=np.uint64)))
         conn.execute(statement("analyze", table=store.table()))
         conn.execute(

@@ -13,11 +13,19 @@ from typing import Any
 import numpy as np
 import xxhash
 
+from simindex.core.batch import fingerprint_batch
+from simindex.core.bits import to_signed
 from simindex.core.design import LshDesign, MankuDesign
 from simindex.core.minhash import MinHasher
-from simindex.core.packing import band_keys, packed_signatures
+from simindex.core.packing import WIDE, band_keys, packed_signatures
 from simindex.core.simhash import simhash
+from simindex.core.spec import IndexSpec, MinHash, SimHash, resolve
 from simindex.core.text import Shingling
+from simindex.db.catalog import store_for
+from simindex.db.compact_minhash_store import CompactMinHashStore
+from simindex.db.minhash_store import MinHashStore
+from simindex.db.simhash_store import SimHashStore
+from simindex.db.source import Source
 
 PATH = Path(__file__).with_name("golden_vectors.json")
 
@@ -64,8 +72,89 @@ HASHERS = {
 }
 
 
+# MinHash with other shinglings, sizes and seeds: (shingling, hasher) per pinned label.
+OTHER_HASHERS: dict[str, tuple[str, MinHasher]] = {
+    "word3.minhash_classic_64_seed7": ("word3", MinHasher("classic", 64, 7)),
+    "word3.minhash_one_permutation_256_seed42": ("word3", MinHasher("one_permutation", 256, 42)),
+    "word1.minhash_classic": ("word1", HASHERS["classic"]),
+    "word2_chars.minhash_one_permutation_32_seed3": (
+        "word2_chars",
+        MinHasher("one_permutation", 32, 3),
+    ),
+    "char5.minhash_classic_16_seed_max": ("char5", MinHasher("classic", 16, 2**64 - 1)),
+    "char5.minhash_bottom_k_64_seed5": ("char5", MinHasher("bottom_k", 64, 5)),
+}
+
+# Index specs whose values build and sync store, computed for all inputs in one batch by the
+# function they call (fingerprint_batch), and pinned in their stored form: bigint values
+# (unsigned - 2**63), SimHash's permuted-prefix columns, MinHash's band hashes.
+# The first four as release 1 made them (expected_rows 1M by default, MinHash storage format 1);
+# the others as this release makes them (sized to the table, storage format 2).
+_ONE_PERMUTATION = MinHash(
+    0.5, 64, "one_permutation", 9, Shingling(size=2, with_characters=True, seed=11)
+)
+SPECS: dict[str, IndexSpec] = {
+    "simhash_k3_4_blocks": resolve(SimHash(max_distance=3, num_blocks=4, expected_rows=1_000_000)),
+    "simhash_k2_top24_char5": resolve(
+        SimHash(
+            max_distance=2,
+            num_blocks=3,
+            top_n=24,
+            shingling=Shingling(unit="char", size=5),
+            expected_rows=1_000_000,
+        )
+    ),
+    "minhash_0.8": IndexSpec(MinHash(0.8), resolve(MinHash(0.8)).design, WIDE),
+    "minhash_one_permutation_0.5_64_seed9_word2_chars": IndexSpec(
+        _ONE_PERMUTATION, resolve(_ONE_PERMUTATION).design, WIDE
+    ),
+    "simhash_k3_sized_to_853_rows": resolve(SimHash(max_distance=3), 853),
+    "minhash_0.8_format_2": resolve(MinHash(0.8)),
+    "minhash_one_permutation_0.5_64_seed9_word2_chars_format_2": resolve(_ONE_PERMUTATION),
+}
+
+
 def digest(array: np.ndarray) -> str:
     return f"{xxhash.xxh3_64_intdigest(array.astype('<u8').tobytes()):016x}"
+
+
+def stored_digest(values: np.ndarray) -> str:
+    """xxh3-64 of stored values' little-endian bytes: 8 each (bigint), 4 each (integer)."""
+    width = "<i4" if values.dtype == np.int32 else "<u8"
+    return f"{xxhash.xxh3_64_intdigest(values.astype(width).tobytes()):016x}"
+
+
+def stored(spec: IndexSpec, texts: list[str | None]) -> list[Any]:
+    """Per text, the stored form of its value as build and sync compute it (None: no row)."""
+    values, present = fingerprint_batch(spec.to_json(), texts)
+    rows: list[Any] = []
+    if isinstance(spec.design, MankuDesign):
+        store = SimHashStore("simindex", "golden", "bigint", spec.design)
+        for i, (_, *columns) in enumerate(store.rows(list(range(len(texts))), values)):
+            rows.append(columns if present[i] else None)
+        return rows
+    assert isinstance(spec.method, MinHash)
+    minhash = store_for("simindex", "golden", Source(0, "s", "t", "k", "bigint", "b"), spec)
+    assert isinstance(minhash, MinHashStore)
+    signatures: np.ndarray
+    bands: np.ndarray
+    if isinstance(minhash, CompactMinHashStore):
+        signatures, bands = minhash.stored(values)
+    else:
+        signatures = minhash.stored_signatures(values)
+        bands = spec.design.band_hashes(values)
+    for i in range(len(texts)):
+        if not present[i]:
+            rows.append(None)
+            continue
+        signature = signatures[i]
+        rows.append(
+            {
+                "signature": [len(signature), signature[:4].tolist(), stored_digest(signature)],
+                "bands": bands[i].tolist(),
+            }
+        )
+    return rows
 
 
 def compute() -> dict[str, Any]:
@@ -116,7 +205,21 @@ def compute() -> dict[str, Any]:
             entry["word3.manku_3_6_permuted"] = [
                 f"{t.permute(fingerprint):016x}" for t in tables[:4]
             ]
+        for label, (shingling_label, hasher) in OTHER_HASHERS.items():
+            signature = hasher.signature(SHINGLINGS[shingling_label].hashes(text))
+            entry[label] = (
+                None
+                if signature is None
+                else [len(signature.array), signature.array[:4].tolist(), digest(signature.array)]
+            )
+        if fingerprint is not None:
+            entry["word3.simhash_stored_bigint"] = to_signed(fingerprint)
         result[name] = entry
+    texts = list(INPUTS.values())
+    for spec_name, spec in SPECS.items():
+        for name, value in zip(INPUTS, stored(spec, texts), strict=True):
+            result[name][f"stored.{spec_name}"] = value
+    result["specs"] = {spec_name: spec.to_json() for spec_name, spec in SPECS.items()}
     return result
 
 

@@ -7,7 +7,8 @@ VALUES ({name}, {source_schema}, {source_table}, {key_column}, {key_type}, {text
 
 -- name: catalog_get
 SELECT name, source_schema, source_table, key_column, key_type, text_column, spec::text, state,
-       row_count, skipped_count, created_at, updated_at, built_at
+       row_count, skipped_count, created_at, updated_at, built_at, broken, last_error,
+       last_error_at
 FROM {catalog} WHERE name = %(name)s
 
 -- name: catalog_lock
@@ -39,3 +40,17 @@ SELECT c.relname, pg_catalog.pg_total_relation_size(c.oid)
 FROM unnest(%(tables)s::text[]) WITH ORDINALITY AS t (qualified, n)
 JOIN pg_catalog.pg_class AS c ON c.oid = pg_catalog.to_regclass(t.qualified)
 ORDER BY t.n
+
+-- name: catalog_broken
+-- The sync worker's record of an index whose batch failed as a whole. SKIP LOCKED: a build or
+-- drop holding the row must not stall the worker; the error is recorded at the next attempt.
+UPDATE {catalog} SET broken = true, last_error = %(error)s, last_error_at = now()
+WHERE id = (SELECT id FROM {catalog} WHERE name = %(name)s FOR NO KEY UPDATE SKIP LOCKED)
+
+-- name: catalog_row_error
+-- The latest error of a failed row, for stats; the index itself stays healthy.
+UPDATE {catalog} SET last_error = %(error)s, last_error_at = now()
+WHERE id = (SELECT id FROM {catalog} WHERE name = %(name)s FOR NO KEY UPDATE SKIP LOCKED)
+
+-- name: catalog_recovered
+UPDATE {catalog} SET broken = false WHERE name = %(name)s AND broken

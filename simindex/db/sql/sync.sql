@@ -121,7 +121,8 @@ LISTEN {channel}
 -- name: sync_catalog_share
 -- Held for a batch: a build (which swaps the side tables) or a drop waits for the batch, and a
 -- batch skips an index that is being built or dropped instead of waiting for it.
-SELECT source_schema, source_table, key_column, key_type, text_column, spec::text, clustering
+SELECT source_schema, source_table, key_column, key_type, text_column, spec::text, clustering,
+       broken
 FROM {catalog} WHERE name = %(name)s
 FOR KEY SHARE SKIP LOCKED
 

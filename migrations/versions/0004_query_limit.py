@@ -1,7 +1,7 @@
 """The dispatching query functions take ``max_rows``: at most that many rows, the nearest.
 
-Revision ID: 0003
-Revises: 0002
+Revision ID: 0004
+Revises: 0003
 
 Frozen history, like 0001: the functions are spelled out here. The limit is applied to the
 index's own function's answer, so it works for indexes built by any release.
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "0003"
-down_revision = "0002"
+revision = "0004"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 

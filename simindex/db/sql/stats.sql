@@ -1,0 +1,9 @@
+-- name: stats_now
+-- An index as it is now: keys indexed (a count of its per-key table, not the last build's),
+-- queued keys and the age of the oldest entry in seconds (the lag; 0 when the queue is empty),
+-- and failed items. Exact counts: the queue and failed tables are small when all is well, and
+-- the per-key table is read by an index-only scan.
+SELECT (SELECT count(*) FROM {rows}),
+       (SELECT count(*) FROM {queue}),
+       (SELECT COALESCE(EXTRACT(epoch FROM now() - min(queued_at)), 0)::float8 FROM {queue}),
+       (SELECT count(*) FROM {failed})

@@ -1,0 +1,93 @@
+"""Texts over ``max_text_bytes`` (UTF-8 bytes) are never read by sync: not one block of them.
+
+The texts are stored out of line, uncompressed (``STORAGE EXTERNAL``), so reading one means
+fetching blocks of the table's TOAST relation. A backend counts those fetches
+(``pg_stat_get_xact_blocks_fetched``: the counts it has not reported yet, which it reports
+only between transactions), and sync runs inside the test's transaction, between two looks at
+the count.
+A text of exactly the limit is read (so the count does see a read); one byte more is not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from sqlalchemy import Engine, create_engine, text
+
+from simindex.index import create_index
+from simindex.sync import DEFAULT_MAX_TEXT_BYTES, failed_items, queue_counts, sync
+
+# Letters of two bytes, a separator of three and one of four (so characters are never bytes).
+UNIT = "é" * 40 + "€" + "😀" + "a" * 30 + " "
+
+
+def body_of(size: int) -> tuple[str, int, str]:
+    """(unit, repeats, tail) whose text ``repeat(unit, repeats) || tail`` is ``size`` bytes and
+    ends in a character of two bytes."""
+    unit_bytes = len(UNIT.encode())
+    repeats = max(0, (size - 200) // unit_bytes)
+    rest = size - repeats * unit_bytes
+    tail = "€" * ((rest - 2) // 3) + "a" * ((rest - 2) % 3) + "é"
+    assert repeats * unit_bytes + len(tail.encode()) == size
+    return UNIT, repeats, tail
+
+
+@pytest.fixture
+def engine(database_dsn: str) -> Iterator[Engine]:
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute("CREATE TABLE documents (id integer PRIMARY KEY, body text)")
+        conn.execute("ALTER TABLE documents ALTER COLUMN body SET STORAGE EXTERNAL")
+        conn.execute("INSERT INTO documents VALUES (1, 'a small text to start with')")
+    create_index(database_dsn, "docs", "documents", "body").build()
+    made = create_engine("postgresql+psycopg://", creator=lambda: psycopg.connect(database_dsn))
+    yield made
+    made.dispose()
+
+
+def write(dsn: str, key: int, size: int) -> None:
+    with psycopg.connect(dsn) as conn:
+        conn.execute(
+            "INSERT INTO documents VALUES (%s, repeat(%s, %s) || %s)", (key, *body_of(size))
+        )
+        stored = conn.execute(
+            "SELECT octet_length(body), pg_column_size(body) FROM documents WHERE id = %s",
+            (key,),
+        ).fetchone()
+    assert stored is not None and stored[0] == size
+    assert stored[1] >= size  # stored as it is: not compressed
+
+
+def synced(engine: Engine, limit: int | None) -> tuple[int, int, int]:
+    """(indexed, failed, blocks of the texts fetched) of one sync in one transaction."""
+    count = text(
+        "SELECT pg_stat_get_xact_blocks_fetched(reltoastrelid) FROM pg_class "
+        "WHERE oid = 'documents'::regclass"
+    )
+    with engine.connect() as connection:
+        before = connection.execute(count).scalar_one()
+        report = sync(connection) if limit is None else sync(connection, max_text_bytes=limit)
+        after = connection.execute(count).scalar_one()
+        connection.commit()
+    return report.indexed, report.failed, int(after - before)
+
+
+@pytest.mark.parametrize("limit", [100_000, None], ids=["100000", "default"])
+def test_a_text_one_byte_over_the_limit_is_never_read(
+    engine: Engine, database_dsn: str, limit: int | None
+) -> None:
+    bound = DEFAULT_MAX_TEXT_BYTES if limit is None else limit
+    write(database_dsn, 2, bound)
+    indexed, failed, fetched = synced(engine, limit)
+    assert (indexed, failed) == (1, 0)
+    assert fetched > 0  # a text that is read is seen being read
+
+    write(database_dsn, 3, bound + 1)
+    indexed, failed, fetched = synced(engine, limit)
+    assert (indexed, failed) == (0, 1)
+    assert fetched == 0
+    [(key, error, _, _)] = failed_items(database_dsn, "docs")
+    assert key == 3
+    assert f"text is {bound + 1} bytes, over max_text_bytes={bound}" in error
+    assert queue_counts(database_dsn, "docs") == (0, 1)
