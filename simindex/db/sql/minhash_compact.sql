@@ -59,10 +59,17 @@ $body$
 -- name: compact_pairs
 -- One band's share of all pairs: rows with the same band key and the same band values,
 -- verified by estimated Jaccard, each pair once (left < right) and only in the first band they
--- share (the "earlier" conditions).
+-- share (the "earlier" conditions). The self-join reads only keys and band keys, so its hash
+-- table stays small; signatures are fetched for the candidate pairs alone.
 SELECT a.key AS left_key, b.key AS right_key, v.similarity
-FROM {table} AS a
-JOIN {table} AS b ON b.{column} = a.{column} AND a.key < b.key
+FROM (
+    SELECT x.key AS left_key, y.key AS right_key
+    FROM {table} AS x
+    JOIN {table} AS y ON y.{column} = x.{column} AND x.key < y.key
+    OFFSET 0
+) AS c
+JOIN {table} AS a ON a.key = c.left_key
+JOIN {table} AS b ON b.key = c.right_key
 CROSS JOIN LATERAL (
     SELECT CASE WHEN a.signature = b.signature THEN 1.0::double precision ELSE (
         SELECT count(*) FILTER (WHERE x = y)::double precision / {num_perm}
