@@ -12,7 +12,7 @@ import psycopg
 from dataset import Dataset
 from pgserver import BuildProgress, Server, nested_plans, prewarm, relation_sizes, visibility
 from psycopg import sql
-from query_facade import facade_trace, sqlalchemy_engine
+from query_facade import facade_trace, key_paths, sqlalchemy_engine
 from query_plan import MINHASH_THRESHOLD, NUM_PERM, SEED, Plan
 from query_simhash import generic_plans, spread
 from report import latency_ms, log, timed_calls
@@ -90,6 +90,7 @@ def minhash_part(server: Server, dataset: Dataset, plan: Plan) -> dict[str, Any]
     finally:
         engine.dispose()
     trace = facade_trace(dsn, lambda i: i.similar(key=keys[0]), "shortdocs")
+    by_key = key_paths(dsn, "shortdocs", "bigint", keys, "similar")
     found_source: Counter[str] = Counter()
     for planted_copy_, found in zip(chosen_planted, sql_found, strict=False):
         if planted_copy_.source in found:
@@ -136,6 +137,7 @@ def minhash_part(server: Server, dataset: Dataset, plan: Plan) -> dict[str, Any]
             "by_text_latency": latency_ms(text_seconds),
             "per_call_trace": trace,
         },
+        "by_key_paths": by_key,
         "planted_source_found": {
             kind: f"{found_source[kind]} of {kinds[kind]}" for kind in sorted(kinds)
         },

@@ -30,6 +30,7 @@ from query_facade import (
     facade_parts,
     facade_profile,
     facade_trace,
+    key_paths,
     run_near_python,
     sqlalchemy_engine,
 )
@@ -352,6 +353,8 @@ def simhash_part(
         engine.dispose()
     trace = facade_trace(dsn, lambda i: i.near(fingerprint=to_unsigned(queries[0])), "docs")
     parts = facade_parts(dsn, "docs", info.spec)
+    log("a query by key on every path: typed and dispatching SQL, facade on each bind")
+    by_key = key_paths(dsn, "docs", info.source.key_type, sample_keys, "near")
 
     log(f"brute force through SQL: {plan.brute_force_queries} queries")
     brute_queries = queries[: plan.brute_force_queries]
@@ -421,6 +424,7 @@ def simhash_part(
             "per_call_profile": profile,
             "parts_alone": parts,
         },
+        "by_key_paths": by_key,
         "brute_force_sql": {
             "latency": latency_ms(brute_seconds),
             "plan": brute_plan,

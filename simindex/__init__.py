@@ -8,6 +8,7 @@ PostgreSQL and queries them there.
 from __future__ import annotations
 
 import importlib
+from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 from simindex.core.bits import hamming_distance
@@ -16,7 +17,22 @@ from simindex.core.minhash import MinHasher, MinHashSignature, Scheme
 from simindex.core.simhash import simhash, simhash_batch
 from simindex.core.spec import MinHash, SimHash
 from simindex.core.text import Shingling, normalize, tokenize
-from simindex.errors import IncompatibleSignaturesError, SimindexError
+from simindex.errors import (
+    IncompatibleSignaturesError,
+    IndexExistsError,
+    IndexNotFoundError,
+    IndexNotReadyError,
+    KeyNotIndexedError,
+    LowRecallWarning,
+    SchemaNotMigratedError,
+    SerialBuildWarning,
+    SimindexError,
+)
+
+try:
+    __version__ = metadata.version("simindex")
+except metadata.PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0+unknown"
 
 if TYPE_CHECKING:
     from simindex.db.schema import migrate
@@ -55,17 +71,25 @@ __all__ = [
     "BuildReport",
     "IncompatibleSignaturesError",
     "Index",
+    "IndexExistsError",
+    "IndexNotFoundError",
+    "IndexNotReadyError",
+    "KeyNotIndexedError",
+    "LowRecallWarning",
     "LshDesign",
     "MankuDesign",
     "Match",
     "MinHash",
     "MinHashSignature",
     "MinHasher",
+    "SchemaNotMigratedError",
     "Scheme",
+    "SerialBuildWarning",
     "Shingling",
     "SimHash",
     "Similar",
     "SimindexError",
+    "__version__",
     "choose_lsh",
     "choose_manku",
     "create_index",

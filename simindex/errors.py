@@ -34,17 +34,34 @@ class IndexNotReadyError(SimindexError):
     """The index has not been built yet: run build() (or `simindex build`)."""
 
 
+class SchemaNotMigratedError(SimindexError, LookupError):
+    """simindex's schema is not installed in this database: run simindex.migrate(engine) (or
+    `simindex migrate`) first."""
+
+
 class IndexBrokenError(SimindexError):
     """The index's batches fail as a whole (its table, a column or a right gone): see
     ``stats``."""
 
 
 class KeyNotIndexedError(SimindexError, LookupError):
-    """That key is not in the index: no such row, or its text has no features."""
+    """That key is not in the index: no such row, its text has no features, or the row is
+    queued and not synced yet."""
 
     @classmethod
-    def of(cls, index: str, key: object) -> KeyNotIndexedError:
-        """The error for ``key`` of index ``index``."""
-        return cls(
-            f"key {key!r} is not in index {index!r} (no such row, or its text is NULL or empty)"
+    def of(cls, index: str, key: object, *, why: str | None = None) -> KeyNotIndexedError:
+        """The error for ``key`` of index ``index``; ``why`` when it is known."""
+        reason = why or (
+            "no such row, its text is NULL or empty, or the row is queued and not synced yet"
         )
+        return cls(f"key {key!r} is not in index {index!r} ({reason})")
+
+
+class LowRecallWarning(UserWarning):
+    """A MinHash query asked for a similarity below the threshold the index's LSH bands were
+    tuned for: pairs between the two are found only by chance (see LshDesign.probability)."""
+
+
+class SerialBuildWarning(RuntimeWarning):
+    """A build could not start its worker processes and fingerprinted in the calling process
+    instead (slower, same result); the message names the cause."""

@@ -4,32 +4,50 @@ Every method takes the caller's ``bind`` (Engine, Connection or DSN, see
 :mod:`simindex.db.connection`): with a Connection it works inside the caller's transaction and
 leaves committing to them; otherwise it commits its own. The work itself is done by the
 operations in :mod:`simindex.ops`, which take a connection, the catalog entry and the store.
+
+Queries are the hot path: an Index keeps its catalog entry and checks it with one short
+prepared statement (the catalog row's id and xmin) before each query, and with an Engine or a
+DSN a query runs in autocommit, without BEGIN and COMMIT round trips.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, Literal, overload
 
+import psycopg
+from psycopg import sql
+
+from simindex._advice import not_indexed, warn_below_threshold
+from simindex._session import reading as _reading
+from simindex._session import session
+from simindex.core.bits import to_signed
 from simindex.core.spec import Method, SimHash, resolve
 from simindex.db.catalog import (
     DEFAULT_SCHEMA,
     IndexInfo,
     Store,
+    catalog,
     check_name,
     check_schema,
     find_index,
     index_names,
     read_index,
     ready_index,
+    store_of,
 )
-from simindex.db.connection import Bind, PgConnection, transaction
+from simindex.db.connection import Bind, PgConnection
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.objects import create_statements, drop_statements
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.source import describe, row_count, row_estimate
-from simindex.db.statements import run
-from simindex.errors import IndexExistsError, IndexNotFoundError
+from simindex.db.statements import run, statement
+from simindex.errors import (
+    IndexExistsError,
+    IndexNotFoundError,
+    KeyNotIndexedError,
+)
 from simindex.ops import build as build_op
 from simindex.ops import clusters as clusters_op
 from simindex.ops import near as near_op
@@ -56,6 +74,7 @@ __all__ = [
     "IndexStats",
     "Match",
     "Similar",
+    "SimilarArguments",
     "create_index",
     "drop_index",
     "get_index",
@@ -87,7 +106,7 @@ def create_index(
     check_name(name)
     chosen = method if method is not None else SimHash()
     resolve(chosen)  # bad arguments fail before any database work
-    with transaction(bind) as conn:
+    with session(bind, index_schema) as conn:
         source = describe(conn, table, column, schema=schema, key=key)
         # The planner's count when the table was analyzed, else a real one.
         rows = row_estimate(conn, source)
@@ -109,7 +128,7 @@ def drop_index(
     bind: Bind, name: str, *, index_schema: str = DEFAULT_SCHEMA, missing_ok: bool = False
 ) -> None:
     """Remove an index: its side tables, functions and catalog row (the source is untouched)."""
-    with transaction(bind) as conn:
+    with session(bind, index_schema) as conn:
         row = find_index(conn, index_schema, name)
         if row is None:
             if missing_ok:
@@ -120,41 +139,172 @@ def drop_index(
 
 def list_indexes(bind: Bind, *, index_schema: str = DEFAULT_SCHEMA) -> list[str]:
     """Names of all indexes."""
-    with transaction(bind) as conn:
+    with session(bind, index_schema) as conn:
         return index_names(conn, index_schema)
 
 
+@dataclass(frozen=True, slots=True)
+class SimilarArguments:
+    """A text's MinHash as ``<name>_similar_v1(signature, band_hashes)`` takes it."""
+
+    signature: tuple[int, ...]
+    band_hashes: tuple[int, ...]
+
+
 class Index:
-    """One near-duplicate index. Cheap to make: it reads the catalog when a method runs."""
+    """One near-duplicate index. Cheap to make; it reads its catalog entry on first use and
+    keeps it while the catalog row is unchanged (checked before every query)."""
 
     def __init__(self, bind: Bind, name: str, *, index_schema: str = DEFAULT_SCHEMA) -> None:
         self.bind = bind
         self.name = check_name(name)
         self.index_schema = check_schema(index_schema)
+        self._entry: tuple[tuple[Any, ...], IndexInfo, Store] | None = None
+        self._by_key_sql: dict[tuple[tuple[Any, ...], str], bytes] = {}
 
     def __repr__(self) -> str:
         return f"Index({self.name!r}, index_schema={self.index_schema!r})"
 
     def info(self) -> IndexInfo:
         """The catalog row: source, spec, state and counts."""
-        with transaction(self.bind) as conn:
+        with session(self.bind, self.index_schema) as conn:
             return read_index(conn, self.index_schema, self.name)
 
     def stats(self) -> IndexStats:
         """The index now: keys it holds, queued keys and the age of the oldest (its lag behind
         the table), failed items, whether the sync worker found it broken and its last error,
         and the disk use of its tables."""
-        with transaction(self.bind) as conn:
+        with session(self.bind, self.index_schema) as conn:
             return stats_op.one_index(conn, read_index(conn, self.index_schema, self.name))
 
     def _ready(self, conn: PgConnection) -> tuple[IndexInfo, Store]:
-        return ready_index(conn, self.index_schema, self.name)
+        """The catalog entry and store, from the last call's while the catalog row is the
+        same (a prepared statement: one short round trip); an index not built raises."""
+        token = conn.execute(
+            statement("catalog_token", catalog=catalog(self.index_schema)),
+            {"name": self.name},
+            prepare=True,
+        ).fetchone()
+        return self._entry_for(conn, token)
+
+    def _entry_for(self, conn: PgConnection, token: Any) -> tuple[IndexInfo, Store]:
+        if token is None:
+            self._entry = None
+            raise IndexNotFoundError(f"no index named {self.name!r}")
+        if self._entry is None or self._entry[0] != tuple(token[:2]):
+            info, store = ready_index(conn, self.index_schema, self.name)
+            self._entry = (tuple(token[:2]), info, store)
+        return self._entry[1], self._entry[2]
+
+    def _ready_for_key(self, conn: PgConnection, key: Any) -> tuple[IndexInfo, Store, bool | None]:
+        """:meth:`_ready`, and whether ``key`` is in the index (None: not asked), in the same
+        round trip when the entry is known and the connection is in autocommit (a dropped
+        index's missing table then fails one statement, not the caller's transaction)."""
+        entry = self._entry
+        if entry is None or not conn.autocommit:
+            return *self._ready(conn), None
+        store = entry[2]
+        table = store.table() if isinstance(store, SimHashStore) else store.signatures()
+        try:
+            row = conn.execute(
+                statement("catalog_token_and_key", catalog=catalog(self.index_schema), table=table),
+                {"name": self.name, "key": key},
+                prepare=True,
+            ).fetchone()
+        except (psycopg.errors.UndefinedTable, psycopg.errors.DataError):
+            return *self._ready(conn), None
+        info, current = self._entry_for(conn, row)
+        if row is None or current is not store:  # (None raised already) a new entry
+            return info, current, None
+        return info, current, bool(row[2])
+
+    def _by_key(
+        self,
+        conn: PgConnection,
+        key: Any,
+        measure: str,
+        limit: int | float | None,
+        max_rows: int | None = None,
+    ) -> list[tuple[Any, Any]] | None:
+        """A query by key in one round trip with the check of the kept entry (autocommit
+        only); None when that cannot answer (no entry yet, the catalog row changed, an error),
+        and the caller goes the long way, which says what is wrong."""
+        entry = self._entry
+        if entry is None or not conn.autocommit:
+            return None
+        token, info, store = entry
+        if isinstance(store, SimHashStore) != (measure == "distance"):
+            return None
+        if isinstance(store, SimHashStore):
+            params: dict[str, Any] = {
+                "max_distance": near_op.check_distance(store, limit)  # type: ignore[arg-type]
+            }
+        else:
+            params = {"threshold": similar_op.check_threshold(info.spec, limit)}
+        text = self._by_key_sql.get((token, measure))
+        if text is None:  # composed once per kept entry
+            text = self._by_key_statement(store).as_bytes(conn)
+            self._by_key_sql = {(token, measure): text}
+        try:
+            rows = conn.execute(
+                text,
+                {"name": self.name, "key": key, "limit": max_rows, **params},
+                prepare=True,
+            ).fetchall()
+        except psycopg.Error:  # the index was dropped meanwhile, or the key is of a wrong type
+            return None
+        if not rows or tuple(rows[0][:2]) != token:
+            return None
+        if not rows[0][2]:
+            raise not_indexed(conn, info, key)
+        warn_below_threshold(info, None if measure == "distance" else limit)
+        return [(row[3], row[4]) for row in rows if row[3] is not None]
+
+    def _by_key_statement(self, store: Store) -> sql.Composed:
+        if isinstance(store, SimHashStore):
+            table = store.table()
+            query = statement("simhash_near_key", function=store.near_key_function)
+            order = sql.SQL("q.distance, q.key")
+        else:
+            table = store.signatures()
+            query = statement("minhash_similar_key", function=store.similar_key_function)
+            order = sql.SQL("q.similarity DESC, q.key")
+        return statement(
+            "facade_by_key",
+            catalog=catalog(self.index_schema),
+            table=table,
+            query=query,
+            order=order,
+        )
+
+    def fingerprint(self, text: str | None) -> int | SimilarArguments | None:
+        """What this index's SQL functions take for ``text``, computed as the index computes
+        it: for SimHash the fingerprint as a signed ``bigint`` (``to_signed`` of the unsigned
+        64-bit SimHash, see :mod:`simindex.bits`), for ``<name>_near_v1(fingerprint => ...)``;
+        for MinHash the two arrays ``<name>_similar_v1(signature, band_hashes)`` takes.
+        None for a text with no features (NULL, empty, punctuation only)."""
+        with session(self.bind, self.index_schema) as conn:
+            info = read_index(conn, self.index_schema, self.name)
+        spec = info.spec
+        if isinstance(spec.method, SimHash):
+            values, present = spec.simhash_values([text])
+            return to_signed(int(values[0])) if present[0] else None
+        store = store_of(info)
+        assert isinstance(store, MinHashStore)
+        signatures, lengths = spec.minhash_values([text])
+        if not lengths[0]:
+            return None
+        signature, band_keys = store.query_arguments(signatures[0])
+        return SimilarArguments(tuple(signature), tuple(band_keys))
 
     def _simhash(self, conn: PgConnection, other: str) -> tuple[IndexInfo, SimHashStore]:
         info, store = self._ready(conn)
+        return info, self._simhash_store(store, other)
+
+    def _simhash_store(self, store: Store, other: str) -> SimHashStore:
         if not isinstance(store, SimHashStore):
             raise TypeError(f"index {self.name!r} is a MinHash index: use {other}")
-        return info, store
+        return store
 
     def build(
         self,
@@ -197,7 +347,7 @@ class Index:
         key; ``limit`` keeps the first rows only (a text inside a cluster of thousands of
         copies). A text with no features (NULL, empty) has no neighbours: ``[]``.
         """
-        with transaction(self.bind) as conn:
+        with _reading(self.bind, self.index_schema) as conn:
             info, store = self._simhash(conn, "similar()")
             return near_op.near(
                 conn,
@@ -214,9 +364,19 @@ class Index:
     ) -> list[Match]:
         """Rows within ``max_distance`` bits of the row with ``key`` (itself excluded), the
         nearest ``limit`` of them when given."""
-        with transaction(self.bind) as conn:
-            info, store = self._simhash(conn, "similar(key=...)")
-            return near_op.near_key(conn, info, store, key, max_distance, limit)
+        near_op.check_limit(limit)
+        with _reading(self.bind, self.index_schema) as conn:
+            fast = self._by_key(conn, key, "distance", max_distance, limit)
+            if fast is not None:
+                return [Match(found_key, distance) for found_key, distance in fast]
+            info, found, indexed = self._ready_for_key(conn, key)
+            store = self._simhash_store(found, "similar(key=...)")
+            try:
+                return near_op.near_key(
+                    conn, info, store, key, max_distance, limit, indexed=indexed
+                )
+            except KeyNotIndexedError:
+                raise not_indexed(conn, info, key) from None
 
     def similar(
         self,
@@ -235,20 +395,35 @@ class Index:
         from the source texts, re-ranks and filters by it. ``limit`` keeps the most similar
         rows only.
         """
-        with transaction(self.bind) as conn:
-            info, store = self._ready(conn)
+        near_op.check_limit(limit)
+        with _reading(self.bind, self.index_schema) as conn:
+            fast = None
+            if not exact and key is not None and text is None:
+                fast = self._by_key(conn, key, "similarity", threshold, limit)
+            if fast is not None:
+                return [Similar(found_key, float(value)) for found_key, value in fast]
+            if key is None:
+                info, store = self._ready(conn)
+                indexed = None
+            else:
+                info, store, indexed = self._ready_for_key(conn, key)
             if not isinstance(store, MinHashStore):
                 raise TypeError(f"index {self.name!r} is a SimHash index: use near()")
-            return similar_op.similar(
-                conn,
-                info,
-                store,
-                text=text,
-                key=key,
-                threshold=threshold,
-                exact=exact,
-                limit=limit,
-            )
+            warn_below_threshold(info, threshold)
+            try:
+                return similar_op.similar(
+                    conn,
+                    info,
+                    store,
+                    text=text,
+                    key=key,
+                    threshold=threshold,
+                    exact=exact,
+                    indexed=indexed,
+                    limit=limit,
+                )
+            except KeyNotIndexedError:
+                raise not_indexed(conn, info, key) from None
 
     @overload
     def pairs(
@@ -289,8 +464,9 @@ class Index:
         ``progress`` is called after each part (Manku table or band) with (parts done, parts
         in all).
         """
-        with transaction(self.bind) as conn:
+        with session(self.bind, self.index_schema) as conn:
             info, store = self._ready(conn)
+            warn_below_threshold(info, threshold)
             yield from pairs_op.pairs(
                 conn,
                 info,
@@ -318,8 +494,9 @@ class Index:
         ``max_distance``/``threshold``, computed inside PostgreSQL. ``method="bottom_k"``: rows
         whose ``bottom_k`` smallest feature hashes are the same (no comparisons; seed 000).
         """
-        with transaction(self.bind) as conn:
+        with session(self.bind, self.index_schema) as conn:
             info, store = self._ready(conn)
+            warn_below_threshold(info, threshold)
             return clusters_op.clusters(
                 conn,
                 info,
@@ -334,7 +511,7 @@ class Index:
     def cluster_members(self, *, min_size: int = 2) -> Iterator[ClusterMember]:
         """The rows of clusters with at least ``min_size`` rows, biggest clusters first, as
         written by the last :meth:`clusters` (streamed)."""
-        with transaction(self.bind) as conn:
+        with session(self.bind, self.index_schema) as conn:
             yield from clusters_op.members(
                 conn, read_index(conn, self.index_schema, self.name), min_size=min_size
             )
@@ -347,7 +524,7 @@ class Index:
         ``newest:<column>`` or ``oldest:<column>`` (a column of the source table, e.g. a
         timestamp); ties go to the smallest key. In SQL: ``<name>_survivors_v1(prefer)``.
         """
-        with transaction(self.bind) as conn:
+        with session(self.bind, self.index_schema) as conn:
             yield from clusters_op.survivors(
                 conn, read_index(conn, self.index_schema, self.name), prefer=prefer
             )

@@ -30,6 +30,7 @@ from psycopg.conninfo import make_conninfo
 from psycopg.rows import TupleRow
 
 import simindex
+from simindex.db.connection import dispose_engines
 from simindex.embedded import (
     HOW_TO_PROVIDE,
     embedded_bindir,
@@ -56,6 +57,7 @@ def prepare_template(dsn: str) -> None:
     Anything it connects with must be closed when it returns, or the copies fail.
     """
     simindex.migrate(dsn)  # the one place the schema is applied
+    dispose_engines()  # the pooled connection would keep the template from being copied
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +249,7 @@ def database_dsn(postgres_server: Server, template_dsn: str) -> Iterator[str]:
     try:
         yield make_conninfo(postgres_server.dsn, dbname=name)
     finally:
+        dispose_engines()
         _drop(postgres_server, name)
 
 

@@ -17,12 +17,14 @@ import argparse
 import logging
 import os
 import sys
+import warnings
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, TextIO, cast
 
 import psycopg
 import sqlalchemy.exc
 
+import simindex
 from simindex.cli._common import (
     FAILED,
     OK,
@@ -39,7 +41,7 @@ from simindex.cli._dedup import add_clusters, add_pairs
 from simindex.cli._demo import add_demo
 from simindex.cli._index import add_build, add_create, add_drop, add_stats
 from simindex.cli._logs import formatter
-from simindex.cli._query import add_query
+from simindex.cli._query import add_fingerprint, add_query
 from simindex.cli._schema import add_migrate
 from simindex.cli._sync import add_check, add_repair, add_sync
 from simindex.errors import SimindexError
@@ -54,6 +56,7 @@ COMMANDS: Sequence[Callable[[Subparsers, argparse.ArgumentParser], None]] = (
     add_create,
     add_build,
     add_query,
+    add_fingerprint,
     add_stats,
     add_check,
     add_repair,
@@ -76,6 +79,9 @@ def parser() -> argparse.ArgumentParser:
         epilog="Environment: SIMINDEX_DSN (else DATABASE_URL) is the database, SIMINDEX_SCHEMA "
         "the schema. Exit codes: 0 done, 1 error (or `check` found differences), 2 bad command "
         "line or no database given.",
+    )
+    main_parser.add_argument(
+        "--version", action="version", version=f"{PROG} {simindex.__version__}"
     )
     # Typed by its parser class, which takes the same arguments (parents) as any ArgumentParser.
     commands = cast(
@@ -101,7 +107,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("simindex.cli").setLevel(logging.INFO)  # a command's notices, always
     run: Runner = args.run
     try:
-        return run(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _warning_line
+            return run(args)
     except UsageError as exc:
         return _fail(str(exc), USAGE)
     except (SimindexError, ValueError) as exc:
@@ -118,6 +126,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     finally:
         logging.getLogger("simindex").removeHandler(handler)
+
+
+def _warning_line(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """A warning (a threshold below the index's, workers that could not start) as one line."""
+    print(f"{PROG}: warning: {' '.join(str(message).split())}", file=sys.stderr, flush=True)
 
 
 def _database_message(exc: BaseException) -> str:

@@ -27,6 +27,7 @@ from simindex.cli._common import (
     progress,
 )
 from simindex.cli._rows import FORMATS, output, write_rows
+from simindex.cli._show import Shown, add_show_option, for_people
 
 if TYPE_CHECKING:
     from simindex.cli._common import Subparsers
@@ -91,6 +92,7 @@ def add_pairs(commands: Subparsers, common: argparse.ArgumentParser) -> None:
         help="csv (default), jsonl, or an aligned table (widths from the first 1,000 pairs)",
     )
     parser.add_argument("--output", metavar="PATH", help="write to PATH instead of stdout")
+    add_show_option(parser, "both keys of a pair (as left_COLUMN and right_COLUMN)")
     parser.set_defaults(run=run_pairs)
 
 
@@ -132,10 +134,15 @@ def run_pairs(args: argparse.Namespace) -> int:
             score = pair.distance if isinstance(pair, NearPair) else pair.similarity
             yield pair.left, pair.right, score
 
-    headers = ("left", "right", "distance" if simhash else "similarity")
+    headers = ["left", "right", "distance" if simhash else "similarity"]
+    headers += [f"{side}_{column}" for side in ("left", "right") for column in args.show]
+    columns = Shown(dsn, info, args.show)
+    written: Iterable[Sequence[Any]] = columns.extended(rows(), (0, 1)) if args.show else rows()
+    if form == "table":
+        written = ([for_people(value) for value in row] for row in written)
     try:
         with output(args.output) as stream:
-            write_rows(form, stream, headers, rows())
+            write_rows(form, stream, headers, written)
     finally:
         shown.close()
     where = f" to {args.output}" if args.output else ""
@@ -185,12 +192,13 @@ def add_clusters(commands: Subparsers, common: argparse.ArgumentParser) -> None:
         help="show and write only clusters of at least N rows (default: %(default)s)",
     )
     parser.add_argument(
-        "--show",
+        "--largest",
         type=non_negative_int,
         default=10,
         metavar="N",
         help="list the N largest clusters in the report, 0 for none (default: %(default)s)",
     )
+    add_show_option(parser, "each key (in the report's largest clusters and the members)")
     parser.add_argument(
         "--format",
         choices=FORMATS,
@@ -253,10 +261,11 @@ def run_clusters(args: argparse.Namespace) -> int:
         )
     finally:
         shown.close()
-    largest = _largest(index, args.show, args.min_size)
+    columns = Shown(dsn, info, args.show)
+    largest = _largest(index, args.largest, args.min_size)
     members = _members(index, args.survivors, args.min_size) if form else None
     result = _report_json(args.name, report, largest)
-    text = _report_text(args.name, report, largest, args.min_size)
+    text = _report_text(args.name, info.spec.kind, report, largest, args.min_size, columns)
     report_stream = sys.stderr if members_to_stdout and form != "table" else sys.stdout
     if getattr(args, "json", False):
         text = json.dumps(result, sort_keys=True, default=json_value)
@@ -264,6 +273,11 @@ def run_clusters(args: argparse.Namespace) -> int:
     if members is None or form is None:
         return OK
     headers = ["cluster_id", "key", "size"] + (["survivor"] if args.survivors else [])
+    headers += args.show
+    if args.show:
+        members = columns.extended(members, (1,))
+    if form == "table":
+        members = ([for_people(value) for value in row] for row in members)
     written = _Counted(members)
     with output(args.output) as stream:
         if form == "table":
@@ -355,7 +369,12 @@ def _report_json(
 
 
 def _report_text(
-    name: str, report: ClusterReport, largest: list[tuple[Any, int, list[Any]]], min_size: int
+    name: str,
+    kind: str,
+    report: ClusterReport,
+    largest: list[tuple[Any, int, list[Any]]],
+    min_size: int,
+    columns: Shown,
 ) -> str:
     shared = report.clusters - (report.rows - report.duplicate_rows)
     text = (
@@ -364,16 +383,29 @@ def _report_text(
         f"the largest {report.largest:,})"
     )
     if report.method != "bottom_k":
-        text += f"; {_count(report.pairs, 'pair')}, {_count(report.rounds, 'round')}"
+        # SimHash rows with equal fingerprints are one node: `pairs` counts the pairs among
+        # them too, so it finds more than the clustering needed.
+        distinct = " of distinct fingerprints" if kind == "simhash" else ""
+        text += f"; {_count(report.pairs, 'pair')}{distinct} joined them"
+        text += f" in {_count(report.rounds, 'round')}"
     text += f"; {terminal.duration(report.seconds)}"
     if not largest:
         return text
     limit = terminal.KEYS_SHOWN["text"]
+    caption = f"the largest clusters of at least {min_size} rows:"
+    if columns.columns:  # a line per key shown, with its columns
+        found = columns.of(key for _, _, keys in largest for key in keys[:limit])
+        lines = [
+            [cluster_id, size, key, *map(for_people, columns.values(found, key))]
+            for cluster_id, size, keys in largest
+            for key in keys[:limit]
+        ]
+        headers = ["cluster_id", "rows", "key", *columns.columns]
+        return f"{text}\n\n{caption}\n{terminal.table(headers, lines)}"
     rows = [
         [cluster_id, size, ", ".join(map(str, keys[:limit])) + (", ..." if size > limit else "")]
         for cluster_id, size, keys in largest
     ]
-    caption = f"the largest clusters of at least {min_size} rows:"
     return f"{text}\n\n{caption}\n{terminal.table(['cluster_id', 'rows', 'keys'], rows)}"
 
 

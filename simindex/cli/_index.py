@@ -147,30 +147,36 @@ def add_drop(commands: Subparsers, common: argparse.ArgumentParser) -> None:
     parser = commands.add_parser(
         "drop",
         parents=[common],
-        help="remove an index",
-        description="Remove an index: its side tables, queue, functions and triggers. The "
-        "indexed table is not touched.",
+        help="remove indexes",
+        description="Remove indexes: their side tables, queues, functions and triggers. The "
+        "indexed tables are not touched. Every NAME is looked up first: one that does not "
+        "exist stops the command before anything is dropped (unless --missing-ok).",
     )
-    parser.add_argument("name", metavar="NAME", help="the index")
+    parser.add_argument("names", nargs="+", metavar="NAME", help="the indexes")
     parser.add_argument(
-        "--missing-ok", action="store_true", help="no index of that name is not an error"
+        "--missing-ok", action="store_true", help="a name with no index is not an error"
     )
     parser.set_defaults(run=run_drop)
 
 
 def run_drop(args: argparse.Namespace) -> int:
-    from simindex.index import drop_index, get_index
+    from simindex.index import drop_index, list_indexes
 
     dsn, schema = database(args)
-    try:
-        get_index(dsn, args.name, index_schema=schema)
-    except IndexNotFoundError:
-        if not args.missing_ok:
-            raise
-        emit(args, {"name": args.name, "dropped": False}, f"no index {args.name}: nothing to drop")
-        return OK
-    drop_index(dsn, args.name, index_schema=schema, missing_ok=args.missing_ok)
-    emit(args, {"name": args.name, "dropped": True}, f"dropped index {args.name}")
+    names = list(dict.fromkeys(args.names))
+    existing = set(list_indexes(dsn, index_schema=schema))
+    missing = [name for name in names if name not in existing]
+    if missing and not args.missing_ok:
+        raise IndexNotFoundError(f"no index named {', '.join(map(repr, missing))}: nothing dropped")
+    lines = []
+    for name in names:
+        if name in missing:
+            lines.append(f"no index {name}: nothing to drop")
+            continue
+        drop_index(dsn, name, index_schema=schema, missing_ok=args.missing_ok)
+        lines.append(f"dropped index {name}")
+    results = [{"name": name, "dropped": name not in missing} for name in names]
+    emit(args, {"indexes": results}, "\n".join(lines))
     return OK
 
 

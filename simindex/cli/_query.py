@@ -17,6 +17,7 @@ from simindex.cli._common import (
     number,
     positive_int,
 )
+from simindex.cli._show import Shown, add_show_option, for_people
 from simindex.errors import SimindexError
 
 if TYPE_CHECKING:
@@ -60,6 +61,7 @@ def add_query(commands: Subparsers, common: argparse.ArgumentParser) -> None:
         help="MinHash: rank and filter by the exact Jaccard similarity, from the source texts",
     )
     parser.add_argument("--limit", type=positive_int, metavar="N", help="at most N matches")
+    add_show_option(parser, "each match")
     parser.set_defaults(run=run_query)
 
 
@@ -100,20 +102,77 @@ def run_query(args: argparse.Namespace) -> int:
             limit = method.threshold if args.threshold is None else args.threshold
             similar = index.similar(text, key=key, threshold=args.threshold, exact=args.exact)
             rows = [(match.key, match.similarity) for match in similar]
-    rows = rows[: args.limit]
+        rows = rows[: args.limit]
+        columns = Shown(connection, info, args.show)
+        found_columns = columns.of(found for found, _ in rows)
     result: dict[str, Any] = {
         "index": args.name,
         "method": info.spec.kind,
         setting: limit,
         "matches": [{"key": found, measure: value} for found, value in rows],
     }
+    if args.show:
+        for match, (found, _) in zip(result["matches"], rows, strict=True):
+            match["columns"] = dict(
+                zip(args.show, columns.values(found_columns, found), strict=True)
+            )
     if measure == "similarity":
         result["exact"] = args.exact
     if rows:
-        shown = terminal.table(["key", measure], rows)
+        shown = terminal.table(
+            ["key", measure, *args.show],
+            [
+                [found, value, *map(for_people, columns.values(found_columns, found))]
+                for found, value in rows
+            ],
+        )
     else:
         shown = f"no matches ({setting.replace('_', ' ')} {limit})"
     emit(args, result, shown)
+    return OK
+
+
+def add_fingerprint(commands: Subparsers, common: argparse.ArgumentParser) -> None:
+    parser = commands.add_parser(
+        "fingerprint",
+        parents=[common],
+        help="print a text's fingerprint as the index's SQL functions take it",
+        description="Compute the fingerprint of a text (TEXT, --file, or stdin with '-') as "
+        "index NAME computes it, in the form its SQL functions take: SimHash as a signed "
+        "bigint (the unsigned 64-bit value minus 2**63) for <NAME>_near_v1(fingerprint => ...); "
+        "MinHash as the signature and band_hashes arrays of <NAME>_similar_v1.",
+    )
+    parser.add_argument("name", metavar="NAME", help="the index")
+    parser.add_argument(
+        "text", nargs="?", metavar="TEXT", help="the text ('-': read it from stdin)"
+    )
+    parser.add_argument("--file", metavar="PATH", help="read the text from a UTF-8 file")
+    parser.set_defaults(run=run_fingerprint)
+
+
+def run_fingerprint(args: argparse.Namespace) -> int:
+    from simindex.index import Index
+
+    if args.text is not None and args.file is not None:
+        raise UsageError("give one of TEXT or --file PATH ('-' reads stdin)")
+    dsn, schema = database(args)
+    value = Index(dsn, args.name, index_schema=schema).fingerprint(
+        _query_text(args.text, args.file)
+    )
+    if value is None:
+        raise SimindexError("the text has no features (only punctuation?): no fingerprint")
+    if isinstance(value, int):
+        emit(args, {"index": args.name, "fingerprint": value}, str(value))
+        return OK
+    result = {
+        "index": args.name,
+        "signature": list(value.signature),
+        "band_hashes": list(value.band_hashes),
+    }
+    text = "\n".join(
+        f"{name} {{{','.join(map(str, result[name]))}}}" for name in ("signature", "band_hashes")
+    )
+    emit(args, result, text)
     return OK
 
 

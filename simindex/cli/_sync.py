@@ -242,6 +242,11 @@ def run_check(args: argparse.Namespace) -> int:
         fraction = _fraction_of(dsn, schema, args.name, args.sample)
     report = check(dsn, args.name, sample=fraction, index_schema=schema)
     text = terminal.check_text(args.name, report)
+    if args.sample is not None and fraction is not None:
+        text += (
+            f"\n  a random sample of about {args.sample:,} rows: each row is drawn with "
+            f"probability {fraction:.3g} (TABLESAMPLE BERNOULLI), so the count varies"
+        )
     emit(args, terminal.check_json(args.name, report), text)
     if report.broken is not None:
         progress(

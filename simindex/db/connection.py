@@ -1,21 +1,26 @@
 """Turn what a user hands simindex (an Engine, a Connection or a DSN) into a Connection.
 
 Every public entry point accepts all three, so the conversion lives here, once. Underneath is
-always psycopg 3: bulk writes use its COPY support.
+always psycopg 3: bulk writes use its COPY support. A DSN string gets one pooled Engine per
+string for the life of the process (opening a connection costs ten times a query), disposed of
+at exit or by :func:`dispose_engines`.
 """
 
 from __future__ import annotations
 
+import atexit
 import re
+import select
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.pool import NullPool
+from sqlalchemy.exc import DisconnectionError
 
 Bind = Engine | Connection | str
 """What every public entry point accepts: an Engine, a Connection or a DSN string."""
@@ -36,7 +41,8 @@ def connect(bind: Engine | Connection | str) -> Iterator[Connection]:
             from which a connection is taken and closed on exit; or a string: a SQLAlchemy URL
             (``postgresql+psycopg://...``), or anything libpq accepts (a ``postgresql://`` URI
             or ``key=value`` pairs such as ``host=/run/postgresql dbname=app``), which goes to
-            libpq untouched. An engine made from a string is disposed of on exit.
+            libpq untouched. The engine made for a string is kept, pooled, for the next call
+            with the same string.
 
     Raises ValueError for a string that is neither, and for an Engine or Connection whose
     driver is not psycopg 3.
@@ -49,12 +55,8 @@ def connect(bind: Engine | Connection | str) -> Iterator[Connection]:
         with bind.connect() as connection:
             yield connection
     elif isinstance(bind, str):
-        engine = _engine_for(bind)
-        try:
-            with engine.connect() as connection:
-                yield connection
-        finally:
-            engine.dispose()
+        with engine_for(bind).connect() as connection:
+            yield connection
     else:
         raise TypeError(
             f"expected a SQLAlchemy Engine or Connection or a DSN string, got {type(bind).__name__}"
@@ -73,6 +75,28 @@ def transaction(bind: Bind) -> Iterator[PgConnection]:
             connection.commit()
 
 
+@contextmanager
+def autocommit_connection(bind: Engine | str) -> Iterator[PgConnection]:
+    """A psycopg connection from the pool of ``bind`` (an Engine or a DSN string), in
+    autocommit while it is lent: for reads, which then need no BEGIN or COMMIT round trips.
+    Taken without a SQLAlchemy Connection around it, which a query by key would notice."""
+    engine = bind if isinstance(bind, Engine) else engine_for(bind)
+    _check_driver(engine)
+    pooled = engine.raw_connection()
+    try:
+        conn = pooled.driver_connection
+        if not isinstance(conn, psycopg.Connection):
+            raise TypeError("simindex needs the psycopg (version 3) driver")
+        conn.autocommit = True
+        try:
+            yield conn
+        finally:
+            if not conn.closed:
+                conn.autocommit = False
+    finally:
+        pooled.close()
+
+
 def raw_connection(connection: Connection) -> PgConnection:
     """The psycopg connection under a SQLAlchemy one."""
     raw = connection.connection.driver_connection
@@ -81,11 +105,57 @@ def raw_connection(connection: Connection) -> PgConnection:
     return raw
 
 
+_engines: dict[str, Engine] = {}
+_engines_lock = threading.Lock()
+
+
+def engine_for(dsn: str) -> Engine:
+    """The process's pooled Engine for the DSN string ``dsn`` (made on first use)."""
+    engine = _engines.get(dsn)
+    if engine is None:
+        made = _engine_for(dsn)
+        event.listen(made, "checkout", _check_idle_connection)
+        with _engines_lock:
+            engine = _engines.setdefault(dsn, made)
+        if engine is not made:
+            made.dispose()
+    return engine
+
+
+@atexit.register
+def dispose_engines() -> None:
+    """Close the pooled connections of every DSN string seen so far (at exit, or before a
+    database they point at is dropped or copied)."""
+    with _engines_lock:
+        engines = list(_engines.values())
+        _engines.clear()
+    for engine in engines:
+        engine.dispose()
+
+
+def _check_idle_connection(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+    """A pooled connection the server closed while it was idle (a restart, a terminated
+    backend) is replaced, not lent. An idle connection has nothing to read unless the server
+    sent something (a notice of its end, or a notification): only then is it pinged, so the
+    usual checkout costs no round trip."""
+    if not isinstance(dbapi_connection, psycopg.Connection):
+        return
+    try:
+        if dbapi_connection.closed:
+            raise DisconnectionError("closed")
+        readable, _, _ = select.select([dbapi_connection.pgconn.socket], [], [], 0)
+        if readable:
+            dbapi_connection.execute("SELECT 1")  # a ping; the literal needs no SQL file
+            dbapi_connection.rollback()
+    except (psycopg.Error, OSError) as exc:
+        raise DisconnectionError(str(exc)) from exc
+
+
 def _engine_for(dsn: str) -> Engine:
     match = _SCHEME.match(dsn)
     scheme = match.group(1).lower() if match else None
     if scheme == _SQLALCHEMY_URL:
-        return create_engine(dsn, poolclass=NullPool)
+        return create_engine(dsn)
     if scheme is not None and scheme not in _LIBPQ_SCHEMES:
         raise ValueError(
             f"expected a {_SQLALCHEMY_URL}:// URL or a libpq connection string, "
@@ -99,9 +169,7 @@ def _engine_for(dsn: str) -> Engine:
         raise ValueError(f"not a valid libpq connection string: {exc}") from exc
     # Handing the string to libpq itself keeps every libpq form working (socket directories,
     # service files, multiple hosts), which a round trip through a SQLAlchemy URL would not.
-    return create_engine(
-        f"{_SQLALCHEMY_URL}://", creator=lambda: psycopg.connect(dsn), poolclass=NullPool
-    )
+    return create_engine(f"{_SQLALCHEMY_URL}://", creator=lambda: psycopg.connect(dsn))
 
 
 def _check_driver(engine: Engine) -> None:

@@ -7,17 +7,16 @@ chosen again for that count, and a MinHash index moves to the current storage fo
 (:func:`simindex.core.spec.refreshed`); the swap then replaces the query functions and the
 delete triggers too, since the side tables' columns may have changed.
 
-Memory stays bounded: at most ``workers + 1`` batches are in flight.
+Memory stays bounded: at most ``workers + 1`` batches are in flight. Queue entries the
+build's read covered are removed with the swap (see :func:`_dequeue`), so a build after
+loading a table leaves nothing for ``sync`` to do again.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import time
-from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +25,6 @@ from numpy.typing import NDArray
 from psycopg import sql
 from sqlalchemy.engine import Connection
 
-from simindex.core.batch import Batch, fingerprint_batch
 from simindex.core.spec import refreshed
 from simindex.db.catalog import Store, catalog, read_index, store_for
 from simindex.db.connection import Bind, PgConnection, connect, transaction
@@ -34,6 +32,7 @@ from simindex.db.simhash_store import SimHashStore
 from simindex.db.source import describe, row_count
 from simindex.db.statements import run, statement
 from simindex.db.triggers import Triggers
+from simindex.ops.workers import computed
 
 Progress = Callable[[int, int | None], None]
 """Called with (source rows read so far, the rows the source holds)."""
@@ -46,39 +45,18 @@ _COPY_ROWS = 32_768
 
 @dataclass(frozen=True, slots=True)
 class BuildReport:
-    """What a build did: rows indexed, rows skipped (NULL or empty text), seconds taken."""
+    """What a build did: rows indexed, rows skipped (NULL or empty text), seconds taken, and
+    queue entries it made unnecessary (keys queued before its read, which it indexed)."""
 
     rows: int
     skipped: int
     seconds: float
+    dequeued: int = 0
 
 
 def _batches(cursor: Any, size: int) -> Iterator[tuple[list[Any], list[str | None]]]:
     while rows := cursor.fetchmany(size):
         yield [row[0] for row in rows], [row[1] for row in rows]
-
-
-def _computed(
-    spec_json: str,
-    batches: Iterator[tuple[list[Any], list[str | None]]],
-    workers: int,
-) -> Iterator[tuple[list[Any], Batch]]:
-    """Fingerprints of each batch, in order; in ``workers`` processes when above one."""
-    if workers <= 1:
-        for keys, texts in batches:
-            yield keys, fingerprint_batch(spec_json, texts)
-        return
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(workers, mp_context=context) as pool:
-        pending: deque[tuple[list[Any], Future[Batch]]] = deque()
-        for keys, texts in batches:
-            pending.append((keys, pool.submit(fingerprint_batch, spec_json, texts)))
-            if len(pending) > workers:
-                done_keys, future = pending.popleft()
-                yield done_keys, future.result()
-        while pending:
-            done_keys, future = pending.popleft()
-            yield done_keys, future.result()
 
 
 def build(
@@ -120,6 +98,8 @@ def build(
         live.drop_staging(conn)
         store.drop_staging(conn)
         store.create(conn, staging=True)
+        # Taken before the read's own snapshot, so whatever it sees, the read sees too.
+        snapshot, isolation = conn.execute(statement("build_snapshot")).fetchone() or ("", "")
         reader = conn.cursor(name="simindex_build")
         reader.execute(
             statement(
@@ -131,7 +111,7 @@ def build(
         )
         spec_json = spec.to_json()
         pending = _Pending(store)
-        for keys, (values, present) in _computed(spec_json, _batches(reader, batch_size), workers):
+        for keys, (values, present) in computed(spec_json, _batches(reader, batch_size), workers):
             kept = np.flatnonzero(present)
             kept_keys = [keys[i] for i in kept.tolist()]
             pending.add(conn, kept_keys, values[kept])
@@ -147,13 +127,43 @@ def build(
             statement("catalog_set_spec", catalog=catalog(index_schema)),
             {"name": name, "spec": spec_json, "spec_version": spec.version},
         )
+        dequeued = 0
+        if isolation == "read committed":  # later statements see later commits
+            dequeued = _dequeue(conn, Triggers(index_schema, name, source, store), snapshot)
         conn.execute(
             statement("catalog_built", catalog=catalog(index_schema)),
             {"name": name, "row_count": indexed, "skipped_count": skipped},
         )
     if not isinstance(bind, Connection):
         _vacuum(bind, store)
-    return BuildReport(indexed, skipped, time.perf_counter() - started)
+    return BuildReport(indexed, skipped, time.perf_counter() - started, dequeued)
+
+
+def _dequeue(conn: PgConnection, triggers: Triggers, snapshot: str) -> int:
+    """Remove the queue entries whose rows the build read as they are now.
+
+    An entry no writer holds is locked first; then a new statement (a snapshot taken after the
+    locks, so every writer that committed before them is seen) deletes the entries whose
+    source row's current version was visible to ``snapshot``, the one taken before the read.
+    A row changed since, a writer still in its transaction, or a deleted row keeps its entry.
+    """
+    ctids = [
+        ctid
+        for (ctid,) in conn.execute(statement("build_lock_queue", queue=triggers.queue)).fetchall()
+    ]
+    if not ctids:
+        return 0
+    source = triggers.source
+    deleted = conn.execute(
+        statement(
+            "build_dequeue",
+            queue=triggers.queue,
+            source=source.identifier,
+            key=sql.Identifier(source.key_column),
+        ),
+        {"ctids": ctids, "snapshot": snapshot},
+    )
+    return deleted.rowcount
 
 
 class _Pending:

@@ -45,7 +45,9 @@ _READ_ROWS = 5000
 
 @dataclass(frozen=True, slots=True)
 class ClusterReport:
-    """What a clustering run wrote."""
+    """What a clustering run wrote. ``pairs``: the pairs that joined rows into clusters; for
+    SimHash, pairs of distinct fingerprints (rows with equal fingerprints are one node), so
+    fewer than :func:`simindex.ops.pairs.pairs` finds among the rows themselves."""
 
     method: str
     rows: int

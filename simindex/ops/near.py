@@ -86,8 +86,16 @@ def near_key(
     key: Any,
     max_distance: int | None,
     limit: int | None = None,
+    *,
+    indexed: bool | None = None,
 ) -> list[Match]:
-    """Rows within ``max_distance`` bits of the row with ``key`` (itself excluded)."""
+    """Rows within ``max_distance`` bits of the row with ``key`` (itself excluded).
+
+    ``indexed``: whether the key is in the index, when the caller has asked already (the
+    facade does, in the round trip that checks its catalog entry); None: ask on an empty answer.
+    """
+    if indexed is False:
+        raise KeyNotIndexedError.of(info.name, key)
     rows = conn.execute(
         statement("simhash_near_key", function=store.near_key_function),
         {
@@ -99,6 +107,7 @@ def near_key(
     # An empty answer is common; only then is it worth asking whether the key exists.
     if (
         not rows
+        and indexed is None
         and not conn.execute(
             statement("simhash_fingerprint_of_key", table=store.table()), {"key": key}
         ).fetchone()

@@ -53,6 +53,7 @@ def similar(
     threshold: float | None,
     exact: bool,
     limit: int | None = None,
+    indexed: bool | None = None,
 ) -> list[Similar]:
     """See :meth:`simindex.index.Index.similar`."""
     by_key = key is not None
@@ -65,12 +66,15 @@ def similar(
     # Exact re-ranking filters by the exact value, so it starts from every band candidate.
     floor = 0.0 if exact else floor_exact
     if by_key:
+        if indexed is False:
+            raise KeyNotIndexedError.of(info.name, key)
         rows = conn.execute(
             statement("minhash_similar_key", function=store.similar_key_function),
             {"key": key, "threshold": floor, "limit": fetch},
         ).fetchall()
         if (
             not rows
+            and indexed is None
             and not conn.execute(
                 statement("minhash_signature_of_key", table=store.signatures()), {"key": key}
             ).fetchone()

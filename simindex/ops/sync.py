@@ -227,6 +227,10 @@ class _Worker:
                 # Reset when the connection goes back to an Engine's pool.
                 listener = raw_connection(second.execution_options(isolation_level="AUTOCOMMIT"))
             yield conns, listener
+            if listener is not None and not listener.closed:
+                # A pooled connection must not go back still listening: notifications would
+                # pile up in it for whoever takes it next.
+                listener.execute(statement("sync_unlisten"))
 
     @contextmanager
     def _unit(self, conn: PgConnection) -> Iterator[None]:

@@ -17,7 +17,7 @@ import pytest
 
 from simindex.db.schema import head_revision
 from simindex.errors import IndexNotFoundError, KeyNotIndexedError
-from simindex.index import Index, create_index, get_index
+from simindex.index import Index, create_index, get_index, list_indexes
 from simindex.sync import queue_counts
 
 TEXTS = [
@@ -376,9 +376,22 @@ def test_a_simhash_index_from_create_to_drop(docs: str) -> None:
     with pytest.raises(IndexNotFoundError):
         get_index(docs, "docs_body")
     assert run_json("drop", "docs_body", "--missing-ok", dsn=docs) == {
-        "name": "docs_body",
-        "dropped": False,
+        "indexes": [{"name": "docs_body", "dropped": False}]
     }
+
+
+def test_drop_takes_several_names_and_drops_none_when_one_is_missing(docs: str) -> None:
+    create_index(docs, "first", "docs", "body")
+    create_index(docs, "second", "docs", "body")
+    refused = simindex("drop", "first", "nosuch", "second", SIMINDEX_DSN=docs)
+    assert refused.returncode == 1
+    assert "'nosuch'" in one_error_line(refused)
+    assert sorted(list_indexes(docs)) == ["first", "second"]
+
+    dropped = simindex("drop", "first", "second", SIMINDEX_DSN=docs)
+    assert dropped.returncode == 0, dropped.stderr
+    assert dropped.stdout.splitlines() == ["dropped index first", "dropped index second"]
+    assert list_indexes(docs) == []
 
 
 def test_a_minhash_index_with_text_keys(database_dsn: str, tmp_path: Path) -> None:
@@ -456,3 +469,46 @@ def test_bad_input_is_one_line(
     result = simindex(*args, stdin=stdin, SIMINDEX_DSN=database_dsn)
     assert result.returncode == code
     assert expected in one_error_line(result)
+
+
+def test_version() -> None:
+    import simindex as package
+
+    result = simindex("--version")
+    assert result.returncode == 0 and result.stdout.strip() == f"simindex {package.__version__}"
+    assert package.__version__[0].isdigit()
+
+
+def test_fingerprint_is_what_the_sql_function_takes(index: Index, docs: str) -> None:
+    result = simindex("fingerprint", "docs", TEXTS[1], SIMINDEX_DSN=docs)
+    assert result.returncode == 0, result.stderr
+    value = int(result.stdout)
+    assert value == index.fingerprint(TEXTS[1])
+    assert run_json("fingerprint", "docs", "-", stdin=TEXTS[1], dsn=docs) == {
+        "index": "docs",
+        "fingerprint": value,
+    }
+    with psycopg.connect(docs) as conn:
+        found = conn.execute("SELECT key FROM simindex.docs_near_v1(%s, 0)", (value,)).fetchall()
+    assert found == [(2,)]
+    empty = simindex("fingerprint", "docs", "!!!", SIMINDEX_DSN=docs)
+    assert "no features" in one_error_line(empty)
+
+
+def test_query_shows_columns(index: Index, docs: str) -> None:
+    insert(docs, [(10, TEXTS[0].replace("today", "tonight"))])
+    index.build()
+    result = simindex("query", "docs", "--key", "1", "--show", "body", SIMINDEX_DSN=docs)
+    assert result.returncode == 0, result.stderr
+    header, _, *rows = result.stdout.splitlines()
+    assert header.split() == ["key", "distance", "body"]
+    assert rows and rows[0].split()[0] == "10" and "the quick brown fox" in rows[0]
+
+
+def test_check_sample_says_the_count_varies(index: Index, docs: str) -> None:
+    insert(docs, [(key, f"row number {key} of a few more words") for key in range(10, 60)])
+    index.build()
+    result = simindex("check", "docs", "--sample", "20", SIMINDEX_DSN=docs)
+    assert result.returncode == 0, result.stderr
+    assert "a random sample of about 20 rows" in result.stdout
+    assert "so the count varies" in result.stdout

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterable
@@ -140,6 +141,8 @@ def test_clusters_report_as_text_and_json(simhash: Index, table: str) -> None:
     ids = list(dict.fromkeys(member.cluster_id for member in members))
     assert ids[:2] == [1, 4]  # the three copies of BASE, then the two of OTHER
     assert text.startswith("clustered docs (pairs): 11 rows in ")
+    # Its pair count is not the number `pairs` prints: it says which pairs it counts.
+    assert re.search(r"; \d+ pairs? of distinct fingerprints joined them in \d+ rounds?;", text)
     shown = [line.split(None, 2) for line in text.splitlines()[-len(ids) :]]
     assert shown == [
         [str(cluster_id), str(sum(m.cluster_id == cluster_id for m in members)),
@@ -147,7 +150,7 @@ def test_clusters_report_as_text_and_json(simhash: Index, table: str) -> None:
         for cluster_id in ids
     ]  # fmt: skip
 
-    report = json.loads(run("clusters", "docs", "--json", "--show", "1", dsn=table).stdout)
+    report = json.loads(run("clusters", "docs", "--json", "--largest", "1", dsn=table).stdout)
     assert report["rows"] == 11 and report["method"] == "pairs"
     assert report["duplicate_rows"] == len(members)
     assert report["largest_clusters"] == [
@@ -256,3 +259,34 @@ def test_demo_without_a_database_runs_on_a_throwaway_server() -> None:
     assert "clusters of" in result.stdout
     assert "starting a throwaway PostgreSQL" in result.stderr
     assert unreachable not in result.stdout + result.stderr
+
+
+def test_show_prints_columns_beside_the_keys(simhash: Index, table: str) -> None:
+    pairs = csv_rows(run("pairs", "docs", "--show", "updated", dsn=table).stdout)
+    assert pairs[0] == ["left", "right", "distance", "left_updated", "right_updated"]
+    assert len(pairs) > 1
+    assert all(len(row) == 5 and row[3].startswith("20") for row in pairs[1:])
+
+    report = run("clusters", "docs", "--show", "body", "--show", "updated", dsn=table).stdout
+    header = next(line for line in report.splitlines() if line.startswith("cluster_id"))
+    assert header.split() == ["cluster_id", "rows", "key", "body", "updated"]
+    assert BASE[:20] in report and "2023-12-31" in report
+
+    members = csv_rows(run("clusters", "docs", "--format", "csv", "--show", "updated",
+                           dsn=table).stdout)  # fmt: skip
+    assert members[0] == ["cluster_id", "key", "size", "updated"]
+
+    query = run("query", "docs", "--key", "1", "--show", "body", "--json", dsn=table)
+    matches = json.loads(query.stdout)["matches"]
+    assert matches and all(set(m["columns"]) == {"body"} for m in matches)
+    assert BASE.upper() + "!" in [m["columns"]["body"] for m in matches]
+
+    missing = simindex("pairs", "docs", "--show", "nosuch", SIMINDEX_DSN=table)
+    assert missing.returncode == 1 and 'column "nosuch" does not exist' in missing.stderr
+
+
+def test_a_threshold_below_the_tuned_one_is_a_warning_line(minhash: Index, table: str) -> None:
+    result = run("pairs", "notes", "--threshold", "0.3", dsn=table)
+    assert result.returncode == 0, result.stderr
+    warning = [line for line in result.stderr.splitlines() if "warning" in line]
+    assert len(warning) == 1 and warning[0].startswith("simindex: warning: threshold 0.3 is below")

@@ -164,3 +164,20 @@ def test_demo_in_a_database_leaves_its_tables_and_indexes(database_dsn: str) -> 
     assert len(group) == int(header.group(1))
     similar = Index(database_dsn, "demo_minhash").similar(key=min(shown))
     assert all(match.similarity >= 0.7 for match in similar)
+
+    # The cleanup it prints works as printed, in its order: the indexes, then the table.
+    lines = again.splitlines()
+    drop = next(line.strip() for line in lines if line.strip().startswith("simindex drop "))
+    drop_table = next(line.strip() for line in lines if line.strip().startswith("DROP TABLE "))
+    dropped = subprocess.run(
+        [sys.executable, "-m", "simindex", *drop.split()[1:]],
+        capture_output=True,
+        text=True,
+        env=os.environ | {"SIMINDEX_DSN": database_dsn},
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert dropped.returncode == 0, dropped.stderr
+    assert list_indexes(database_dsn) == []
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute(drop_table.encode())

@@ -1,0 +1,79 @@
+"""A build and the sync queue: keys queued before the build's read are done by the build; a
+key changed while it runs stays queued. And what the build reports while it runs."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from simindex.index import Index, create_index
+from simindex.sync import queue_counts, sync
+
+ROWS = 300
+
+
+def texts(start: int, stop: int, word: str = "text") -> list[tuple[int, str]]:
+    return [(i, f"{word} number {i} with a few more words to shingle") for i in range(start, stop)]
+
+
+@pytest.fixture
+def notes(database_dsn: str) -> str:
+    """A table ``notes`` created empty, indexed (created, not built), then filled: the order of
+    an Alembic migration followed by a data load. Nothing is ANALYZEd."""
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute("CREATE TABLE notes (id integer PRIMARY KEY, body text)")
+    create_index(database_dsn, "notes", "notes", "body")
+    with psycopg.connect(database_dsn) as conn:
+        conn.cursor().executemany("INSERT INTO notes VALUES (%s, %s)", texts(1, ROWS + 1))
+    return database_dsn
+
+
+def test_build_takes_the_keys_queued_before_it_off_the_queue(notes: str) -> None:
+    assert queue_counts(notes, "notes") == (ROWS, 0)
+    report = Index(notes, "notes").build()
+    assert (report.rows, report.dequeued) == (ROWS, ROWS)
+    assert queue_counts(notes, "notes") == (0, 0)
+
+
+def test_a_row_changed_during_the_build_stays_queued(notes: str) -> None:
+    index = Index(notes, "notes")
+    holder = psycopg.connect(notes)
+    changed: list[int] = []
+
+    def during(done: int, total: int | None) -> None:
+        if changed:
+            return
+        # After the build's snapshot: a committed change of row 5, a new row 1000, and row 7
+        # changed by a writer still in its transaction when the build ends.
+        with psycopg.connect(notes) as writer:
+            writer.execute("UPDATE notes SET body = 'changed while building' WHERE id = 5")
+            writer.execute("INSERT INTO notes VALUES (1000, 'inserted while building')")
+        holder.execute("UPDATE notes SET body = 'still being changed' WHERE id = 7")
+        changed.append(done)
+
+    try:
+        report = index.build(batch_size=50, workers=1, progress=during)
+        assert changed
+        with psycopg.connect(notes) as conn:
+            queued = {key for (key,) in conn.execute("SELECT key FROM simindex.notes_queue")}
+        assert queued == {5, 7, 1000}
+        assert report.dequeued == ROWS - 2
+    finally:
+        holder.commit()
+        holder.close()
+    sync(notes)
+    assert [m.key for m in index.near("changed while building", max_distance=0)] == [5]
+    assert [m.key for m in index.near("still being changed", max_distance=0)] == [7]
+    assert [m.key for m in index.near("inserted while building", max_distance=0)] == [1000]
+
+
+def test_progress_has_a_total_before_the_table_was_analyzed(notes: str) -> None:
+    with psycopg.connect(notes) as conn:
+        reltuples = conn.execute("SELECT reltuples FROM pg_class WHERE relname = 'notes'")
+        assert reltuples.fetchone() == (-1.0,)  # never analyzed
+    seen: list[tuple[int, int | None]] = []
+    Index(notes, "notes").build(
+        batch_size=100, progress=lambda done, total: seen.append((done, total))
+    )
+    assert [done for done, _ in seen] == [100, 200, 300]
+    assert all(total is not None and total > 0 for _, total in seen)

@@ -1,0 +1,182 @@
+"""The Index facade around the operations: errors that say what to do, warnings where recall
+is poor, fingerprints as SQL takes them, the catalog entry it keeps, and pooled DSNs."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterator
+
+import psycopg
+import pytest
+from sqlalchemy import create_engine
+from sqlalchemy.engine import Engine
+
+from simindex.bits import to_unsigned
+from simindex.core.spec import MinHash, SimHash
+from simindex.core.text import Shingling
+from simindex.db.connection import connect, engine_for, raw_connection, transaction
+from simindex.errors import (
+    IndexNotFoundError,
+    KeyNotIndexedError,
+    LowRecallWarning,
+    SchemaNotMigratedError,
+)
+from simindex.index import Index, create_index, drop_index, get_index, list_indexes
+
+TEXTS = [
+    "the quick brown fox jumps over the lazy dog near the river bank today",
+    "the quick brown fox jumps over the lazy dog near the river bank tonight",
+    "a completely different sentence about databases, indexes and fingerprints",
+]
+
+
+@pytest.fixture
+def docs(database_dsn: str) -> str:
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute("CREATE TABLE docs (id integer PRIMARY KEY, body text)")
+        conn.cursor().executemany(
+            "INSERT INTO docs VALUES (%s, %s)", list(enumerate(TEXTS, start=1))
+        )
+    return database_dsn
+
+
+def test_an_unmigrated_database_says_to_migrate(empty_database_dsn: str) -> None:
+    with psycopg.connect(empty_database_dsn) as conn:
+        conn.execute("CREATE TABLE docs (id integer PRIMARY KEY, body text)")
+    calls: list[Callable[[], object]] = [
+        lambda: list_indexes(empty_database_dsn),
+        lambda: get_index(empty_database_dsn, "docs"),
+        lambda: Index(empty_database_dsn, "docs").near_key(1),
+        lambda: Index(empty_database_dsn, "docs").near("some text"),
+        lambda: create_index(empty_database_dsn, "docs", "docs", "body"),
+        lambda: drop_index(empty_database_dsn, "docs"),
+    ]
+    for call in calls:
+        with pytest.raises(SchemaNotMigratedError, match=r"simindex.migrate\(engine\)"):
+            call()
+
+
+def test_a_key_not_in_the_index_says_why(docs: str) -> None:
+    index = create_index(docs, "docs", "docs", "body")
+    index.build()
+    with psycopg.connect(docs) as conn:
+        conn.execute("INSERT INTO docs VALUES (4, 'a row written after the build, not synced')")
+    with pytest.raises(KeyNotIndexedError, match="queued and not synced yet"):
+        index.near_key(4)
+    with pytest.raises(KeyNotIndexedError, match="no such row"):
+        index.near_key(99)
+    with psycopg.connect(docs) as conn:
+        conn.execute("DELETE FROM simindex.docs_queue WHERE key = 4")
+        conn.execute("INSERT INTO simindex.docs_failed (key, error) VALUES (4, 'it broke')")
+    with pytest.raises(KeyNotIndexedError, match="sync failed on its row: it broke"):
+        index.near_key(4)
+
+
+def test_a_threshold_below_the_tuned_one_warns(docs: str) -> None:
+    index = create_index(docs, "notes", "docs", "body", method=MinHash(0.8, num_perm=64))
+    index.build()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        index.similar(TEXTS[0])
+        index.similar(TEXTS[0], threshold=0.9)
+        list(index.pairs(threshold=0.8))
+    with pytest.warns(LowRecallWarning, match="below the 0.8 index 'notes' was tuned for"):
+        index.similar(TEXTS[0], threshold=0.5)
+    with pytest.warns(LowRecallWarning):
+        list(index.pairs(threshold=0.5))
+    with pytest.warns(LowRecallWarning):
+        index.clusters(threshold=0.5)
+
+
+def test_fingerprint_is_what_the_sql_functions_take(docs: str) -> None:
+    simhash = create_index(docs, "docs", "docs", "body")
+    minhash = create_index(docs, "notes", "docs", "body", method=MinHash(0.5, num_perm=64))
+    simhash.build()
+    minhash.build()
+    value = simhash.fingerprint(TEXTS[0])
+    assert isinstance(value, int) and -(2**63) <= value < 2**63
+    arguments = minhash.fingerprint(TEXTS[0])
+    assert arguments is not None and not isinstance(arguments, int)
+    with psycopg.connect(docs) as conn:
+        stored = conn.execute("SELECT fingerprint FROM simindex.docs_simhash WHERE key = 1")
+        assert stored.fetchone() == (value,)
+        near = conn.execute(
+            "SELECT key FROM simindex.docs_near_v1(fingerprint => %s, max_distance => 0)",
+            (value,),
+        )
+        assert near.fetchall() == [(1,)]
+        similar = conn.execute(
+            "SELECT key FROM simindex.notes_similar_v1(%s, %s) ORDER BY key",
+            (list(arguments.signature), list(arguments.band_hashes)),
+        )
+        assert (1,) in similar.fetchall()
+    assert simhash.fingerprint("  !!! ") is None and minhash.fingerprint("") is None
+
+
+@pytest.fixture
+def engine(docs: str) -> Iterator[Engine]:
+    made = create_engine("postgresql+psycopg://", creator=lambda: psycopg.connect(docs))
+    yield made
+    made.dispose()
+
+
+def test_a_kept_catalog_entry_follows_a_rebuild_and_a_new_index_of_the_name(
+    docs: str, engine: Engine
+) -> None:
+    index = Index(engine, "docs")
+    create_index(docs, "docs", "docs", "body").build()
+    assert [m.key for m in index.near_key(1)] == [2]
+    Index(docs, "docs").build()  # another Index rebuilds: the catalog row changes
+    assert [m.key for m in index.near_key(1)] == [2]
+    # The same name again, with character shingles: the kept entry must not be used.
+    drop_index(docs, "docs")
+    method = SimHash(max_distance=3, shingling=Shingling(unit="char", size=4))
+    create_index(docs, "docs", "docs", "body", method=method).build()
+    fingerprint = Index(docs, "docs").fingerprint(TEXTS[2])
+    assert isinstance(fingerprint, int)
+    assert [m.key for m in index.near(TEXTS[2], max_distance=0)] == [3]
+    assert [m.key for m in index.near(fingerprint=to_unsigned(fingerprint), max_distance=0)] == [3]
+    drop_index(docs, "docs")
+    with pytest.raises(IndexNotFoundError):
+        index.near_key(1)
+    create_index(docs, "docs", "docs", "body", method=method).build()
+    with connect(engine) as connection:  # in the caller's transaction, dropped meanwhile
+        in_transaction = Index(connection, "docs")
+        assert in_transaction.near_key(3) == []
+        drop_index(connection, "docs")  # in the same transaction: no error aborts it
+        with pytest.raises(IndexNotFoundError):
+            in_transaction.near_key(3)
+        assert list_indexes(connection) == []
+
+
+def test_a_dsn_string_reuses_one_pooled_connection(docs: str) -> None:
+    assert engine_for(docs) is engine_for(docs)
+    pids = set()
+    for _ in range(5):
+        with transaction(docs) as conn:
+            row = conn.execute("SELECT pg_backend_pid()").fetchone()
+            assert row is not None
+            pids.add(row[0])
+    assert len(pids) == 1
+    index = create_index(docs, "docs", "docs", "body")
+    index.build()
+    for _ in range(3):
+        index.near_key(1)
+    with connect(docs) as connection:
+        assert not raw_connection(connection).autocommit  # handed back as it was taken
+        assert raw_connection(connection).execute("SELECT pg_backend_pid()").fetchone() == (
+            pids.pop(),
+        )
+
+
+def test_a_pooled_connection_the_server_ended_is_replaced(docs: str) -> None:
+    index = create_index(docs, "docs", "docs", "body")
+    index.build()
+    assert [m.key for m in index.near_key(1)] == [2]
+    with psycopg.connect(docs, autocommit=True) as admin:
+        ended = admin.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()
+    assert ended is not None and ended[0] >= 1
+    assert [m.key for m in index.near_key(1)] == [2]  # not "the connection is lost"
