@@ -13,16 +13,15 @@ DSN a query runs in autocommit, without BEGIN and COMMIT round trips.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any, Literal, overload
+from typing import Any
 
 import psycopg
 from psycopg import sql
 
 from simindex._advice import not_indexed, warn_below_threshold
+from simindex._arguments import SimilarArguments, function_arguments
 from simindex._session import reading as _reading
 from simindex._session import session
-from simindex.core.bits import to_signed
 from simindex.core.spec import Method, SimHash, resolve
 from simindex.db.catalog import (
     DEFAULT_SCHEMA,
@@ -35,7 +34,6 @@ from simindex.db.catalog import (
     index_names,
     read_index,
     ready_index,
-    store_of,
 )
 from simindex.db.connection import Bind, PgConnection
 from simindex.db.minhash_store import MinHashStore
@@ -63,7 +61,7 @@ from simindex.ops.clusters import (
     Survivor,
 )
 from simindex.ops.near import Match
-from simindex.ops.pairs import IdenticalGroup, NearPair, PairsProgress, SimilarPair
+from simindex.ops.pairs import PairsProgress
 from simindex.ops.similar import Similar
 from simindex.ops.stats import IndexStats
 
@@ -141,14 +139,6 @@ def list_indexes(bind: Bind, *, index_schema: str = DEFAULT_SCHEMA) -> list[str]
     """Names of all indexes."""
     with session(bind, index_schema) as conn:
         return index_names(conn, index_schema)
-
-
-@dataclass(frozen=True, slots=True)
-class SimilarArguments:
-    """A text's MinHash as ``<name>_similar_v1(signature, band_hashes)`` takes it."""
-
-    signature: tuple[int, ...]
-    band_hashes: tuple[int, ...]
 
 
 class Index:
@@ -284,18 +274,7 @@ class Index:
         for MinHash the two arrays ``<name>_similar_v1(signature, band_hashes)`` takes.
         None for a text with no features (NULL, empty, punctuation only)."""
         with session(self.bind, self.index_schema) as conn:
-            info = read_index(conn, self.index_schema, self.name)
-        spec = info.spec
-        if isinstance(spec.method, SimHash):
-            values, present = spec.simhash_values([text])
-            return to_signed(int(values[0])) if present[0] else None
-        store = store_of(info)
-        assert isinstance(store, MinHashStore)
-        signatures, lengths = spec.minhash_values([text])
-        if not lengths[0]:
-            return None
-        signature, band_keys = store.query_arguments(signatures[0])
-        return SimilarArguments(tuple(signature), tuple(band_keys))
+            return function_arguments(read_index(conn, self.index_schema, self.name), text)
 
     def _simhash(self, conn: PgConnection, other: str) -> tuple[IndexInfo, SimHashStore]:
         info, store = self._ready(conn)
@@ -425,26 +404,6 @@ class Index:
             except KeyNotIndexedError:
                 raise not_indexed(conn, info, key) from None
 
-    @overload
-    def pairs(
-        self,
-        *,
-        max_distance: int | None = None,
-        threshold: float | None = None,
-        progress: PairsProgress | None = None,
-        groups: Literal[False] = False,
-    ) -> Iterator[NearPair | SimilarPair]: ...
-
-    @overload
-    def pairs(
-        self,
-        *,
-        max_distance: int | None = None,
-        threshold: float | None = None,
-        progress: PairsProgress | None = None,
-        groups: bool,
-    ) -> Iterator[NearPair | SimilarPair | IdenticalGroup]: ...
-
     def pairs(
         self,
         *,
@@ -452,7 +411,7 @@ class Index:
         threshold: float | None = None,
         progress: PairsProgress | None = None,
         groups: bool = False,
-    ) -> Iterator[NearPair | SimilarPair | IdenticalGroup]:
+    ) -> Iterator[Any]:
         """Every pair of rows within ``max_distance`` bits (SimHash) or at or above
         ``threshold`` estimated Jaccard similarity (MinHash), each pair once, ``left < right``.
 
@@ -462,7 +421,7 @@ class Index:
         :class:`IdenticalGroup` (instead of its m(m-1)/2 pairs), first, and then the pairs
         between groups and single rows, a group named by its first (smallest) key.
         ``progress`` is called after each part (Manku table or band) with (parts done, parts
-        in all).
+        in all). Yields :class:`NearPair`, :class:`SimilarPair` or :class:`IdenticalGroup`.
         """
         with session(self.bind, self.index_schema) as conn:
             info, store = self._ready(conn)

@@ -70,7 +70,7 @@ def answers(index: Index, sample: list[str]) -> dict[str, Any]:
     for number, text in enumerate(sample):
         found[f"text {number}"] = [(m.key, m.similarity) for m in index.similar(text)]
         found[f"key {number}"] = [(m.key, m.similarity) for m in index.similar(key=number * 7)]
-    found["pairs"] = sorted((p.left, p.right, p.similarity) for p in index.pairs())  # type: ignore[union-attr]
+    found["pairs"] = sorted((p.left, p.right, p.similarity) for p in index.pairs())
     found["limited"] = [m.key for m in index.similar(sample[0], limit=1)]
     return found
 

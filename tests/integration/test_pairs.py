@@ -71,7 +71,7 @@ def test_simhash_pairs_equal_brute_force(
     index, values = simhash_index
     found = list(index.pairs(max_distance=max_distance))
     assert all(isinstance(pair, NearPair) and pair.left < pair.right for pair in found)
-    as_dict = {(p.left, p.right): p.distance for p in found}  # type: ignore[union-attr]
+    as_dict = {(p.left, p.right): p.distance for p in found}
     assert len(as_dict) == len(found), "a pair came twice"
     expected = brute_force(values, max_distance)
     assert as_dict == expected
@@ -84,7 +84,7 @@ def test_simhash_pairs_from_sql_and_progress(
     index, values = simhash_index
     seen: list[tuple[int, int]] = []
     from_python = sorted(
-        (p.left, p.right, p.distance)  # type: ignore[union-attr]
+        (p.left, p.right, p.distance)
         for p in index.pairs(progress=lambda done, total: seen.append((done, total)))
     )
     tables = len(seen)
@@ -168,7 +168,7 @@ def test_minhash_pairs_equal_band_sharing_brute_force(database_dsn: str) -> None
             expected[(a, b)] = similarity
     found = list(index.pairs(threshold=0.6))
     assert all(isinstance(pair, SimilarPair) for pair in found)
-    as_dict: dict[tuple[Any, Any], float] = {(p.left, p.right): p.similarity for p in found}  # type: ignore[union-attr]
+    as_dict: dict[tuple[Any, Any], float] = {(p.left, p.right): p.similarity for p in found}
     assert len(as_dict) == len(found), "a pair came twice"
     assert as_dict == pytest.approx(expected)
     assert len(expected) > 50
