@@ -83,20 +83,15 @@ class Triggers:
         ]
 
     def side_table_statements(self) -> list[sql.Composed]:
-        """Recreating the delete and truncate triggers, which name the side tables (a build
-        that changed them runs these)."""
-        events = ("delete", "truncate")
-        statements: list[sql.Composed] = []
-        for event in events:
-            statements.append(
-                statement(
-                    "sync_drop_trigger", trigger=self.trigger(event), source=self.source.identifier
-                )
-            )
-            statements.append(statement("drop_function", function=self.function(event)))
-        return statements + self._function_statements(events) + self._trigger_statements(events)
+        """Replacing the delete and truncate trigger functions, which name the side tables (a
+        build that changed them runs these). ``CREATE OR REPLACE`` keeps each function, so the
+        triggers stay and the app's table is not locked."""
+        return self._function_statements(("delete", "truncate"), replace=True)
 
-    def _function_statements(self, events: tuple[str, ...]) -> list[sql.Composed]:
+    def _function_statements(
+        self, events: tuple[str, ...], replace: bool = False
+    ) -> list[sql.Composed]:
+        create = sql.SQL("CREATE OR REPLACE FUNCTION" if replace else "CREATE FUNCTION")
         key = sql.Identifier(self.source.key_column)
         common = {"queue": self.queue, "key": key, "channel": sql.Literal(channel(self.name))}
         delete_side_rows = sql.SQL(";\n    ").join(
@@ -112,12 +107,14 @@ class Triggers:
             ),
             "delete": lambda: statement(
                 "sync_delete_function",
+                create=create,
                 function=self.function("delete"),
                 delete_side_rows=delete_side_rows,
                 **common,
             ),
             "truncate": lambda: statement(
                 "sync_truncate_function",
+                create=create,
                 function=self.function("truncate"),
                 tables=sql.SQL(", ").join(self.store.side_tables()),
             ),
