@@ -245,6 +245,18 @@ def spec(index_spec: IndexSpec) -> str:
     shingles = f"{shingling.unit} {shingling.size}-shingles"
     if shingling.with_characters:
         shingles += " and characters"
+    options = [
+        f"{name} {value}"
+        for name, value, default in (
+            ("punctuation", shingling.punctuation, "split"),
+            ("numbers", shingling.numbers, "keep"),
+            ("tokenizer", shingling.tokenizer, None),
+        )
+        if value != default
+    ]
+    options += [name for name in ("identifiers", "strip_markup") if getattr(shingling, name)]
+    if options:
+        shingles += f" ({', '.join(options)})"
     if isinstance(method, SimHash):
         assert isinstance(design, MankuDesign)
         text = (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from simindex.core.cost import Cost, minhash_cost, simhash_cost
 from simindex.core.design import (
+    MIN_CANDIDATE_PROBABILITY,
     LshDesign,
     MankuDesign,
     MankuTable,
@@ -14,6 +15,7 @@ from simindex.core.design import (
 )
 
 __all__ = [
+    "MIN_CANDIDATE_PROBABILITY",
     "Cost",
     "LshDesign",
     "MankuDesign",

@@ -29,12 +29,16 @@ from simindex.core.minhash import MinHasher, Scheme, SchemeName
 from simindex.core.packing import CURRENT, FORMATS, WIDE
 from simindex.core.simhash import check_top_n, simhash_batch
 from simindex.core.text import Shingling
+from simindex.core.tokens import load_tokenizer
 
 SPEC_VERSION = 2
-"""The newest spec version. Version 2 adds the MinHash storage format and SimHash designs sized
-to the table; a spec that uses neither is still written as version 1 (:attr:`IndexSpec.version`),
-and a release that reads only version 1 refuses the others instead of misreading them."""
-READS_VERSIONS = (1, 2)
+"""The newest spec version. Version 2 adds the MinHash storage format, SimHash designs sized to
+the table and the token options of the shingling; a spec that uses none of them is still written
+as version 1, byte for byte as before (:attr:`IndexSpec.version`), and a release that reads only
+version 1 refuses the others instead of misreading them. Version 1 specs are read with those
+options at their defaults."""
+READABLE_SPEC_VERSIONS = (1, 2)
+_TOKEN_OPTIONS = ("punctuation", "identifiers", "numbers", "strip_markup", "tokenizer")
 DEFAULT_EXPECTED_ROWS = 1_000_000
 
 
@@ -99,9 +103,11 @@ class IndexSpec:
     @property
     def version(self) -> int:
         """The spec version its stored form needs: 2 for what version 1 cannot say (a MinHash
-        storage format, a SimHash design sized to the table), else 1, which every release
-        reads."""
+        storage format, a SimHash design sized to the table, a token option), else 1, which
+        every release reads."""
         method = self.method
+        if not method.shingling.plain:
+            return 2
         if isinstance(method, MinHash):
             return 1 if self.storage == WIDE else 2
         return 1 if method.expected_rows is not None and self.sized_rows is None else 2
@@ -135,6 +141,12 @@ class IndexSpec:
             raise TypeError("a SimHash spec has no MinHasher")
         return MinHasher(self.method.scheme, self.method.num_perm, self.method.seed)
 
+    def check_tokenizer(self) -> None:
+        """Import the tokenizer the spec names, if any: creating an index fails then, with the
+        reason (:class:`~simindex.errors.TokenizerError`), rather than every row of a build."""
+        if self.method.shingling.tokenizer is not None:
+            load_tokenizer(self.method.shingling.tokenizer)
+
     def simhash_values(
         self, texts: Sequence[str | None]
     ) -> tuple[NDArray[np.uint64], NDArray[np.bool_]]:
@@ -160,10 +172,10 @@ class IndexSpec:
         """Read a stored spec back; refuses versions this release does not know."""
         data = json.loads(text)
         version = data.get("spec_version")
-        if version not in READS_VERSIONS:
+        if version not in READABLE_SPEC_VERSIONS:
             raise ValueError(
                 f"index spec version {version!r} is not supported by this release "
-                f"(it reads versions {', '.join(map(str, READS_VERSIONS))})"
+                f"(it reads versions {', '.join(map(str, READABLE_SPEC_VERSIONS))})"
             )
         shingling = Shingling(**data["shingling"])
         method: Method
@@ -216,6 +228,8 @@ def _as_dict(spec: IndexSpec) -> dict[str, Any]:
             "seed": shingling.seed,
         },
     }
+    if not shingling.plain:
+        data["shingling"] |= {name: getattr(shingling, name) for name in _TOKEN_OPTIONS}
     method = spec.method
     if isinstance(method, SimHash):
         assert isinstance(spec.design, MankuDesign)
@@ -248,6 +262,12 @@ def resolve(method: Method, rows: int | None = None) -> IndexSpec:
     ``rows``: the source table's size, for a SimHash design sized to the table (unknown:
     :data:`DEFAULT_EXPECTED_ROWS`, until the first build counts them).
     """
+    if not isinstance(method, SimHash | MinHash):
+        hint = " (the strings 'simhash' and 'minhash' are for the Alembic operation)"
+        raise TypeError(
+            f"method must be SimHash(...) or MinHash(...), got {type(method).__name__} "
+            f"{method!r}{hint if isinstance(method, str) else ''}"
+        )
     if not isinstance(method.shingling, Shingling):
         raise TypeError(f"shingling must be a Shingling, got {type(method.shingling).__name__}")
     if isinstance(method, SimHash):

@@ -8,9 +8,12 @@ An operation gets an index from here as an :class:`IndexInfo` (the row) and its 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
+import psycopg
 from psycopg import sql
 from sqlalchemy import (
     BigInteger,
@@ -37,7 +40,7 @@ from simindex.db.minhash_store import MinHashStore
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.source import Source
 from simindex.db.statements import statement
-from simindex.errors import IndexNotFoundError, IndexNotReadyError
+from simindex.errors import IndexNotFoundError, IndexNotReadyError, SchemaNotMigratedError
 
 DEFAULT_SCHEMA = "simindex"
 METHODS = ("simhash", "minhash")
@@ -183,7 +186,10 @@ def store_of(info: IndexInfo) -> Store:
 
 def find_index(conn: PgConnection, schema: str, name: str) -> IndexInfo | None:
     """The catalog row of index ``name``, or None."""
-    row = conn.execute(statement("catalog_get", catalog=catalog(schema)), {"name": name}).fetchone()
+    check_name(name)
+    with _catalog_errors(schema):
+        query = statement("catalog_get", catalog=catalog(schema))
+        row = conn.execute(query, {"name": name}).fetchone()
     if row is None:
         return None
     source = Source(0, *row[1:6])
@@ -223,5 +229,18 @@ def ready_index(conn: PgConnection, schema: str, name: str) -> tuple[IndexInfo, 
 
 def index_names(conn: PgConnection, schema: str) -> list[str]:
     """Names of all indexes, in order."""
-    rows = conn.execute(statement("catalog_list", catalog=catalog(schema))).fetchall()
+    with _catalog_errors(schema):
+        rows = conn.execute(statement("catalog_list", catalog=catalog(schema))).fetchall()
     return [str(name) for (name,) in rows]
+
+
+@contextmanager
+def _catalog_errors(schema: str) -> Iterator[None]:
+    try:
+        yield
+    except psycopg.errors.UndefinedTable as exc:
+        raise SchemaNotMigratedError(
+            f"simindex's schema {schema!r} is not installed in this database: run "
+            "simindex.migrate(engine) (or `simindex migrate`) first, or name the schema "
+            "simindex was migrated into"
+        ) from exc

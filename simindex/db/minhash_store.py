@@ -92,6 +92,7 @@ class MinHashStore:
                 "minhash_similar_function",
                 function=self.similar_function,
                 num_perm=sql.Literal(float(self.num_perm)),
+                num_bands=sql.Literal(self.design.num_bands),
                 **common,
             ),
             statement(

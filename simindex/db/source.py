@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,9 +14,8 @@ from simindex.db.connection import PgConnection
 from simindex.db.statements import statement
 from simindex.errors import SourceError
 
-# Type categories (pg_type.typcategory) a key may have: numeric, string, user-defined (uuid).
-_KEY_CATEGORIES = {"N": "a number", "S": "a string", "U": "a uuid or other scalar"}
-_FLOAT_TYPES = {"real", "double precision"}
+# Type categories (pg_type.typcategory) a key may not have: arrays, composites, pseudo-types.
+_NOT_SCALAR = {"A": "an array", "C": "a composite", "P": "a pseudo-type"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +27,7 @@ class Source:
     table: str
     key_column: str
     key_type: str
+    """The key's SQL type, typmod-exact and schema-qualified (see ``source_columns``)."""
     text_column: str
 
     @property
@@ -60,17 +62,16 @@ def describe(
     if kind not in ("r", "p"):
         raise SourceError(f"{found_schema}.{found_table} is not a table (relkind {kind!r})")
     columns = {
-        name: (type_name, category)
-        for name, type_name, category in conn.execute(statement("source_columns"), {"oid": oid})
+        row[0]: _Column(*row[1:]) for row in conn.execute(statement("source_columns"), {"oid": oid})
     }
     if column not in columns:
         raise SourceError(
             f"column {column!r} does not exist in {found_schema}.{found_table}; "
             f"it has {sorted(columns)}"
         )
-    if columns[column][1] != "S":
+    if columns[column].category != "S":
         raise SourceError(
-            f"column {column!r} is {columns[column][0]}; a text column (text, varchar, "
+            f"column {column!r} is {columns[column].type}; a text column (text, varchar, "
             "citext, ...) is needed"
         )
     key_column = key if key is not None else _primary_key(conn, oid, found_table)
@@ -80,12 +81,44 @@ def describe(
         raise SourceError(
             f"key column {key!r} has no unique index on {found_table}; a key must identify one row"
         )
-    key_type, category = columns[key_column]
-    if category not in _KEY_CATEGORIES or key_type in _FLOAT_TYPES:
+    found_key = columns[key_column]
+    if found_key.category in _NOT_SCALAR or not found_key.keyable:
+        what = _NOT_SCALAR.get(found_key.category, "a type without a default btree operator class")
         raise SourceError(
-            f"key column {key_column!r} is {key_type}; a key must be an integer, text or uuid type"
+            f"key column {key_column!r} is {found_key.type}, {what}; a key must be one value "
+            "that can be sorted and compared (an integer, text, uuid, ... type)"
         )
+    if not _comparable(conn, found_key.type):
+        raise SourceError(
+            f"key column {key_column!r} is {found_key.type}, whose = and < operators are not "
+            "in pg_catalog (nor reachable through an implicit cast), where simindex's SQL "
+            "functions look; key the index on a built-in type, e.g. a generated text column"
+        )
+    if not found_key.not_null:
+        # A NULL key names no row: its row could be neither queued nor found again.
+        raise SourceError(
+            f"key column {key_column!r} of {found_table} allows NULL; make it NOT NULL or name "
+            "another key"
+        )
+    key_type = found_key.type
     return Source(int(oid), str(found_schema), str(found_table), key_column, str(key_type), column)
+
+
+@dataclass(frozen=True, slots=True)
+class _Column:
+    type: str
+    category: str
+    not_null: bool
+    keyable: bool
+
+
+def _comparable(conn: PgConnection, key_type: str) -> bool:
+    try:
+        with conn.transaction():  # a savepoint: the failed probe leaves the transaction usable
+            conn.execute(statement("source_key_comparable", key_type=sql.SQL(key_type)))
+    except psycopg.errors.UndefinedFunction:
+        return False
+    return True
 
 
 def _primary_key(conn: PgConnection, oid: object, table: str) -> str:
@@ -127,3 +160,33 @@ def key_from_text(conn: PgConnection, source: Source, text: str) -> Any:
         raise ValueError(f"bad key {text!r}: {exc.diag.message_primary}") from exc
     assert row is not None
     return row[0]
+
+
+def check_key(key: object) -> object:
+    """``key`` if it can name a row (keys are NOT NULL)."""
+    if key is None:
+        raise ValueError("key must not be None: give the key of a row of the index's table")
+    return key
+
+
+@contextmanager
+def key_errors(source: Source, key: object) -> Iterator[None]:
+    """Driver errors that a key of the wrong type or value causes, as TypeError or
+    ValueError naming the key type (the transaction is left failed, as by any bad statement)."""
+    try:
+        yield
+    except (psycopg.errors.UndefinedFunction, psycopg.errors.DatatypeMismatch) as exc:
+        raise TypeError(
+            f"key {key!r} is a {type(key).__name__}, which does not fit the index's key type "
+            f"{source.key_type}"
+        ) from exc
+    except psycopg.DataError as exc:
+        raise ValueError(
+            f"bad key {key!r} for key type {source.key_type}: {exc.diag.message_primary}"
+        ) from exc
+    except psycopg.ProgrammingError as exc:
+        if exc.sqlstate is not None:
+            raise
+        raise TypeError(
+            f"key {key!r} is a {type(key).__name__}, which cannot be sent to PostgreSQL"
+        ) from exc

@@ -54,6 +54,11 @@ class BuildReport:
     dequeued: int = 0
 
 
+MAX_BATCH_SIZE = 1_000_000
+"""Rows per batch at most (a batch's texts are in memory at once)."""
+MAX_WORKERS = 256
+
+
 def _batches(cursor: Any, size: int) -> Iterator[tuple[list[Any], list[str | None]]]:
     while rows := cursor.fetchmany(size):
         yield [row[0] for row in rows], [row[1] for row in rows]
@@ -69,8 +74,16 @@ def build(
     progress: Progress | None = None,
 ) -> BuildReport:
     """See :meth:`simindex.index.Index.build`."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int):
+        raise TypeError(f"batch_size must be an int, got {type(batch_size).__name__}")
+    if not 1 <= batch_size <= MAX_BATCH_SIZE:
+        raise ValueError(f"batch_size must be from 1 to {MAX_BATCH_SIZE:,}, got {batch_size}")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)):
+        raise TypeError(f"workers must be an int or None, got {type(workers).__name__}")
+    if workers is not None and not 1 <= workers <= MAX_WORKERS:
+        raise ValueError(f"workers must be from 1 to {MAX_WORKERS}, got {workers}")
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be callable, got {type(progress).__name__}")
     started = time.perf_counter()
     indexed = skipped = 0
     with transaction(bind) as conn:

@@ -16,11 +16,13 @@ its own: an unrelated new row never changes another row's cluster id.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import psycopg
 from psycopg import sql
 
 from simindex.core.bits import to_signed
@@ -33,7 +35,9 @@ from simindex.db.minhash_store import MinHashStore
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.statements import statement
 from simindex.errors import IndexNotReadyError
-from simindex.ops.pairs import collapse, collapsible, pairs_queries
+from simindex.ops.pairs import collapse, collapsible, exact_candidates, pairs_queries
+from simindex.ops.similar import verify_mode
+from simindex.ops.verify import Verify, exact_pairs
 
 ClusterProgress = Callable[[str, int, int | None], None]
 """Called with (step, done, total or None): steps are "pairs", "components" and "rows"."""
@@ -41,6 +45,7 @@ ClusterProgress = Callable[[str, int, int | None], None]
 ClusterMethod = Literal["pairs", "leader", "bottom_k"]
 _MAX_ROUNDS = 1000
 _READ_ROWS = 5000
+_COPY_EDGES = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,12 +72,18 @@ def clusters(
     method: ClusterMethod = "pairs",
     max_distance: int | None = None,
     threshold: float | None = None,
+    verify: Verify | None = None,
     bottom_k: int = 4,
     progress: ClusterProgress | None = None,
 ) -> ClusterReport:
     """See :meth:`simindex.index.Index.clusters`."""
     if method not in ("pairs", "leader", "bottom_k"):
         raise ValueError(f"method must be 'pairs', 'leader' or 'bottom_k', got {method!r}")
+    if verify is not None and method != "pairs":
+        reason = "sync keeps them in SQL, by the estimate" if method == "leader" else "no pairs"
+        raise TypeError(f"{method} clusters take no verify ({reason})")
+    if verify is not None and isinstance(store, SimHashStore):
+        raise TypeError(f"index {info.name!r} is a SimHash index: it has no verify")
     started = time.perf_counter()
     report = _no_progress if progress is None else progress
     target = ClusterStore(info.index_schema, info.name)
@@ -84,6 +95,11 @@ def clusters(
         rows = _bottom_k(conn, info, target, key_type, bottom_k, report)
         edges = rounds = 0
     else:
+        # Exact verification reads every candidate's text: rows are not collapsed by their
+        # signatures then (an estimate), as in pairs().
+        exact = (
+            isinstance(store, MinHashStore) and method == "pairs" and verify_mode(verify) == "exact"
+        )
         if method == "leader" and (max_distance is not None or threshold is not None):
             raise TypeError(
                 "leader clusters use the index's own max_distance or threshold, as sync does"
@@ -97,9 +113,10 @@ def clusters(
             threshold,
             report,
             leader=method == "leader",
+            exact=exact,
         )
         conn.execute(statement("clusters_truncate", table=target.table))
-        if isinstance(store, MinHashStore) and not collapsible(store):
+        if isinstance(store, MinHashStore) and (exact or not collapsible(store)):
             members = statement("clusters_minhash_members", side=store.signatures())
         else:
             members = statement("clusters_collapsed_members")
@@ -163,21 +180,33 @@ def members(conn: PgConnection, info: IndexInfo, *, min_size: int = 2) -> Iterat
             yield ClusterMember(cluster_id, key, int(size))
 
 
+_PREFER = ("smallest_key", "largest_key", "longest_text", "shortest_text")
+_PREFER_COLUMN = re.compile(r"(newest|oldest):.+", re.DOTALL)
+
+
 def survivors(
     conn: PgConnection, info: IndexInfo, *, prefer: str = "smallest_key"
 ) -> Iterator[Survivor]:
     """See :meth:`simindex.index.Index.survivors`."""
     if not isinstance(prefer, str):
         raise TypeError(f"prefer must be a str, got {type(prefer).__name__}")
+    if prefer not in _PREFER and not _PREFER_COLUMN.fullmatch(prefer):
+        raise ValueError(
+            f"prefer must be {', '.join(_PREFER)}, newest:<column> or oldest:<column>, "
+            f"got {prefer!r}"
+        )
     target, _ = _existing(conn, info)
     with conn.cursor(name="simindex_survivors") as cursor:
         cursor.itersize = _READ_ROWS
-        cursor.execute(
-            statement("clusters_survivors", function=target.survivors_function),
-            {"prefer": prefer},
-        )
-        for cluster_id, key, size, survivor in cursor:
-            yield Survivor(cluster_id, key, int(size), bool(survivor))
+        try:
+            cursor.execute(
+                statement("clusters_survivors", function=target.survivors_function),
+                {"prefer": prefer},
+            )
+            for cluster_id, key, size, survivor in cursor:
+                yield Survivor(cluster_id, key, int(size), bool(survivor))
+        except psycopg.errors.InvalidParameterValue as exc:  # a column the table lacks
+            raise ValueError(exc.diag.message_primary) from exc
 
 
 def _existing(conn: PgConnection, info: IndexInfo) -> tuple[ClusterStore, Store]:
@@ -207,6 +236,7 @@ def _components(
     progress: ClusterProgress,
     *,
     leader: bool,
+    exact: bool,
 ) -> tuple[int, int]:
     """Fill the temporary node/label tables; (pairs used, rounds).
 
@@ -217,7 +247,7 @@ def _components(
     conn.execute(statement("pairs_work_mem"))
     # Checked before any work.
     queries = pairs_queries(info, store, max_distance=max_distance, threshold=threshold)
-    if collapsible(store):
+    if collapsible(store) and not exact:
         queries = pairs_queries(
             info,
             store,
@@ -228,9 +258,15 @@ def _components(
     conn.execute(statement("clusters_edges", key_type=key_type))
     rank = sql.SQL("p.distance" if isinstance(store, SimHashStore) else "-p.similarity")
     edges = 0
-    for done, query in enumerate(queries, 1):
-        edges += conn.execute(statement("clusters_insert_edges", pairs=query, rank=rank)).rowcount
-        progress("pairs", done, len(queries))
+    if exact:
+        assert isinstance(store, MinHashStore)
+        edges = _exact_edges(conn, info, store, threshold)
+        progress("pairs", len(queries), len(queries))
+    else:
+        for done, query in enumerate(queries, 1):
+            inserted = conn.execute(statement("clusters_insert_edges", pairs=query, rank=rank))
+            edges += inserted.rowcount
+            progress("pairs", done, len(queries))
     labels = "leader_labels" if leader else "labels"
     for block in ("nodes", "nodes_index", "links", labels, "labels_key", "analyze"):
         conn.execute(statement(f"clusters_{block}"))
@@ -251,6 +287,29 @@ def _components(
         progress("components", rounds, None)
         if not changed:
             return edges, rounds
+
+
+def _exact_edges(
+    conn: PgConnection, info: IndexInfo, store: MinHashStore, threshold: float | None
+) -> int:
+    """Fill the edges with the exactly verified pairs (COPY between two cursor fetches)."""
+    sets, candidates, limit = exact_candidates(conn, info, store, threshold)
+    lines: list[str] = []
+    edges = 0
+
+    def flush() -> None:
+        with conn.cursor().copy(statement("clusters_copy_edges")) as copy:
+            copy.write("".join(lines))
+        lines.clear()
+
+    for left, right, score in exact_pairs(conn, sets, candidates, limit):
+        lines.append(f"{field(left)}\t{field(right)}\t{-score!r}\n")
+        edges += 1
+        if len(lines) >= _COPY_EDGES:
+            flush()
+    if lines:
+        flush()
+    return edges
 
 
 def _bottom_k(

@@ -10,6 +10,7 @@ from simindex.core.bits import MAX_UNSIGNED, to_signed
 from simindex.db.catalog import IndexInfo
 from simindex.db.connection import PgConnection
 from simindex.db.simhash_store import SimHashStore
+from simindex.db.source import check_key, key_errors
 from simindex.db.statements import statement
 from simindex.errors import KeyNotIndexedError
 
@@ -94,23 +95,23 @@ def near_key(
     ``indexed``: whether the key is in the index, when the caller has asked already (the
     facade does, in the round trip that checks its catalog entry); None: ask on an empty answer.
     """
+    check_key(key)
     if indexed is False:
         raise KeyNotIndexedError.of(info.name, key)
-    rows = conn.execute(
-        statement("simhash_near_key", function=store.near_key_function),
-        {
-            "key": key,
-            "max_distance": check_distance(store, max_distance),
-            "limit": check_limit(limit),
-        },
-    ).fetchall()
-    # An empty answer is common; only then is it worth asking whether the key exists.
-    if (
-        not rows
-        and indexed is None
-        and not conn.execute(
-            statement("simhash_fingerprint_of_key", table=store.table()), {"key": key}
-        ).fetchone()
-    ):
-        raise KeyNotIndexedError.of(info.name, key)
+    distance = check_distance(store, max_distance)
+    checked_limit = check_limit(limit)
+    with key_errors(info.source, key):
+        rows = conn.execute(
+            statement("simhash_near_key", function=store.near_key_function),
+            {"key": key, "max_distance": distance, "limit": checked_limit},
+        ).fetchall()
+        # An empty answer is common; only then is it worth asking whether the key exists.
+        if (
+            not rows
+            and indexed is None
+            and not conn.execute(
+                statement("simhash_fingerprint_of_key", table=store.table()), {"key": key}
+            ).fetchone()
+        ):
+            raise KeyNotIndexedError.of(info.name, key)
     return [Match(found_key, found_distance) for found_key, found_distance in rows]

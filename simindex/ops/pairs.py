@@ -3,15 +3,17 @@
 SimHash: two fingerprints within k bits agree on the prefix of at least one Manku table, so a
 self-join of the side table on each table's prefix (``p >> shift``) finds every
 pair; a pair is reported by the first table that finds it only. MinHash: a self-join of the
-band table on each band, verified by the signatures, each pair reported by the first band the
-two rows share. Rows are streamed one by one as PostgreSQL sends them: memory stays flat
-however many pairs there are.
+band table on each band, each pair reported by the first band the two rows share, verified by
+the signatures' estimate in SQL or by the exact similarity of the texts (:mod:`.verify`).
+Rows are streamed as PostgreSQL sends them: memory stays flat however many pairs there are.
 
 Identical rows first collapse to one node (:func:`collapse`): SimHash rows with equal
 fingerprints, MinHash rows (storage format 2) with identical signatures, compared in full. The
 self-joins then run over one row per node; a pair of nodes stands for every pair of their rows,
 and the rows of one node are pairs among themselves. ``groups=True`` reports those as
 :class:`IdenticalGroup` values instead of m(m-1)/2 pairs, and node pairs by their smallest keys.
+Equal signatures are an estimate of equal texts, so exact verification of MinHash pairs does
+not collapse rows: it reads every candidate's text, as over a format-1 index.
 """
 
 from __future__ import annotations
@@ -26,10 +28,12 @@ from psycopg import sql
 from simindex.db.catalog import IndexInfo, Store
 from simindex.db.compact_minhash_store import CompactMinHashStore
 from simindex.db.connection import PgConnection
+from simindex.db.minhash_store import MinHashStore
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.statements import statement
 from simindex.ops.near import check_distance
-from simindex.ops.similar import check_threshold
+from simindex.ops.similar import check_threshold, verify_mode
+from simindex.ops.verify import ShingleSets, Verify, exact_floor, exact_pairs
 
 # Key types whose order in Python is PostgreSQL's (text follows a collation): node pairs of
 # these expand to row pairs here rather than by joins in SQL.
@@ -50,7 +54,8 @@ class NearPair:
 
 @dataclass(frozen=True, slots=True)
 class SimilarPair:
-    """Two rows of a MinHash index with this estimated Jaccard ``similarity``; ``left < right``."""
+    """Two rows of a MinHash index with this Jaccard ``similarity`` (exact, or estimated when
+    verified by the estimate); ``left < right``."""
 
     left: Any
     right: Any
@@ -94,9 +99,11 @@ def pairs_queries(
     max_distance: int | None,
     threshold: float | None,
     side: sql.Composable | None = None,
+    floor: float | None = None,
 ) -> list[sql.Composed]:
     """One query per Manku table or band, with the limit checked; over ``side`` (the
-    collapsed rows) when given."""
+    collapsed rows) when given. MinHash candidates are kept from an estimate of ``floor``
+    (default: the threshold) up."""
     if isinstance(store, SimHashStore):
         if threshold is not None:
             raise TypeError(f"index {info.name!r} is a SimHash index: give max_distance")
@@ -106,10 +113,42 @@ def pairs_queries(
         ]
     if max_distance is not None:
         raise TypeError(f"index {info.name!r} is a MinHash index: give threshold")
-    floor = sql.Literal(check_threshold(info.spec, threshold))
+    lowest = sql.Literal(check_threshold(info.spec, threshold) if floor is None else floor)
     return [
-        store.pairs_query(band, floor, signatures=side) for band in range(store.design.num_bands)
+        store.pairs_query(band, lowest, signatures=side) for band in range(store.design.num_bands)
     ]
+
+
+def exact_candidates(
+    conn: PgConnection, info: IndexInfo, store: MinHashStore, threshold: float | None
+) -> tuple[ShingleSets, sql.Composed, float]:
+    """What exact verification of a MinHash index's pairs needs: the cache of shingle sets,
+    every candidate pair down to the estimate floor (ordered by left key, so each left row's
+    set is read once), and the threshold."""
+    limit = check_threshold(info.spec, threshold)
+    floor = exact_floor(limit, store.num_perm)
+    queries = pairs_queries(info, store, max_distance=None, threshold=limit, floor=floor)
+    ordered = statement("pairs_ordered", pairs=sql.SQL("\nUNION ALL\n").join(queries))
+    return ShingleSets(conn, info.source, info.spec.method.shingling), ordered, limit
+
+
+def exact_verified(store: Store, verify: Verify | None, *, groups: bool = False) -> bool:
+    """Whether pairs of ``store`` are verified exactly from the texts. ``groups=True`` groups
+    rows by identical signatures, an estimate: it verifies by the estimate unless told
+    otherwise, and refuses ``verify="exact"``."""
+    if isinstance(store, SimHashStore):
+        if verify is not None:
+            raise TypeError("a SimHash index has no verify")
+        return False
+    if groups:
+        if verify == "exact":
+            raise ValueError(
+                "groups=True groups rows by identical signatures, an estimate: "
+                "give verify='estimate' (or leave it out)"
+            )
+        verify_mode(verify)
+        return False
+    return verify_mode(verify) == "exact"
 
 
 def pairs(
@@ -119,6 +158,7 @@ def pairs(
     *,
     max_distance: int | None = None,
     threshold: float | None = None,
+    verify: Verify | None = None,
     progress: PairsProgress | None = None,
     groups: bool = False,
 ) -> Iterator[NearPair | SimilarPair | IdenticalGroup]:
@@ -129,7 +169,18 @@ def pairs(
     make = NearPair if simhash else SimilarPair
     # Checked before any work.
     queries = pairs_queries(info, store, max_distance=max_distance, threshold=threshold)
+    if isinstance(store, SimHashStore) and verify is not None:
+        raise TypeError(f"index {info.name!r} is a SimHash index: it has no verify")
+    exact = exact_verified(store, verify, groups=groups)
     conn.execute(statement("pairs_work_mem"))
+    if exact:
+        assert isinstance(store, MinHashStore)
+        sets, candidates, limit = exact_candidates(conn, info, store, threshold)
+        for left, right, similarity in exact_pairs(conn, sets, candidates, limit):
+            yield SimilarPair(left, right, similarity)
+        if progress is not None:
+            progress(len(queries), len(queries))
+        return
     if collapsible(store):
         side = collapse(conn, store)
         score = sql.SQL("distance" if simhash else "similarity")

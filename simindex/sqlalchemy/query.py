@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sqlalchemy import BigInteger, Double, Integer, column, literal
+from sqlalchemy import BigInteger, Double, Integer, cast, column, literal
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql.base import PGDialect
 from sqlalchemy.engine import Connection, Engine
@@ -38,7 +38,7 @@ from sqlalchemy.sql.functions import Function
 from sqlalchemy.sql.selectable import TableValuedAlias
 from sqlalchemy.sql.sqltypes import NullType
 from sqlalchemy.sql.visitors import InternalTraversal
-from sqlalchemy.types import TypeEngine
+from sqlalchemy.types import TypeEngine, UserDefinedType
 
 from simindex.core.bits import MAX_UNSIGNED, to_signed
 from simindex.db.catalog import DEFAULT_SCHEMA, IndexInfo, check_name, check_schema, ready_index
@@ -53,6 +53,19 @@ KeyType = TypeEngine[Any] | type[TypeEngine[Any]] | ColumnElement[Any] | Queryab
 """The ``key`` column's type, or a column (or mapped attribute) whose type it takes."""
 
 _TYPE_ARGUMENTS = re.compile(r"\(.*?\)")
+
+
+class _NamedType(UserDefinedType[Any]):
+    """A SQL type by the name the catalog keeps (schema-qualified, typmod-exact): a key value
+    is cast to it, so it matches the index's function whatever SQLAlchemy calls the type."""
+
+    cache_ok = True
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def get_col_spec(self, **kw: Any) -> str:
+        return self.name
 
 
 class _IndexFunction(Function[Any]):
@@ -221,7 +234,7 @@ def similar(
     and ``similarity``.
 
     Candidates share an LSH band with the text and are verified with the stored signatures,
-    as :meth:`simindex.Index.similar` without ``exact``.
+    as :meth:`simindex.Index.similar` with ``verify="estimate"`` (SQL reads no source text).
 
     Parameters:
         bind: where the index's spec is read, to compute the text's signature.
@@ -366,6 +379,8 @@ def _by_key(
     argument = clause() if clause is not None else key
     if not isinstance(argument, ColumnElement):
         argument = literal(key, None if isinstance(result_type, NullType) else result_type)
+        if info is not None and isinstance(result_type, NullType):
+            argument = cast(argument, _NamedType(info.source.key_type))
     if isinstance(result_type, NullType):
         result_type = argument.type
     if isinstance(result_type, NullType):

@@ -166,7 +166,7 @@ def test_minhash_pairs_equal_band_sharing_brute_force(database_dsn: str) -> None
         similarity = sum(p == q for p, q in zip(x, y, strict=True)) / len(x)
         if shares_band and similarity >= 0.6:
             expected[(a, b)] = similarity
-    found = list(index.pairs(threshold=0.6))
+    found = list(index.pairs(threshold=0.6, verify="estimate"))
     assert all(isinstance(pair, SimilarPair) for pair in found)
     as_dict: dict[tuple[Any, Any], float] = {(p.left, p.right): p.similarity for p in found}
     assert len(as_dict) == len(found), "a pair came twice"

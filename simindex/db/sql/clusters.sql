@@ -19,6 +19,9 @@ CREATE TEMP TABLE simindex_edges (
 -- name: clusters_insert_edges
 INSERT INTO simindex_edges (a, b, rank) SELECT p.left_key, p.right_key, {rank} FROM ({pairs}) AS p
 
+-- name: clusters_copy_edges
+COPY simindex_edges (a, b, rank) FROM STDIN
+
 -- name: clusters_nodes
 -- Dense ids in key order, so the smallest id of a component is its smallest key.
 CREATE TEMP TABLE simindex_nodes ON COMMIT DROP AS
@@ -126,6 +129,9 @@ AS $body$
 DECLARE
     row_key {key_type};
 BEGIN
+    IF keys IS NULL THEN
+        RAISE EXCEPTION 'keys must not be NULL' USING ERRCODE = '22023';
+    END IF;
     FOR row_key IN SELECT DISTINCT u.k FROM unnest(keys) AS u(k) ORDER BY 1 LOOP
         INSERT INTO {table} AS t (key, cluster_id)
         SELECT row_key, coalesce((
@@ -182,6 +188,14 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'prefer must be smallest_key, '
             || 'largest_key, longest_text, shortest_text, newest:<column> or oldest:<column>, '
             || 'got ' || coalesce(quote_literal(prefer), 'NULL');
+    END IF;
+    IF prefer ~ '^(newest|oldest):' AND NOT EXISTS (
+        SELECT FROM pg_catalog.pg_attribute AS a
+        WHERE a.attrelid = to_regclass(format('%I.%I', {source_schema}, {source_table}))
+          AND a.attname = substr(prefer, 8) AND a.attnum > 0 AND NOT a.attisdropped
+    ) THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format(
+            'prefer %L names no column of %I.%I', prefer, {source_schema}, {source_table});
     END IF;
     RETURN QUERY EXECUTE format(
         'SELECT c.cluster_id, c.key, c.size, '

@@ -79,3 +79,7 @@ JOIN simindex_node_of AS y ON y.node = p.right_key
 -- name: pairs_groups
 SELECT array_agg(key ORDER BY key) FROM simindex_node_of GROUP BY node HAVING count(*) > 1
 ORDER BY node
+
+-- name: pairs_ordered
+-- Every band's candidate pairs, by left key: exact verification reads each left row once.
+SELECT c.left_key, c.right_key, c.similarity FROM ({pairs}) AS c ORDER BY c.left_key, c.right_key

@@ -6,11 +6,50 @@ JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
 WHERE c.oid = pg_catalog.to_regclass(%(qualified)s)
 
 -- name: source_columns
+-- Each column's type as SQL can name it anywhere: typmod-exact (char(5), numeric(10,2)) and
+-- qualified with its schema unless it is a built-in one (format_type() leaves out the schema
+-- of a type visible on the caller's search_path, which the functions simindex installs do not
+-- share). "keyable": the type (a domain: its base type) has a default btree operator class,
+-- its own or one it is binary-coercible to (varchar: text's), so a side table can have it as
+-- its primary key.
 SELECT a.attname AS name,
-       pg_catalog.format_type(a.atttypid, a.atttypmod) AS type,
-       t.typcategory::text AS category
+       CASE WHEN e.typnamespace = 'pg_catalog'::regnamespace
+              OR starts_with(pg_catalog.format_type(a.atttypid, a.atttypmod),
+                             pg_catalog.quote_ident(n.nspname) || '.')
+            THEN pg_catalog.format_type(a.atttypid, a.atttypmod)
+            ELSE pg_catalog.quote_ident(n.nspname) || '.'
+                 || pg_catalog.format_type(a.atttypid, a.atttypmod)
+       END AS type,
+       t.typcategory::text AS category,
+       a.attnotnull AS not_null,
+       EXISTS (
+           SELECT FROM pg_catalog.pg_opclass AS o
+           JOIN pg_catalog.pg_am AS m ON m.oid = o.opcmethod
+           WHERE m.amname = 'btree' AND o.opcdefault
+             AND (o.opcintype = b.oid
+                  OR (o.opcintype = 'pg_catalog.anyenum'::regtype AND b.typtype = 'e')
+                  OR (o.opcintype = 'pg_catalog.anyrange'::regtype AND b.typtype = 'r')
+                  OR EXISTS (SELECT FROM pg_catalog.pg_cast AS c
+                             WHERE c.castsource = b.oid AND c.casttarget = o.opcintype
+                               AND c.castmethod = 'b'))
+       ) AS keyable
 FROM pg_catalog.pg_attribute AS a
 JOIN pg_catalog.pg_type AS t ON t.oid = a.atttypid
+-- e: the type whose schema format_type() prints (of an array: its element type's)
+JOIN pg_catalog.pg_type AS e
+  ON e.oid = CASE WHEN t.typcategory = 'A' AND t.typelem <> 0 THEN t.typelem ELSE t.oid END
+JOIN pg_catalog.pg_namespace AS n ON n.oid = e.typnamespace
+-- b: the type under any domains
+CROSS JOIN LATERAL (
+    WITH RECURSIVE base (oid, typtype, typbasetype) AS (
+        SELECT t.oid, t.typtype, t.typbasetype
+        UNION ALL
+        SELECT u.oid, u.typtype, u.typbasetype
+        FROM base JOIN pg_catalog.pg_type AS u ON u.oid = base.typbasetype
+        WHERE base.typtype = 'd'
+    )
+    SELECT base.oid, base.typtype FROM base WHERE base.typtype <> 'd'
+) AS b
 WHERE a.attrelid = %(oid)s AND a.attnum > 0 AND NOT a.attisdropped
 
 -- name: source_primary_key
@@ -41,6 +80,14 @@ SELECT {key}, {text} FROM {table}
 -- name: source_texts_of_keys
 SELECT {key}, {text} FROM {table} WHERE {key} = ANY(%(keys)s)
 
+-- name: source_key_comparable
+-- Whether the key compares with operators found from pg_catalog alone (its own, a base
+-- type's, or an implicit cast's: citext compares as text): simindex's functions pin their
+-- search_path to pg_catalog, so an operator only found in an extension's schema (isn's ean13)
+-- is out of their reach.
+SELECT NULL::{key_type} OPERATOR(pg_catalog.=) NULL::{key_type},
+       NULL::{key_type} OPERATOR(pg_catalog.<) NULL::{key_type}
+
 -- name: source_cast_key
 -- A key given as text (on a command line) in the source key's own type.
 SELECT CAST(%(key)s::text AS {key_type})
@@ -70,7 +117,7 @@ BEGIN
         RAISE EXCEPTION 'simindex: % has no text column %', source, {column}
             USING ERRCODE = '42703';
     END IF;
-    SELECT a.attnum, a.atttypid INTO attribute
+    SELECT a.attnum, a.atttypid, a.attnotnull INTO attribute
     FROM pg_catalog.pg_attribute AS a
     WHERE a.attrelid = source AND a.attname = {key} AND a.attnum > 0 AND NOT a.attisdropped;
     IF NOT FOUND THEN
@@ -88,6 +135,10 @@ BEGIN
     ) THEN
         RAISE EXCEPTION 'simindex: key column % has no unique index on %', {key}, source
             USING ERRCODE = '42P10';
+    END IF;
+    IF NOT attribute.attnotnull THEN
+        RAISE EXCEPTION 'simindex: key column % of % allows NULL; make it NOT NULL or name '
+            'another key', {key}, source USING ERRCODE = '23502';
     END IF;
 END
 $check$
