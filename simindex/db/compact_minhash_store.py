@@ -71,6 +71,7 @@ class CompactMinHashStore(MinHashStore):
                 threshold=sql.Literal(self.threshold),
                 table=self.table(),
                 num_perm=sql.Literal(float(self.num_perm)),
+                num_bands=sql.Literal(self.design.num_bands),
                 any_band=any_band,
             ),
             statement(

@@ -17,6 +17,7 @@ COPY {table} (key, signature, {columns}) FROM STDIN
 -- name: compact_similar_function
 -- Candidates share a band key with the query (a BitmapOr of the band indexes: each row is read
 -- once); each is verified by its share of equal slots, identical signatures without a count.
+-- A text without features has NULL arrays: no candidates.
 CREATE FUNCTION {function}(
     signature integer[],
     band_keys integer[],
@@ -24,9 +25,26 @@ CREATE FUNCTION {function}(
     max_rows integer DEFAULT NULL
 )
 RETURNS TABLE (key {key_type}, similarity double precision)
-LANGUAGE sql STABLE PARALLEL SAFE
+LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $body$
+BEGIN
+    -- NaN sorts above every number, so it fails the upper bound.
+    IF $3 IS NULL OR NOT ($3 >= 0 AND $3 <= 1) THEN
+        RAISE EXCEPTION 'threshold must be from 0 to 1, got %', coalesce($3::text, 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    IF ($1 IS NULL) <> ($2 IS NULL)
+       OR cardinality($1) <> {num_perm}::integer OR cardinality($2) <> {num_bands} THEN
+        RAISE EXCEPTION 'a signature of % values and % band keys are needed (both NULL: a '
+            'text without features), got % and %', {num_perm}::integer, {num_bands},
+            coalesce(cardinality($1)::text, 'NULL'), coalesce(cardinality($2)::text, 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    IF $4 < 1 THEN
+        RAISE EXCEPTION 'max_rows must be at least 1, got %', $4 USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY
     SELECT c.key, v.similarity
     FROM {table} AS c
     CROSS JOIN LATERAL (
@@ -37,7 +55,8 @@ AS $body$
     ) AS v
     WHERE ({any_band}) AND v.similarity >= $3
     ORDER BY v.similarity DESC, c.key
-    LIMIT $4
+    LIMIT $4;
+END
 $body$
 
 -- name: compact_similar_key_function
