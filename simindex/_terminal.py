@@ -274,6 +274,16 @@ def spec(index_spec: IndexSpec) -> str:
     return f"{text}; {shingles}"
 
 
+def cost(index_spec: IndexSpec, rows: int) -> str:
+    """What building the design will take, in a line: side tables and bytes a row."""
+    estimate = index_spec.cost
+    kind = "permutation tables" if index_spec.kind == "simhash" else "band indexes"
+    text = f"cost: {estimate.tables} {kind}, about {size(round(estimate.bytes_per_row))} a row"
+    if rows:
+        text += f" ({size(round(estimate.bytes_for(rows)))} for {rows:,} rows)"
+    return text
+
+
 def info_json(info: IndexInfo) -> dict[str, Any]:
     found = info.source
     return {
@@ -287,6 +297,10 @@ def info_json(info: IndexInfo) -> dict[str, Any]:
             "key_type": found.key_type,
         },
         "spec": json.loads(info.spec.to_json()),
+        "cost": {
+            "tables": info.spec.cost.tables,
+            "bytes_per_row": round(info.spec.cost.bytes_per_row),
+        },
         "state": info.state,
         "rows": info.row_count,
         "skipped": info.skipped_count,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from simindex.core.cost import Cost, minhash_cost, simhash_cost
 from simindex.core.design import (
     MIN_CANDIDATE_PROBABILITY,
     LshDesign,
@@ -15,6 +16,7 @@ from simindex.core.design import (
 
 __all__ = [
     "MIN_CANDIDATE_PROBABILITY",
+    "Cost",
     "LshDesign",
     "MankuDesign",
     "MankuTable",
@@ -22,4 +24,6 @@ __all__ = [
     "choose_lsh",
     "choose_manku",
     "manku_cost_table",
+    "minhash_cost",
+    "simhash_cost",
 ]

@@ -119,9 +119,10 @@ def run_pairs(args: argparse.Namespace) -> int:
     found = done = 0
     started = time.perf_counter()
 
-    def show(parts_done: int = 0, _: int = 0, *, now: bool = False) -> None:
-        nonlocal done
+    def show(parts_done: int = 0, parts_total: int = 0, *, now: bool = False) -> None:
+        nonlocal done, total
         done = max(done, parts_done)
+        total = parts_total or total
         shown(f"{done}/{total} {parts}, {found:,} pairs", done, total, now=now)
 
     def rows() -> Iterator[tuple[Any, Any, int | float]]:

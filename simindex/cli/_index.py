@@ -117,9 +117,11 @@ def run_create(args: argparse.Namespace) -> int:
         index_schema=schema,
     )
     info = index.info()
+    rows = info.spec.sized_rows or getattr(info.spec.method, "expected_rows", None) or 0
     text = (
         f"created {info.spec.kind} index {info.name} of {terminal.source(info)}\n"
         f"  {terminal.spec(info.spec)}\n"
+        f"  {terminal.cost(info.spec, rows)}\n"
         f"next: simindex build {info.name}"
     )
     emit(args, terminal.info_json(info), text)

@@ -144,6 +144,12 @@ def row_estimate(conn: PgConnection, source: Source) -> int | None:
     return int(row[0]) if row and row[0] else None
 
 
+def row_count(conn: PgConnection, source: Source) -> int:
+    """The source's real row count (a scan: builds read every row anyway)."""
+    row = conn.execute(statement("source_count", table=source.identifier)).fetchone()
+    return int(row[0]) if row else 0
+
+
 def key_from_text(conn: PgConnection, source: Source, text: str) -> Any:
     """``text`` cast by PostgreSQL to the source key's type (a key typed on a command line)."""
     cast = statement("source_cast_key", key_type=sql.SQL(source.key_type))

@@ -75,42 +75,64 @@ class Triggers:
         run(conn, self.install_statements())
 
     def install_statements(self) -> list[sql.Composed]:
+        return [
+            statement("sync_create_queue", queue=self.queue, key_type=self.key_type),
+            statement("sync_create_failed", failed=self.failed, key_type=self.key_type),
+            *self._function_statements(EVENTS),
+            *self._trigger_statements(EVENTS),
+        ]
+
+    def side_table_statements(self) -> list[sql.Composed]:
+        """Replacing the delete and truncate trigger functions, which name the side tables (a
+        build that changed them runs these). ``CREATE OR REPLACE`` keeps each function, so the
+        triggers stay and the app's table is not locked."""
+        return self._function_statements(("delete", "truncate"), replace=True)
+
+    def _function_statements(
+        self, events: tuple[str, ...], replace: bool = False
+    ) -> list[sql.Composed]:
+        create = sql.SQL("CREATE OR REPLACE FUNCTION" if replace else "CREATE FUNCTION")
         key = sql.Identifier(self.source.key_column)
-        text = sql.Identifier(self.source.text_column)
         common = {"queue": self.queue, "key": key, "channel": sql.Literal(channel(self.name))}
         delete_side_rows = sql.SQL(";\n    ").join(
             statement("sync_delete_side_rows", table=table, key=key)
             for table in self.store.side_tables()
         )
-        statements = [
-            statement("sync_create_queue", queue=self.queue, key_type=self.key_type),
-            statement("sync_create_failed", failed=self.failed, key_type=self.key_type),
-            statement("sync_insert_function", function=self.function("insert"), **common),
-            statement("sync_update_function", function=self.function("update"), **common),
-            statement(
+        made = {
+            "insert": lambda: statement(
+                "sync_insert_function", function=self.function("insert"), **common
+            ),
+            "update": lambda: statement(
+                "sync_update_function", function=self.function("update"), **common
+            ),
+            "delete": lambda: statement(
                 "sync_delete_function",
+                create=create,
                 function=self.function("delete"),
                 delete_side_rows=delete_side_rows,
                 **common,
             ),
-            statement(
+            "truncate": lambda: statement(
                 "sync_truncate_function",
+                create=create,
                 function=self.function("truncate"),
                 tables=sql.SQL(", ").join(self.store.side_tables()),
             ),
-        ]
-        statements += [
+        }
+        return [made[event]() for event in events]
+
+    def _trigger_statements(self, events: tuple[str, ...]) -> list[sql.Composed]:
+        return [
             statement(
                 f"sync_{event}_trigger",
                 trigger=self.trigger(event),
                 source=self.source.identifier,
                 function=self.function(event),
-                key=key,
-                text=text,
+                key=sql.Identifier(self.source.key_column),
+                text=sql.Identifier(self.source.text_column),
             )
-            for event in EVENTS
+            for event in events
         ]
-        return statements
 
     def remove(self, conn: PgConnection) -> None:
         """Drop what :meth:`install` created (whatever of it exists)."""

@@ -2,9 +2,9 @@
 
 ``method="pairs"``: connected components of the all-pairs graph (:mod:`simindex.ops.pairs`),
 computed inside PostgreSQL by label propagation with pointer jumping over temporary tables, so
-the Python process holds nothing but a counter. SimHash rows with equal fingerprints are
-collapsed to one node first, so a thousand exact copies cost one node, not half a million
-pairs.
+the Python process holds nothing but a counter. Identical rows (equal SimHash fingerprints,
+identical MinHash signatures) are collapsed to one node first (:func:`simindex.ops.pairs.collapse`),
+so a thousand exact copies cost one node, not half a million pairs.
 
 ``method="bottom_k"``: the stable min-hash cluster key of seed 000 -- the XOR of the k
 smallest feature hashes of a row -- computed per row with no comparisons; rows with equal keys
@@ -35,7 +35,7 @@ from simindex.db.minhash_store import MinHashStore
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.statements import statement
 from simindex.errors import IndexNotReadyError
-from simindex.ops.pairs import exact_candidates, pairs_queries
+from simindex.ops.pairs import collapse, collapsible, exact_candidates, pairs_queries
 from simindex.ops.similar import verify_mode
 from simindex.ops.verify import Verify, exact_pairs
 
@@ -95,6 +95,11 @@ def clusters(
         rows = _bottom_k(conn, info, target, key_type, bottom_k, report)
         edges = rounds = 0
     else:
+        # Exact verification reads every candidate's text: rows are not collapsed by their
+        # signatures then (an estimate), as in pairs().
+        exact = (
+            isinstance(store, MinHashStore) and method == "pairs" and verify_mode(verify) == "exact"
+        )
         if method == "leader" and (max_distance is not None or threshold is not None):
             raise TypeError(
                 "leader clusters use the index's own max_distance or threshold, as sync does"
@@ -108,18 +113,13 @@ def clusters(
             threshold,
             report,
             leader=method == "leader",
-            exact=(
-                isinstance(store, MinHashStore)
-                and method == "pairs"
-                and verify_mode(verify) == "exact"
-            ),
+            exact=exact,
         )
         conn.execute(statement("clusters_truncate", table=target.table))
-        members = (
-            statement("clusters_simhash_members", side=store.table())
-            if isinstance(store, SimHashStore)
-            else statement("clusters_minhash_members", side=store.signatures())
-        )
+        if isinstance(store, MinHashStore) and (exact or not collapsible(store)):
+            members = statement("clusters_minhash_members", side=store.signatures())
+        else:
+            members = statement("clusters_collapsed_members")
         rows = conn.execute(
             statement("clusters_replace", table=target.table, members=members)
         ).rowcount
@@ -245,13 +245,16 @@ def _components(
     each chain's first node's label down it.
     """
     conn.execute(statement("pairs_work_mem"))
-    side: sql.Composable | None = None
-    if isinstance(store, SimHashStore):
-        conn.execute(statement("clusters_representatives", side=store.table()))
-        side = sql.Identifier("simindex_representatives")
-    queries = pairs_queries(
-        info, store, max_distance=max_distance, threshold=threshold, simhash_table=side
-    )
+    # Checked before any work.
+    queries = pairs_queries(info, store, max_distance=max_distance, threshold=threshold)
+    if collapsible(store) and not exact:
+        queries = pairs_queries(
+            info,
+            store,
+            max_distance=max_distance,
+            threshold=threshold,
+            side=collapse(conn, store),
+        )
     conn.execute(statement("clusters_edges", key_type=key_type))
     rank = sql.SQL("p.distance" if isinstance(store, SimHashStore) else "-p.similarity")
     edges = 0

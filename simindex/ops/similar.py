@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from psycopg import sql
+
 from simindex.core.spec import IndexSpec, MinHash
 from simindex.db.catalog import IndexInfo
 from simindex.db.connection import PgConnection
@@ -12,6 +14,7 @@ from simindex.db.minhash_store import MinHashStore
 from simindex.db.source import key_errors
 from simindex.db.statements import statement
 from simindex.errors import KeyNotIndexedError
+from simindex.ops.near import check_limit
 from simindex.ops.verify import (
     DEFAULT_VERIFY,
     ShingleSets,
@@ -60,21 +63,25 @@ def similar(
     key: Any,
     threshold: float | None,
     verify: Verify,
+    limit: int | None = None,
     indexed: bool | None = None,
 ) -> list[Similar]:
     """See :meth:`simindex.index.Index.similar`."""
     by_key = key is not None
     if by_key == (text is not None):
         raise TypeError("give exactly one of text= or key=")
-    limit = check_threshold(info.spec, threshold)
-    floor = exact_floor(limit, store.num_perm) if verify == "exact" else limit
+    check_limit(limit)
+    # Exact verification may reorder: it takes every candidate and cuts afterwards.
+    fetch = limit if verify == "estimate" else None
+    lowest = check_threshold(info.spec, threshold)
+    floor = exact_floor(lowest, store.num_perm) if verify == "exact" else lowest
     if by_key:
         if indexed is False:
             raise KeyNotIndexedError.of(info.name, key)
         with key_errors(info.source, key):
             rows = conn.execute(
                 statement("minhash_similar_key", function=store.similar_key_function),
-                {"key": key, "threshold": floor},
+                {"key": key, "threshold": floor, "limit": fetch},
             ).fetchall()
             if (
                 not rows
@@ -89,13 +96,14 @@ def similar(
         values, lengths = info.spec.minhash_values([text])
         if not lengths[0]:
             return []
+        signature, band_keys = store.query_arguments(values[0])
         rows = conn.execute(
-            statement("minhash_similar", function=store.similar_function),
-            {
-                "signature": store.stored_signatures(values[0]).tolist(),
-                "band_hashes": store.design.band_hashes(values[:1])[0].tolist(),
-                "threshold": floor,
-            },
+            statement(
+                "minhash_similar",
+                function=store.similar_function,
+                array_type=sql.SQL(store.array_type),
+            ),
+            {"signature": signature, "band_hashes": band_keys, "threshold": floor, "limit": fetch},
         ).fetchall()
     if verify == "estimate":
         return [Similar(found_key, float(similarity)) for found_key, similarity in rows]
@@ -109,5 +117,5 @@ def similar(
     else:
         query = sets.of_text(text)
     scored = exact_scores(sets, query, [row[0] for row in rows])
-    kept = [Similar(found, score) for found, score in scored if score >= limit]
-    return sorted(kept, key=lambda match: (-match.similarity, match.key))
+    kept = [Similar(found, score) for found, score in scored if score >= lowest]
+    return sorted(kept, key=lambda match: (-match.similarity, match.key))[:limit]

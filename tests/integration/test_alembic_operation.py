@@ -269,7 +269,7 @@ def test_offline_script_writes_every_statement_once_and_verbatim(
         'CREATE TABLE "simindex"."docs_body_simhash"',
         'CREATE FUNCTION "simindex"."docs_body_near_v1"',
         'CREATE TRIGGER "simindex_docs_body_insert" AFTER INSERT ON "documents"',
-        'CREATE TABLE "simindex"."docs_jaccard_bands"',
+        'CREATE TABLE "simindex"."docs_jaccard_minhash"',
         'CREATE TRIGGER "simindex_docs_jaccard_delete" AFTER DELETE ON "documents"',
     ):
         assert script.count(expected) == 1, expected

@@ -100,7 +100,7 @@ def test_pairs_of_each_verification_are_their_oracles(
     expected = oracle(index, database_dsn, texts)
     verify: Verify
     for verify in ("estimate", "exact"):
-        found = {(p.left, p.right): p.similarity for p in index.pairs(verify=verify)}  # type: ignore[union-attr]  # MinHash pairs
+        found = {(p.left, p.right): p.similarity for p in index.pairs(verify=verify)}
         assert found == pytest.approx(expected[verify]), verify
     default = {(p.left, p.right) for p in index.pairs()}
     assert default == set(expected["exact"])

@@ -27,6 +27,10 @@ SET state = 'ready', row_count = %(row_count)s, skipped_count = %(skipped_count)
     built_at = now(), updated_at = now()
 WHERE name = %(name)s
 
+-- name: catalog_set_spec
+-- A build that chose a new design or storage format records it with the rows it wrote.
+UPDATE {catalog} SET spec = %(spec)s::jsonb, spec_version = %(spec_version)s WHERE name = %(name)s
+
 -- name: catalog_delete
 DELETE FROM {catalog} WHERE name = {name}
 

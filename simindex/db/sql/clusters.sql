@@ -8,11 +8,6 @@ CREATE TABLE IF NOT EXISTS {table} (
 -- name: clusters_create_cluster_index
 CREATE INDEX IF NOT EXISTS {index} ON {table} (cluster_id)
 
--- name: clusters_representatives
--- SimHash rows with equal fingerprints are one node: the pairs among them are implied.
-CREATE TEMP TABLE simindex_representatives ON COMMIT DROP AS
-SELECT DISTINCT ON (fingerprint) * FROM {side} ORDER BY fingerprint, key
-
 -- name: clusters_edges
 -- rank: lower is nearer (the distance, or minus the similarity).
 CREATE TEMP TABLE simindex_edges (
@@ -94,9 +89,9 @@ LEFT JOIN (
     JOIN simindex_nodes AS first ON first.id = l.label
 ) AS c ON c.key = m.node
 
--- name: clusters_simhash_members
-SELECT s.key, r.key AS node
-FROM {side} AS s JOIN simindex_representatives AS r ON r.fingerprint = s.fingerprint
+-- name: clusters_collapsed_members
+-- Identical rows are one node: the pairs among them are implied.
+SELECT key, node FROM simindex_node_of
 
 -- name: clusters_minhash_members
 SELECT s.key, s.key AS node FROM {side} AS s

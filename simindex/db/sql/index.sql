@@ -33,10 +33,6 @@ WHERE q.ctid = ANY(%(ctids)s::tid[])
 -- name: build_snapshot
 SELECT pg_catalog.pg_current_snapshot()::text, pg_catalog.current_setting('transaction_isolation')
 
--- name: build_row_estimate
--- The planner's row count for a table never analyzed (from its size on disk).
-EXPLAIN (FORMAT JSON) SELECT 1 FROM {table}
-
 -- name: catalog_token_and_key
 -- catalog_token, and whether a key is in the index, in one round trip (the table is the one
 -- the entry being checked names; a dropped index fails here, in autocommit only).

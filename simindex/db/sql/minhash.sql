@@ -83,11 +83,16 @@ AS $body$
 $body$
 
 -- name: minhash_similar
-SELECT key, similarity FROM {function}(%(signature)s, %(band_hashes)s, %(threshold)s)
+-- The LIMIT is outside the function: an index built by an earlier release has functions
+-- without max_rows until its next build.
+SELECT key, similarity
+FROM {function}(%(signature)s::{array_type}[], %(band_hashes)s::{array_type}[], %(threshold)s)
 ORDER BY similarity DESC, key
+LIMIT %(limit)s
 
 -- name: minhash_similar_key
 SELECT key, similarity FROM {function}(%(key)s, %(threshold)s) ORDER BY similarity DESC, key
+LIMIT %(limit)s
 
 -- name: minhash_signature_of_key
 SELECT signature FROM {table} WHERE key = %(key)s

@@ -50,6 +50,36 @@ $body$
 -- The self-joins hash a whole side table; give them room instead of spilling to disk.
 SET LOCAL work_mem = '256MB'
 
+-- name: pairs_drop_grouping
+DROP TABLE IF EXISTS pg_temp.simindex_node_of, pg_temp.simindex_distinct
+
+-- name: pairs_node_of
+-- Each row's node: the smallest key among the rows identical to it. {identity} is the
+-- fingerprint, or a band key and the whole signature: signatures are compared in full, not
+-- by a hash of them.
+CREATE TEMP TABLE simindex_node_of ON COMMIT DROP AS
+SELECT key, first_value(key) OVER (PARTITION BY {identity} ORDER BY key) AS node FROM {side}
+
+-- name: pairs_distinct
+-- One row per node: the band or prefix self-joins run on these only, so a thousand identical
+-- rows cost one row there, not half a million pairs.
+CREATE TEMP TABLE simindex_distinct ON COMMIT DROP AS
+SELECT s.* FROM {side} AS s JOIN simindex_node_of AS n ON n.key = s.key AND n.node = s.key
+
+-- name: pairs_analyze_grouping
+ANALYZE simindex_node_of, simindex_distinct
+
+-- name: pairs_expanded
+-- A pair of nodes stands for every pair of their rows, at the same distance or similarity.
+SELECT least(x.key, y.key) AS left_key, greatest(x.key, y.key) AS right_key, p.{score}
+FROM ({pairs}) AS p
+JOIN simindex_node_of AS x ON x.node = p.left_key
+JOIN simindex_node_of AS y ON y.node = p.right_key
+
+-- name: pairs_groups
+SELECT array_agg(key ORDER BY key) FROM simindex_node_of GROUP BY node HAVING count(*) > 1
+ORDER BY node
+
 -- name: pairs_ordered
 -- Every band's candidate pairs, by left key: exact verification reads each left row once.
 SELECT c.left_key, c.right_key, c.similarity FROM ({pairs}) AS c ORDER BY c.left_key, c.right_key

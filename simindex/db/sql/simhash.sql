@@ -25,14 +25,22 @@ WHERE {column} BETWEEN {low} AND {high}
 SELECT fingerprint FROM {table} WHERE key = %(key)s
 
 -- name: simhash_near
+-- The LIMIT is outside the function: an index built by an earlier release has functions
+-- without max_rows until its next build.
 SELECT key, distance FROM {function}(%(fingerprint)s, %(max_distance)s) ORDER BY distance, key
+LIMIT %(limit)s
 
 -- name: simhash_near_key
 SELECT key, distance FROM {function}(%(key)s, %(max_distance)s) ORDER BY distance, key
+LIMIT %(limit)s
 
 -- name: simhash_near_function
 -- Typed per index, so the key comes back in the source key's own type.
-CREATE FUNCTION {function}(fingerprint bigint, max_distance integer DEFAULT {default_distance})
+CREATE FUNCTION {function}(
+    fingerprint bigint,
+    max_distance integer DEFAULT {default_distance},
+    max_rows integer DEFAULT NULL
+)
 RETURNS TABLE (key {key_type}, distance integer)
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -48,19 +56,24 @@ BEGIN
         RAISE EXCEPTION 'max_distance must be from 0 to %, got %', {default_distance}, max_distance
             USING ERRCODE = '22023';
     END IF;
-    RETURN QUERY {query} ORDER BY 2, 1;
+    -- LIMIT NULL: every row.
+    RETURN QUERY {query} ORDER BY 2, 1 LIMIT max_rows;
 END
 $body$
 
 -- name: simhash_near_key_function
-CREATE FUNCTION {function}(key {key_type}, max_distance integer DEFAULT {default_distance})
+CREATE FUNCTION {function}(
+    key {key_type}, max_distance integer DEFAULT {default_distance}, max_rows integer DEFAULT NULL
+)
 RETURNS TABLE (key {key_type}, distance integer)
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $body$
     SELECT n.key, n.distance
-    FROM {table} AS s, {near}(s.fingerprint, max_distance) AS n
+    FROM {table} AS s, {near}(s.fingerprint, $2, $3 + 1) AS n
     WHERE s.key = $1 AND n.key <> $1
+    ORDER BY n.distance, n.key
+    LIMIT $3
 $body$
 
 -- name: simhash_upsert

@@ -70,6 +70,9 @@ WHERE i.indrelid = %(oid)s AND i.indisunique AND i.indnkeyatts = 1 AND i.indpred
 -- name: source_row_estimate
 SELECT GREATEST(c.reltuples, 0)::bigint FROM pg_catalog.pg_class AS c WHERE c.oid = %(oid)s
 
+-- name: source_count
+SELECT count(*) FROM {table}
+
 -- name: source_read
 -- The build's read: a server-side cursor over key and text.
 SELECT {key}, {text} FROM {table}

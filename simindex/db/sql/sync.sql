@@ -56,7 +56,7 @@ $body$
 -- Index rows go at once. The keys are queued too (first, so a writer only ever waits for a
 -- worker, never the other way round): a worker that read a row just before its delete
 -- committed may write it back, and its entry makes the next worker remove it again.
-CREATE FUNCTION {function}() RETURNS trigger
+{create} {function}() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $body$
@@ -76,7 +76,7 @@ DELETE FROM {table} AS s USING old_rows AS o WHERE s.key = o.{key}
 -- name: sync_truncate_function
 -- The queue and the failed items stay: their keys no longer exist, so a worker deletes nothing
 -- for them. (Truncating them here could deadlock with a worker holding their rows.)
-CREATE FUNCTION {function}() RETURNS trigger
+{create} {function}() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $body$
