@@ -8,9 +8,9 @@ short texts of ``benchmarks/dataset.py`` (real texts of this machine, topped up 
 ones, 5 % planted near-duplicates) and builds on them:
 
 * SimHash k=3 (the design sized to the table) and k=8;
-* MinHash 0.8, 128 values, the default design (15 bands x 7 rows), in format 2 (``create_index`` + ``build``) and
-  in format 1 (the same rows written through the format-1 store, staged and swapped in as an
-  earlier release's build did);
+* MinHash 0.8, 128 values, the default design (15 bands x 7 rows), in format 2
+  (``create_index`` + ``build``) and in format 1 (the same rows written through the format-1
+  store, staged and swapped in as an earlier release's build did);
 * pg_trgm: a GIN ``gin_trgm_ops`` index on the text column (the index only: the text is the
   app's own table);
 * pgvector: a table ``(key bigint, fp bit(64))`` of the SimHash fingerprints with an HNSW
