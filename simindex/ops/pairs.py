@@ -191,14 +191,15 @@ def pairs(
         # here, they cost no row on the wire each.
         members: dict[Any, tuple[Any, ...]] = {}
         in_python = info.source.key_type in _PYTHON_ORDERED_KEYS
-        for (keys,) in conn.cursor().stream(statement("pairs_groups")):
+        rows = conn.cursor().stream(statement("pairs_groups"))
+        for keys in (tuple(key for _, key in group) for _, group in _by_node(rows)):
             if groups:
-                yield IdenticalGroup(tuple(keys))
+                yield IdenticalGroup(keys)
                 continue
             for left, right in itertools.combinations(keys, 2):
                 yield NearPair(left, right, 0) if simhash else SimilarPair(left, right, 1.0)
             if in_python:
-                members[keys[0]] = tuple(keys)
+                members[keys[0]] = keys
         if groups:
             queries = node_pairs
         elif in_python:
@@ -220,6 +221,11 @@ def pairs(
             yield make(left, right, score)
         if progress is not None:
             progress(done, len(queries))
+
+
+def _by_node(rows: Iterator[tuple[Any, ...]]) -> Iterator[tuple[Any, Iterator[Any]]]:
+    """(node, its rows) of rows ordered by node."""
+    return itertools.groupby(rows, key=lambda row: row[0])
 
 
 def _expanded(

@@ -15,8 +15,13 @@ import pytest
 from simindex.core.spec import MinHash, SimHash
 from simindex.index import create_index
 
-SIGNATURE = "(SELECT signature FROM simindex.notes_signatures WHERE key = 1)"
-BANDS = "(SELECT array_agg(hash ORDER BY band) FROM simindex.notes_bands WHERE key = 1)"
+# Storage format 2: the signature and one band key a column (b0, b1, ...), in one row.
+SIGNATURE = "(SELECT signature FROM simindex.notes_minhash WHERE key = 1)"
+BANDS = (
+    "(SELECT array_agg(b.value ORDER BY b.band) FROM simindex.notes_minhash AS m, "
+    "LATERAL (SELECT substr(j.key, 2)::integer, j.value::integer FROM jsonb_each_text("
+    "to_jsonb(m) - 'key' - 'signature') AS j) AS b(band, value) WHERE m.key = 1)"
+)
 
 
 @pytest.fixture

@@ -77,8 +77,11 @@ JOIN simindex_node_of AS x ON x.node = p.left_key
 JOIN simindex_node_of AS y ON y.node = p.right_key
 
 -- name: pairs_groups
-SELECT array_agg(key ORDER BY key) FROM simindex_node_of GROUP BY node HAVING count(*) > 1
-ORDER BY node
+-- The rows of each group of identical rows, one row each (an array of an extension's type,
+-- citext[], would reach Python as its text), by group and in key order.
+SELECT n.node, n.key FROM simindex_node_of AS n
+WHERE n.node IN (SELECT node FROM simindex_node_of GROUP BY node HAVING count(*) > 1)
+ORDER BY n.node, n.key
 
 -- name: pairs_ordered
 -- Every band's candidate pairs, by left key: exact verification reads each left row once.
