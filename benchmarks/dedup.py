@@ -2,6 +2,7 @@
 
     python benchmarks/dedup.py [--rows N] [--quick] [--embedded|--local] [--peer-rows M]
                                [--output PATH]
+    python benchmarks/dedup.py --templates --rows N [--embedded|--local]
 
 Starts a throwaway PostgreSQL tuned for the run (``pgserver.benchmark_server``: ``ALTER
 SYSTEM`` and a restart), loads ``documents (id bigint primary key, body text)`` with real short
@@ -25,6 +26,11 @@ The server side of each phase: temporary files written (``pg_stat_database`` del
 side-by-side tables (stdout; progress on stderr) and writes every figure as JSON to
 ``benchmarks/results/dedup.json`` (``dedup-<rows>.json`` for other sizes). Not a test: nothing
 here asserts a timing.
+
+``--templates``: the same short texts with template clusters planted (``dedup_templates``:
+exact copies up to 4,910 of one text, as real package summaries have, and one-word variants),
+then ``pairs()``, ``pairs(groups=True)`` and ``clusters()`` of SimHash k=3 and MinHash 0.8
+only; written to ``dedup-templates-<rows>.json``.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ from dedup_children import (
     child_simhash_peer,
 )
 from dedup_tables import TARGETS, print_report
+from dedup_templates import template_phases, template_texts
 from numpy.typing import NDArray
 from pgserver import (
     BuildProgress,
@@ -135,9 +142,7 @@ def build_index(dsn: str, name: str, table: str, method: SimHash | MinHash) -> d
     report = index.build(progress=BuildProgress(f"{name} build"))
     info = index.info()
     store = store_for("simindex", name, info.source, info.spec)
-    tables = (
-        [store.table()] if isinstance(store, SimHashStore) else [store.signatures(), store.bands()]
-    )
+    tables = store.side_tables()
     with psycopg.connect(dsn, autocommit=True) as conn:
         sizes = relation_sizes(conn, tables)
         blocks = prewarm(conn, tables)
@@ -416,6 +421,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=int,
         help=f"run the in-memory peers on the ids up to this (default {DEFAULT_PEER_ROWS:,})",
     )
+    parser.add_argument(
+        "--templates",
+        action="store_true",
+        help="a corpus with template clusters (up to 4,910 identical copies): pairs and "
+        "clusters of SimHash and MinHash only, no synthetic index and no peers",
+    )
     parser.add_argument("--output", type=Path, help="JSON path (default under results/)")
     parser.add_argument(
         "--print", dest="print_only", type=Path, help="print the tables of a written JSON and stop"
@@ -432,6 +443,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     rows = args.rows or (QUICK_ROWS if args.quick else DEFAULT_ROWS)
     peer_rows = min(rows, args.peer_rows or (QUICK_PEER_ROWS if args.quick else DEFAULT_PEER_ROWS))
     output = args.output or default_output(rows)
+    if args.templates and not args.output:
+        output = RESULTS / f"dedup-templates-{rows}.json"
     report = new_result("dedup", argv, ("xxhash",))
     report |= {
         "peer_versions": package_versions(("datasketch", "simhash")),
@@ -456,6 +469,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         log(f"{server_version(server.version)} ({server.kind}); migrating")
         simindex.migrate(server.dsn)
         log(f"data: {rows:,} documents")
+        if args.templates:
+            texts, summary = template_texts(rows)
+            with psycopg.connect(server.dsn, autocommit=True) as conn:
+                load = load_table(conn, "documents", enumerate(texts, start=1))
+            report["data"] = {**summary, "documents_table": load}
+            del texts
+            template_phases(report, server.dsn, measured, build_index)
+            write_result(output, report, server.version)
+            print_report(report)
+            print(f"\nwritten: {output} ({report['elapsed_seconds']:.0f} s)")
+            return
         dataset = make_dataset(rows, None)
         with psycopg.connect(server.dsn, autocommit=True) as conn:
             load = load_table(conn, "documents", enumerate(dataset.texts, start=1))

@@ -22,7 +22,7 @@ from report import log
 
 from simindex.core.bits import to_unsigned_array
 from simindex.index import Index
-from simindex.ops.pairs import NearPair
+from simindex.ops.pairs import IdenticalGroup, NearPair
 
 Pair = tuple[int, int]
 MB = 2**20
@@ -72,9 +72,15 @@ class PhaseProgress:
 
 
 def child_pairs(
-    started: float, dsn: str, name: str, max_distance: int | None, threshold: float | None
+    started: float,
+    dsn: str,
+    name: str,
+    max_distance: int | None,
+    threshold: float | None,
+    groups: bool = False,
 ) -> dict[str, Any]:
-    """Iterate every pair of ``name``, keeping only counts."""
+    """Iterate every pair of ``name`` (with ``groups``: every group of identical rows and the
+    pairs between groups), keeping only counts."""
     _adopt_clock(started)
     index = Index(dsn, name)
     progress = PhaseProgress(f"pairs {name}")
@@ -83,18 +89,25 @@ def child_pairs(
     count = 0
     first: float | None = None
     begin = time.perf_counter()
-    pairs = index.pairs(max_distance=max_distance, threshold=threshold, progress=progress.pairs)
+    pairs = index.pairs(
+        max_distance=max_distance, threshold=threshold, progress=progress.pairs, groups=groups
+    )
+    group_rows = 0
     for pair in pairs:
         if first is None:
             first = time.perf_counter() - begin
         count += 1
-        if isinstance(pair, NearPair):
+        if isinstance(pair, IdenticalGroup):
+            scores["group"] += 1
+            group_rows += len(pair.keys)
+        elif isinstance(pair, NearPair):
             scores[str(pair.distance)] += 1
         else:
             scores[f"{math.floor(pair.similarity * 20) / 20:.2f}"] += 1
     seconds = time.perf_counter() - begin
     return {
         "pairs": count,
+        **({"rows_in_groups": group_rows} if groups else {}),
         "seconds": round(seconds, 2),
         "seconds_to_first_pair": None if first is None else round(first, 3),
         "by_distance" if max_distance is not None else "by_similarity_from": dict(

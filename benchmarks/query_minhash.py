@@ -51,9 +51,9 @@ def minhash_part(server: Server, dataset: Dataset, plan: Plan) -> dict[str, Any]
     store = store_for("simindex", "shortdocs", info.source, info.spec)
     assert isinstance(store, MinHashStore)
     with psycopg.connect(dsn, autocommit=True) as conn:
-        sizes = relation_sizes(conn, [store.signatures(), store.bands()])
-        visible = visibility(conn, [store.signatures(), store.bands()])
-        prewarm(conn, [store.signatures(), store.bands()])
+        sizes = relation_sizes(conn, store.side_tables())
+        visible = visibility(conn, store.side_tables())
+        prewarm(conn, store.side_tables())
         indexed = {
             int(row[0])
             for row in conn.execute(

@@ -18,8 +18,9 @@ def warn_below_threshold(info: IndexInfo, threshold: float | None) -> None:
     """A LowRecallWarning for a MinHash threshold below the one the index's bands are tuned
     for (the caller's caller is the line warned about)."""
     method = info.spec.method
-    if threshold is None or isinstance(method, SimHash) or threshold >= method.threshold:
-        return
+    valid = isinstance(threshold, int | float) and not isinstance(threshold, bool)
+    if not valid or isinstance(method, SimHash) or not 0 <= threshold < method.threshold:  # type: ignore[operator]
+        return  # nothing to warn of, or a wrong threshold that its check refuses
     warnings.warn(
         f"threshold {threshold} is below the {method.threshold} index {info.name!r} was tuned "
         "for: its LSH bands find pairs that similar only by chance (recall falls fast below "

@@ -245,6 +245,18 @@ def spec(index_spec: IndexSpec) -> str:
     shingles = f"{shingling.unit} {shingling.size}-shingles"
     if shingling.with_characters:
         shingles += " and characters"
+    options = [
+        f"{name} {value}"
+        for name, value, default in (
+            ("punctuation", shingling.punctuation, "split"),
+            ("numbers", shingling.numbers, "keep"),
+            ("tokenizer", shingling.tokenizer, None),
+        )
+        if value != default
+    ]
+    options += [name for name in ("identifiers", "strip_markup") if getattr(shingling, name)]
+    if options:
+        shingles += f" ({', '.join(options)})"
     if isinstance(method, SimHash):
         assert isinstance(design, MankuDesign)
         text = (
@@ -262,6 +274,16 @@ def spec(index_spec: IndexSpec) -> str:
     return f"{text}; {shingles}"
 
 
+def cost(index_spec: IndexSpec, rows: int) -> str:
+    """What building the design will take, in a line: side tables and bytes a row."""
+    estimate = index_spec.cost
+    kind = "permutation tables" if index_spec.kind == "simhash" else "band indexes"
+    text = f"cost: {estimate.tables} {kind}, about {size(round(estimate.bytes_per_row))} a row"
+    if rows:
+        text += f" ({size(round(estimate.bytes_for(rows)))} for {rows:,} rows)"
+    return text
+
+
 def info_json(info: IndexInfo) -> dict[str, Any]:
     found = info.source
     return {
@@ -275,6 +297,10 @@ def info_json(info: IndexInfo) -> dict[str, Any]:
             "key_type": found.key_type,
         },
         "spec": json.loads(info.spec.to_json()),
+        "cost": {
+            "tables": info.spec.cost.tables,
+            "bytes_per_row": round(info.spec.cost.bytes_per_row),
+        },
         "state": info.state,
         "state_reason": info.state_reason,
         "rows": info.row_count,

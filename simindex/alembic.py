@@ -52,7 +52,7 @@ from simindex.errors import IndexExistsError, IndexNotFoundError, SimindexError,
 __all__ = ["CreateSimindexOp", "DropSimindexOp", "MethodOptions"]
 
 # A type as format_type prints it, or as a user spells one: words, a schema, quotes, a modifier.
-_KEY_TYPE = re.compile(r'[A-Za-z_"][\w ."]*(\(\d+\))?(\[\])?')
+_KEY_TYPE = re.compile(r'[A-Za-z_"][\w ."]*(\(\d+(, ?\d+)?\))?')
 
 
 class MethodOptions(TypedDict, total=False):
@@ -191,6 +191,8 @@ class CreateSimindexOp(_SimindexOp):
     ) -> None:
         if table is None or column is None:
             raise TypeError("create_simindex needs a table and a text column")
+        if method is None:
+            raise TypeError("create_simindex needs a method: 'simhash', 'minhash' or one spelt out")
         super().__init__(name, table, column, method, options, key, key_type, schema, index_schema)
 
     @classmethod
@@ -246,6 +248,7 @@ class CreateSimindexOp(_SimindexOp):
             )
             return [check, *create_statements(self.index_schema, self.name, source, self.spec)]
         _check_catalog(conn, self.index_schema)
+        self.spec.check_tokenizer()
         source = describe(conn, self.table, self.column, schema=self.schema, key=self.key)
         if self.key_type is not None:
             same = conn.execute(

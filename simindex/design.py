@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from simindex.core.cost import Cost, minhash_cost, simhash_cost
 from simindex.core.design import (
+    MIN_CANDIDATE_PROBABILITY,
     LshDesign,
     MankuDesign,
     MankuTable,
@@ -13,6 +15,8 @@ from simindex.core.design import (
 )
 
 __all__ = [
+    "MIN_CANDIDATE_PROBABILITY",
+    "Cost",
     "LshDesign",
     "MankuDesign",
     "MankuTable",
@@ -20,4 +24,6 @@ __all__ = [
     "choose_lsh",
     "choose_manku",
     "manku_cost_table",
+    "minhash_cost",
+    "simhash_cost",
 ]

@@ -18,6 +18,10 @@ class DatabaseUnavailableError(SimindexError, RuntimeError):
     """No PostgreSQL server could be reached or started."""
 
 
+class TokenizerError(SimindexError, ValueError):
+    """A tokenizer named by an index's spec cannot be imported, or did not return tokens."""
+
+
 class SourceError(SimindexError, ValueError):
     """The source table, text column or key column cannot be indexed."""
 

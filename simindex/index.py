@@ -13,16 +13,14 @@ DSN a query runs in autocommit, without BEGIN and COMMIT round trips.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from psycopg import sql
 
 from simindex._advice import not_indexed, warn_below_threshold
+from simindex._arguments import SimilarArguments, function_arguments
+from simindex._session import by_key_statement, session
 from simindex._session import reading as _reading
-from simindex._session import session
-from simindex.core.bits import to_signed
 from simindex.core.spec import Method, SimHash, resolve
 from simindex.db.catalog import (
     DEFAULT_SCHEMA,
@@ -35,13 +33,12 @@ from simindex.db.catalog import (
     index_names,
     read_index,
     ready_index,
-    store_of,
 )
 from simindex.db.connection import Bind, PgConnection
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.objects import create_statements, drop_statements
 from simindex.db.simhash_store import SimHashStore
-from simindex.db.source import describe
+from simindex.db.source import check_key, describe, row_count, row_estimate
 from simindex.db.statements import run, statement
 from simindex.db.triggers import event_triggers_on
 from simindex.errors import (
@@ -64,9 +61,10 @@ from simindex.ops.clusters import (
     Survivor,
 )
 from simindex.ops.near import Match
-from simindex.ops.pairs import NearPair, PairsProgress, SimilarPair
+from simindex.ops.pairs import PairsProgress
 from simindex.ops.similar import Similar
 from simindex.ops.stats import IndexStats
+from simindex.ops.verify import Verify
 
 __all__ = [
     "Bind",
@@ -105,9 +103,13 @@ def create_index(
         index_schema: the schema simindex was migrated into.
     """
     check_name(name)
-    spec = resolve(method if method is not None else SimHash())
+    chosen = method if method is not None else SimHash()
+    resolve(chosen).check_tokenizer()  # bad arguments fail before any database work
     with session(bind, index_schema) as conn:
         source = describe(conn, table, column, schema=schema, key=key)
+        # The planner's count when the table was analyzed, else a real one.
+        rows = row_estimate(conn, source)
+        spec = resolve(chosen, row_count(conn, source) if rows is None else rows)
         if find_index(conn, index_schema, name) is not None:
             raise IndexExistsError(f"an index named {name!r} exists already")
         trusted = event_triggers_on(conn, index_schema)
@@ -139,14 +141,6 @@ def list_indexes(bind: Bind, *, index_schema: str = DEFAULT_SCHEMA) -> list[str]
     """Names of all indexes."""
     with session(bind, index_schema) as conn:
         return index_names(conn, index_schema)
-
-
-@dataclass(frozen=True, slots=True)
-class SimilarArguments:
-    """A text's MinHash as ``<name>_similar_v1(signature, band_hashes)`` takes it."""
-
-    signature: tuple[int, ...]
-    band_hashes: tuple[int, ...]
 
 
 class Index:
@@ -209,7 +203,7 @@ class Index:
                 {"name": self.name, "key": key},
                 prepare=True,
             ).fetchone()
-        except (psycopg.errors.UndefinedTable, psycopg.errors.DataError):
+        except psycopg.Error:  # the index was dropped meanwhile, or the key is of a wrong type
             return *self._ready(conn), None
         info, current = self._entry_for(conn, row)
         if row is None or current is not store:  # (None raised already) a new entry
@@ -217,7 +211,12 @@ class Index:
         return info, current, bool(row[2])
 
     def _by_key(
-        self, conn: PgConnection, key: Any, measure: str, limit: int | float | None
+        self,
+        conn: PgConnection,
+        key: Any,
+        measure: str,
+        limit: int | float | None,
+        max_rows: int | None = None,
     ) -> list[tuple[Any, Any]] | None:
         """A query by key in one round trip with the check of the kept entry (autocommit
         only); None when that cannot answer (no entry yet, the catalog row changed, an error),
@@ -236,11 +235,13 @@ class Index:
             params = {"threshold": similar_op.check_threshold(info.spec, limit)}
         text = self._by_key_sql.get((token, measure))
         if text is None:  # composed once per kept entry
-            text = self._by_key_statement(store).as_bytes(conn)
+            text = by_key_statement(self.index_schema, store).as_bytes(conn)
             self._by_key_sql = {(token, measure): text}
         try:
             rows = conn.execute(
-                text, {"name": self.name, "key": key, **params}, prepare=True
+                text,
+                {"name": self.name, "key": key, "limit": max_rows, **params},
+                prepare=True,
             ).fetchall()
         except psycopg.Error:  # the index was dropped meanwhile, or the key is of a wrong type
             return None
@@ -251,23 +252,6 @@ class Index:
         warn_below_threshold(info, None if measure == "distance" else limit)
         return [(row[3], row[4]) for row in rows if row[3] is not None]
 
-    def _by_key_statement(self, store: Store) -> sql.Composed:
-        if isinstance(store, SimHashStore):
-            table = store.table()
-            query = statement("simhash_near_key", function=store.near_key_function)
-            order = sql.SQL("q.distance, q.key")
-        else:
-            table = store.signatures()
-            query = statement("minhash_similar_key", function=store.similar_key_function)
-            order = sql.SQL("q.similarity DESC, q.key")
-        return statement(
-            "facade_by_key",
-            catalog=catalog(self.index_schema),
-            table=table,
-            query=query,
-            order=order,
-        )
-
     def fingerprint(self, text: str | None) -> int | SimilarArguments | None:
         """What this index's SQL functions take for ``text``, computed as the index computes
         it: for SimHash the fingerprint as a signed ``bigint`` (``to_signed`` of the unsigned
@@ -275,20 +259,7 @@ class Index:
         for MinHash the two arrays ``<name>_similar_v1(signature, band_hashes)`` takes.
         None for a text with no features (NULL, empty, punctuation only)."""
         with session(self.bind, self.index_schema) as conn:
-            info = read_index(conn, self.index_schema, self.name)
-        spec = info.spec
-        if isinstance(spec.method, SimHash):
-            values, present = spec.simhash_values([text])
-            return to_signed(int(values[0])) if present[0] else None
-        store = store_of(info)
-        assert isinstance(store, MinHashStore)
-        signatures, lengths = spec.minhash_values([text])
-        if not lengths[0]:
-            return None
-        return SimilarArguments(
-            tuple(int(value) for value in store.stored_signatures(signatures[0]).tolist()),
-            tuple(int(value) for value in store.design.band_hashes(signatures[:1])[0].tolist()),
-        )
+            return function_arguments(read_index(conn, self.index_schema, self.name), text)
 
     def _simhash(self, conn: PgConnection, other: str) -> tuple[IndexInfo, SimHashStore]:
         info, store = self._ready(conn)
@@ -309,9 +280,13 @@ class Index:
         """Fill the index from the source table (again, safely, when it was built before).
 
         Parameters:
-            batch_size: rows per fetch, fingerprint task and COPY.
+            batch_size: rows per fetch and fingerprint task.
             workers: processes computing fingerprints (default: all cores for large tables).
-            progress: called after each batch with (rows read, the planner's row estimate).
+            progress: called after each batch with (rows read, the source's row count).
+
+        A SimHash design sized to the table is chosen again for the counted rows, and a
+        MinHash index of storage format 1 moves to format 2; the new side tables, functions
+        and delete triggers replace the old ones in one transaction.
         """
         return build_op.build(
             self.bind,
@@ -328,28 +303,43 @@ class Index:
         *,
         fingerprint: int | None = None,
         max_distance: int | None = None,
+        limit: int | None = None,
     ) -> list[Match]:
         """Rows whose SimHash is within ``max_distance`` bits of a text's (or a fingerprint).
 
         ``max_distance`` defaults to, and may not exceed, the index's. Sorted by distance, then
-        key. A text with no features (NULL, empty) has no neighbours: ``[]``.
+        key; ``limit`` keeps the first rows only (a text inside a cluster of thousands of
+        copies). A text with no features (NULL, empty) has no neighbours: ``[]``.
         """
         with _reading(self.bind, self.index_schema) as conn:
             info, store = self._simhash(conn, "similar()")
             return near_op.near(
-                conn, info, store, text=text, fingerprint=fingerprint, max_distance=max_distance
+                conn,
+                info,
+                store,
+                text=text,
+                fingerprint=fingerprint,
+                max_distance=max_distance,
+                limit=limit,
             )
 
-    def near_key(self, key: Any, *, max_distance: int | None = None) -> list[Match]:
-        """Rows within ``max_distance`` bits of the row with ``key`` (itself excluded)."""
+    def near_key(
+        self, key: Any, *, max_distance: int | None = None, limit: int | None = None
+    ) -> list[Match]:
+        """Rows within ``max_distance`` bits of the row with ``key`` (itself excluded), the
+        nearest ``limit`` of them when given."""
+        check_key(key)
+        near_op.check_limit(limit)
         with _reading(self.bind, self.index_schema) as conn:
-            fast = self._by_key(conn, key, "distance", max_distance)
+            fast = self._by_key(conn, key, "distance", max_distance, limit)
             if fast is not None:
                 return [Match(found_key, distance) for found_key, distance in fast]
             info, found, indexed = self._ready_for_key(conn, key)
             store = self._simhash_store(found, "similar(key=...)")
             try:
-                return near_op.near_key(conn, info, store, key, max_distance, indexed=indexed)
+                return near_op.near_key(
+                    conn, info, store, key, max_distance, limit, indexed=indexed
+                )
             except KeyNotIndexedError:
                 raise not_indexed(conn, info, key) from None
 
@@ -359,19 +349,26 @@ class Index:
         *,
         key: Any = None,
         threshold: float | None = None,
+        verify: Verify | None = None,
         exact: bool = False,
+        limit: int | None = None,
     ) -> list[Similar]:
         """Rows whose Jaccard similarity to a text (or to the row with ``key``) reaches
-        ``threshold`` (default: the index's).
+        ``threshold`` (default: the index's), most similar first.
 
-        Candidates come from the LSH bands and are verified with the stored signatures
-        (estimated Jaccard). ``exact=True`` recomputes the exact Jaccard of the shingle sets
-        from the source texts, re-ranks and filters by it.
+        Candidates come from the LSH bands. ``verify="exact"`` (the default) keeps those whose
+        shingle sets, recomputed from the source texts, really reach the threshold, and
+        reports that exact similarity; ``verify="estimate"`` keeps those whose signatures
+        estimate it does, without reading any text (faster, but off by ±0.035 at J = 0.8
+        with 128 values). ``exact=True`` is ``verify="exact"``. ``limit`` keeps the most
+        similar rows only.
         """
+        mode = similar_op.verify_mode(verify, exact)
+        near_op.check_limit(limit)
         with _reading(self.bind, self.index_schema) as conn:
             fast = None
-            if not exact and key is not None and text is None:
-                fast = self._by_key(conn, key, "similarity", threshold)
+            if mode == "estimate" and key is not None and text is None:
+                fast = self._by_key(conn, key, "similarity", threshold, limit)
             if fast is not None:
                 return [Similar(found_key, float(value)) for found_key, value in fast]
             if key is None:
@@ -390,8 +387,9 @@ class Index:
                     text=text,
                     key=key,
                     threshold=threshold,
-                    exact=exact,
+                    verify=mode,
                     indexed=indexed,
+                    limit=limit,
                 )
             except KeyNotIndexedError:
                 raise not_indexed(conn, info, key) from None
@@ -401,14 +399,23 @@ class Index:
         *,
         max_distance: int | None = None,
         threshold: float | None = None,
+        verify: Verify | None = None,
         progress: PairsProgress | None = None,
-    ) -> Iterator[NearPair | SimilarPair]:
+        groups: bool = False,
+    ) -> Iterator[Any]:
         """Every pair of rows within ``max_distance`` bits (SimHash) or at or above
-        ``threshold`` estimated Jaccard similarity (MinHash), each pair once, ``left < right``.
+        ``threshold`` Jaccard similarity (MinHash, verified as ``verify`` says, see
+        :meth:`similar`), each pair once, ``left < right``.
 
         Found by self-joins in SQL and streamed as PostgreSQL sends them, in one
-        transaction held open while you iterate. ``progress`` is called after each Manku table
-        or band with (parts done, parts in all).
+        transaction held open while you iterate. Identical rows are collapsed to one before
+        the joins (not under exact verification of MinHash pairs, which reads every text).
+        ``groups=True`` yields each set of identical rows once as an :class:`IdenticalGroup`
+        (instead of its m(m-1)/2 pairs), first, and then the pairs between groups and single
+        rows, a group named by its first (smallest) key; it verifies by the estimate.
+        ``progress`` is called after each part (Manku table or band) with (parts done, parts
+        in all); with exact verification, once all candidate pairs are found. Yields
+        :class:`NearPair`, :class:`SimilarPair` or :class:`IdenticalGroup`.
         """
         with session(self.bind, self.index_schema) as conn:
             info, store = self._ready(conn)
@@ -419,7 +426,9 @@ class Index:
                 store,
                 max_distance=max_distance,
                 threshold=threshold,
+                verify=verify,
                 progress=progress,
+                groups=groups,
             )
 
     def clusters(
@@ -428,6 +437,7 @@ class Index:
         method: ClusterMethod = "pairs",
         max_distance: int | None = None,
         threshold: float | None = None,
+        verify: Verify | None = None,
         bottom_k: int = 4,
         progress: ClusterProgress | None = None,
     ) -> ClusterReport:
@@ -436,8 +446,11 @@ class Index:
 
         A cluster's id is its smallest key; a row with no near-duplicate is its own cluster.
         ``method="pairs"`` (default): connected components of :meth:`pairs` at
-        ``max_distance``/``threshold``, computed inside PostgreSQL. ``method="bottom_k"``: rows
-        whose ``bottom_k`` smallest feature hashes are the same (no comparisons; seed 000).
+        ``max_distance``/``threshold`` (MinHash pairs verified as ``verify`` says, see
+        :meth:`similar`), computed inside PostgreSQL. ``method="leader"``: each row joins its
+        nearest earlier row's cluster (by the estimate, as sync keeps it up).
+        ``method="bottom_k"``: rows whose ``bottom_k`` smallest feature hashes are the same (no
+        comparisons; seed 000).
         """
         with session(self.bind, self.index_schema) as conn:
             info, store = self._ready(conn)
@@ -449,6 +462,7 @@ class Index:
                 method=method,
                 max_distance=max_distance,
                 threshold=threshold,
+                verify=verify,
                 bottom_k=bottom_k,
                 progress=progress,
             )

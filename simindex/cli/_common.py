@@ -151,3 +151,14 @@ def seconds(value: str) -> float:
     if not found > 0 or found == float("inf"):
         raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {value!r}")
     return found
+
+
+def add_verify_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--verify``: how MinHash candidates are checked (see :mod:`simindex.ops.verify`)."""
+    parser.add_argument(
+        "--verify",
+        choices=("estimate", "exact"),
+        help=f"MinHash: keep {what} whose exact Jaccard similarity, recomputed from the texts, "
+        "reaches the threshold (exact, the default), or whose signatures estimate it does "
+        "(estimate: no text is read, but pairs near the threshold fall either side by chance)",
+    )

@@ -18,6 +18,7 @@ from simindex import _terminal as terminal
 from simindex.cli._common import (
     OK,
     UsageError,
+    add_verify_option,
     database,
     flag,
     json_value,
@@ -51,17 +52,18 @@ def _limit_options(parser: argparse.ArgumentParser, what: str) -> None:
         "--threshold",
         type=number,
         metavar="J",
-        help=f"MinHash: {what} with at least this estimated Jaccard similarity (default: the "
+        help=f"MinHash: {what} with at least this Jaccard similarity (default: the "
         "index's; not below the one its LSH bands are tuned for)",
     )
+    add_verify_option(parser, what)
 
 
 def _check_limits(args: argparse.Namespace, info: IndexInfo) -> bool:
     """Whether the index is a SimHash one; the other method's limit is a usage error."""
     simhash = info.spec.kind == "simhash"
-    wrong = "threshold" if simhash else "max_distance"
-    if getattr(args, wrong) is not None:
-        raise UsageError(f"{flag(wrong)}: {info.name} is a {info.spec.kind} index")
+    for wrong in ("threshold", "verify") if simhash else ("max_distance",):
+        if getattr(args, wrong) is not None:
+            raise UsageError(f"{flag(wrong)}: {info.name} is a {info.spec.kind} index")
     return simhash
 
 
@@ -117,15 +119,19 @@ def run_pairs(args: argparse.Namespace) -> int:
     found = done = 0
     started = time.perf_counter()
 
-    def show(parts_done: int = 0, _: int = 0, *, now: bool = False) -> None:
-        nonlocal done
+    def show(parts_done: int = 0, parts_total: int = 0, *, now: bool = False) -> None:
+        nonlocal done, total
         done = max(done, parts_done)
+        total = parts_total or total
         shown(f"{done}/{total} {parts}, {found:,} pairs", done, total, now=now)
 
     def rows() -> Iterator[tuple[Any, Any, int | float]]:
         nonlocal found
         for pair in index.pairs(
-            max_distance=args.max_distance, threshold=args.threshold, progress=show
+            max_distance=args.max_distance,
+            threshold=args.threshold,
+            verify=args.verify,
+            progress=show,
         ):
             found += 1
             if found % _COUNT_EVERY == 0:
@@ -233,6 +239,8 @@ def run_clusters(args: argparse.Namespace) -> int:
         given = "--max-distance" if args.max_distance is not None else "--threshold"
         own = " (it uses the index's own, as sync does)" if args.method == "leader" else ""
         raise UsageError(f"{given}: --method {args.method} takes no limit{own}")
+    elif args.verify is not None:
+        raise UsageError(f"--verify: only for --method pairs, not {args.method}")
     if args.bottom_k is not None and args.method != "bottom_k":
         raise UsageError(f"--bottom-k: only for --method bottom_k, not {args.method}")
 
@@ -255,6 +263,7 @@ def run_clusters(args: argparse.Namespace) -> int:
             method=args.method,
             max_distance=args.max_distance,
             threshold=args.threshold,
+            verify=args.verify,
             bottom_k=4 if args.bottom_k is None else args.bottom_k,
             progress=step,
         )

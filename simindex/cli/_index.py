@@ -51,6 +51,15 @@ _METHOD_OPTIONS: tuple[tuple[str, str, dict[str, Any], str], ...] = (
     ("shingling", "--with-characters", {"action": "store_true"},
      "word shingles: also add every character of every word as a feature"),
     ("shingling", "--shingle-seed", {"type": non_negative_int}, "seed of the unit hashes"),
+    ("shingling", "--punctuation", {"choices": ("split", "delete")},
+     "split: punctuation separates words; delete: it is removed (e-mail = email)"),
+    ("shingling", "--identifiers", {"action": "store_true"},
+     "keep words joined by underscores whole (row_id), for code"),
+    ("shingling", "--numbers", {"choices": ("keep", "drop")}, "keep or drop words of digits"),
+    ("shingling", "--strip-markup", {"action": "store_true"},
+     "index the visible text of HTML or XML: tags, comments, scripts and entities removed"),
+    ("shingling", "--tokenizer", {"metavar": "MODULE:FUNCTION"},
+     "your own tokenizer, by import path (it must import wherever build and sync run)"),
 )
 # fmt: on
 
@@ -108,9 +117,11 @@ def run_create(args: argparse.Namespace) -> int:
         index_schema=schema,
     )
     info = index.info()
+    rows = info.spec.sized_rows or getattr(info.spec.method, "expected_rows", None) or 0
     text = (
         f"created {info.spec.kind} index {info.name} of {terminal.source(info)}\n"
         f"  {terminal.spec(info.spec)}\n"
+        f"  {terminal.cost(info.spec, rows)}\n"
         f"next: simindex build {info.name}"
     )
     emit(args, terminal.info_json(info), text)

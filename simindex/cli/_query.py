@@ -10,6 +10,7 @@ from simindex import _terminal as terminal
 from simindex.cli._common import (
     OK,
     UsageError,
+    add_verify_option,
     database,
     emit,
     flag,
@@ -55,11 +56,8 @@ def add_query(commands: Subparsers, common: argparse.ArgumentParser) -> None:
         metavar="J",
         help="MinHash: at least this Jaccard similarity (default: the index's)",
     )
-    parser.add_argument(
-        "--exact",
-        action="store_true",
-        help="MinHash: rank and filter by the exact Jaccard similarity, from the source texts",
-    )
+    add_verify_option(parser, "the rows")
+    parser.add_argument("--exact", action="store_true", help="the same as --verify exact")
     parser.add_argument("--limit", type=positive_int, metavar="N", help="at most N matches")
     add_show_option(parser, "each match")
     parser.set_defaults(run=run_query)
@@ -70,6 +68,7 @@ def run_query(args: argparse.Namespace) -> int:
     from simindex.db.connection import connect, transaction
     from simindex.db.source import key_from_text
     from simindex.index import Index
+    from simindex.ops.verify import DEFAULT_VERIFY
 
     if [args.text, args.file, args.key].count(None) != 2:
         raise UsageError("give exactly one of TEXT, --file PATH or --key KEY ('-' reads stdin)")
@@ -79,7 +78,9 @@ def run_query(args: argparse.Namespace) -> int:
         index = Index(connection, args.name, index_schema=schema)
         info = index.info()
         method = info.spec.method
-        wrong = ("threshold", "exact") if isinstance(method, SimHash) else ("max_distance",)
+        wrong = (
+            ("threshold", "exact", "verify") if isinstance(method, SimHash) else ("max_distance",)
+        )
         for dest in wrong:
             if getattr(args, dest) not in (None, False):
                 raise UsageError(f"{flag(dest)}: {args.name} is a {info.spec.kind} index")
@@ -100,7 +101,10 @@ def run_query(args: argparse.Namespace) -> int:
         else:
             setting, measure = "threshold", "similarity"
             limit = method.threshold if args.threshold is None else args.threshold
-            similar = index.similar(text, key=key, threshold=args.threshold, exact=args.exact)
+            if args.exact and args.verify not in (None, "exact"):
+                raise UsageError(f"--exact contradicts --verify {args.verify}")
+            verify = "exact" if args.exact else args.verify or DEFAULT_VERIFY
+            similar = index.similar(text, key=key, threshold=args.threshold, verify=verify)
             rows = [(match.key, match.similarity) for match in similar]
         rows = rows[: args.limit]
         columns = Shown(connection, info, args.show)
@@ -117,7 +121,7 @@ def run_query(args: argparse.Namespace) -> int:
                 zip(args.show, columns.values(found_columns, found), strict=True)
             )
     if measure == "similarity":
-        result["exact"] = args.exact
+        result["verify"] = verify
     if rows:
         shown = terminal.table(
             ["key", measure, *args.show],

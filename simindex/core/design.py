@@ -12,8 +12,11 @@ within ``k`` bits is found, exactly. More blocks mean longer prefixes (fewer can
 **LSH bands** (Leskovec, Rajaraman, Ullman, *Mining of Massive Datasets*, ch. 3.4). A
 signature of ``num_bands * rows_per_band`` values is cut into bands; two documents are
 candidates when any band agrees entirely, with probability ``1 - (1 - s**r)**b`` at Jaccard
-similarity ``s``. The chooser minimises the weighted areas of false positives (below the
-threshold) and false negatives (above it) under that S-curve.
+similarity ``s``. The chooser is recall-first: among the designs that make a pair right at the
+threshold a candidate with probability at least ``min_probability`` (0.97), it takes the one
+with the least weighted area of false positives (below the threshold) and false negatives
+(above it) under that S-curve. Candidates are verified afterwards, so a false positive costs
+a comparison while a false negative is an answer lost for good.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from simindex.core.bits import BITS, MAX_UNSIGNED, to_signed_array
 PROBE_COST = 1.0
 CANDIDATE_COST = 0.02
 MAX_TABLES = 64
+# Recall-first LSH: a pair right at the threshold becomes a candidate at least this often.
+MIN_CANDIDATE_PROBABILITY = 0.97
 
 
 def block_widths(num_blocks: int) -> tuple[int, ...]:
@@ -254,8 +259,14 @@ def choose_lsh(
     num_perm: int,
     false_positive_weight: float = 0.5,
     false_negative_weight: float = 0.5,
+    *,
+    min_probability: float | None = MIN_CANDIDATE_PROBABILITY,
 ) -> LshDesign:
-    """Bands x rows (using at most ``num_perm`` values) minimising the weighted error areas."""
+    """Bands x rows (using at most ``num_perm`` values) minimising the weighted error areas,
+    among those that make a pair at ``threshold`` a candidate with probability at least
+    ``min_probability`` (if none does, the most likely ones). ``None`` weighs every design,
+    as indexes of spec version 1 were designed (9 bands x 13 rows at 0.8, which makes a pair
+    at the threshold a candidate only 40 % of the time)."""
     if not 0.0 < threshold < 1.0:
         raise ValueError(f"threshold must be between 0 and 1 (exclusive), got {threshold}")
     if isinstance(num_perm, bool) or not isinstance(num_perm, int) or num_perm < 1:
@@ -264,6 +275,13 @@ def choose_lsh(
         raise ValueError("error weights must not be negative")
     if false_positive_weight + false_negative_weight == 0:
         raise ValueError("at least one error weight must be positive")
+    if min_probability is not None and not 0.0 <= min_probability <= 1.0:
+        raise ValueError(f"min_probability must be from 0 to 1, got {min_probability}")
     designs, false_positive, false_negative = _error_areas(threshold, num_perm)
     error = false_positive_weight * false_positive + false_negative_weight * false_negative
+    if min_probability is not None:
+        at_threshold = np.array([design.probability(threshold) for design in designs])
+        # A hair of tolerance: 0.97 must not fail on the last bit of a float.
+        allowed = at_threshold >= min(min_probability, at_threshold.max()) - 1e-12
+        error = np.where(allowed, error, np.inf)
     return designs[int(np.argmin(error))]

@@ -5,6 +5,12 @@ A user names a *method* (:class:`SimHash` or :class:`MinHash`) with the knobs th
 blocks or the LSH bands, chosen from the expected row count unless given). The spec is stored
 as JSON beside the index, with :data:`SPEC_VERSION`, so a later release reads it back and
 computes the very same values.
+
+A SimHash design given neither ``num_blocks`` nor ``expected_rows`` is *sized to the table*:
+chosen for the source's row count when the index is created, and chosen again for the real
+count by every build (:func:`refreshed`). A MinHash spec records its storage format
+(:mod:`simindex.core.packing`): a spec without one is format 1, and a build moves it to the
+current format.
 """
 
 from __future__ import annotations
@@ -17,12 +23,22 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from simindex.core.cost import Cost, minhash_cost, simhash_cost
 from simindex.core.design import LshDesign, MankuDesign, choose_lsh, choose_manku
 from simindex.core.minhash import MinHasher, Scheme, SchemeName
+from simindex.core.packing import CURRENT, FORMATS, WIDE
 from simindex.core.simhash import check_top_n, simhash_batch
 from simindex.core.text import Shingling
+from simindex.core.tokens import load_tokenizer
 
-SPEC_VERSION = 1
+SPEC_VERSION = 2
+"""The newest spec version. Version 2 adds the MinHash storage format, SimHash designs sized to
+the table and the token options of the shingling; a spec that uses none of them is still written
+as version 1, byte for byte as before (:attr:`IndexSpec.version`), and a release that reads only
+version 1 refuses the others instead of misreading them. Version 1 specs are read with those
+options at their defaults."""
+READABLE_SPEC_VERSIONS = (1, 2)
+_TOKEN_OPTIONS = ("punctuation", "identifiers", "numbers", "strip_markup", "tokenizer")
 DEFAULT_EXPECTED_ROWS = 1_000_000
 
 
@@ -33,16 +49,17 @@ class SimHash:
     Parameters:
         max_distance: the largest distance queries may ask for (k); 3 suits web pages.
         shingling: how text becomes features.
-        num_blocks: Manku blocks; by default chosen from ``expected_rows``.
+        num_blocks: Manku blocks; by default chosen for the table's size.
         top_n: the sparse variant: set exactly this many bits.
-        expected_rows: table size the design is chosen for.
+        expected_rows: the table size to choose the design for, fixed; by default the
+            source's real row count at create and at every build.
     """
 
     max_distance: int = 3
     shingling: Shingling = field(default_factory=Shingling)
     num_blocks: int | None = None
     top_n: int | None = None
-    expected_rows: int = DEFAULT_EXPECTED_ROWS
+    expected_rows: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,10 +89,46 @@ Method = SimHash | MinHash
 
 @dataclass(frozen=True, slots=True)
 class IndexSpec:
-    """A resolved, validated method: what is stored, and how it was computed."""
+    """A resolved, validated method: what is stored, and how it was computed.
+
+    ``storage``: the MinHash storage format (:mod:`simindex.core.packing`; 1 for SimHash).
+    ``sized_rows``: the row count a design sized to the table was chosen for, else None.
+    """
 
     method: Method
     design: MankuDesign | LshDesign
+    storage: int = WIDE
+    sized_rows: int | None = None
+
+    @property
+    def version(self) -> int:
+        """The spec version its stored form needs: 2 for what version 1 cannot say (a MinHash
+        storage format, a SimHash design sized to the table, a token option), else 1, which
+        every release reads."""
+        method = self.method
+        if not method.shingling.plain:
+            return 2
+        if isinstance(method, MinHash):
+            return 1 if self.storage == WIDE else 2
+        return 1 if method.expected_rows is not None and self.sized_rows is None else 2
+
+    @property
+    def sized_to_table(self) -> bool:
+        """Whether builds choose the SimHash design again for the table's real size."""
+        method = self.method
+        return (
+            isinstance(method, SimHash)
+            and method.num_blocks is None
+            and method.expected_rows is None
+        )
+
+    @property
+    def cost(self) -> Cost:
+        """Side tables and estimated bytes a row of this design (see :mod:`simindex.core.cost`)."""
+        if isinstance(self.design, MankuDesign):
+            return simhash_cost(self.design)
+        assert isinstance(self.method, MinHash)
+        return minhash_cost(self.design, self.method.num_perm, self.storage)
 
     @property
     def kind(self) -> str:
@@ -87,6 +140,12 @@ class IndexSpec:
         if not isinstance(self.method, MinHash):
             raise TypeError("a SimHash spec has no MinHasher")
         return MinHasher(self.method.scheme, self.method.num_perm, self.method.seed)
+
+    def check_tokenizer(self) -> None:
+        """Import the tokenizer the spec names, if any: creating an index fails then, with the
+        reason (:class:`~simindex.errors.TokenizerError`), rather than every row of a build."""
+        if self.method.shingling.tokenizer is not None:
+            load_tokenizer(self.method.shingling.tokenizer)
 
     def simhash_values(
         self, texts: Sequence[str | None]
@@ -113,13 +172,18 @@ class IndexSpec:
         """Read a stored spec back; refuses versions this release does not know."""
         data = json.loads(text)
         version = data.get("spec_version")
-        if version != SPEC_VERSION:
+        if version not in READABLE_SPEC_VERSIONS:
             raise ValueError(
                 f"index spec version {version!r} is not supported by this release "
-                f"(it reads version {SPEC_VERSION})"
+                f"(it reads versions {', '.join(map(str, READABLE_SPEC_VERSIONS))})"
             )
         shingling = Shingling(**data["shingling"])
         method: Method
+        if data["kind"] == "simhash" and "sized_rows" in data:
+            method = SimHash(data["max_distance"], shingling, None, data["top_n"], None)
+            check_top_n(method.top_n)
+            design = MankuDesign(data["max_distance"], data["num_blocks"])
+            return IndexSpec(method, design, sized_rows=int(data["sized_rows"]))
         if data["kind"] == "simhash":
             method = SimHash(
                 data["max_distance"],
@@ -140,13 +204,22 @@ class IndexSpec:
             )
         else:
             raise ValueError(f"unknown index kind {data['kind']!r}")
-        return resolve(method)
+        spec = resolve(method)
+        if isinstance(method, MinHash):
+            storage = data.get("storage", WIDE)
+            if storage not in FORMATS:
+                raise ValueError(
+                    f"MinHash storage format {storage!r} is not supported by this release "
+                    f"(it reads {', '.join(map(str, FORMATS))})"
+                )
+            spec = IndexSpec(method, spec.design, storage)
+        return spec
 
 
 def _as_dict(spec: IndexSpec) -> dict[str, Any]:
     shingling = spec.method.shingling
     data: dict[str, Any] = {
-        "spec_version": SPEC_VERSION,
+        "spec_version": spec.version,
         "kind": spec.kind,
         "shingling": {
             "unit": shingling.unit,
@@ -155,6 +228,8 @@ def _as_dict(spec: IndexSpec) -> dict[str, Any]:
             "seed": shingling.seed,
         },
     }
+    if not shingling.plain:
+        data["shingling"] |= {name: getattr(shingling, name) for name in _TOKEN_OPTIONS}
     method = spec.method
     if isinstance(method, SimHash):
         assert isinstance(spec.design, MankuDesign)
@@ -164,6 +239,8 @@ def _as_dict(spec: IndexSpec) -> dict[str, Any]:
             "top_n": method.top_n,
             "expected_rows": method.expected_rows,
         }
+        if spec.sized_rows is not None:
+            data["sized_rows"] = spec.sized_rows
     else:
         assert isinstance(spec.design, LshDesign)
         data |= {
@@ -174,22 +251,36 @@ def _as_dict(spec: IndexSpec) -> dict[str, Any]:
             "num_bands": spec.design.num_bands,
             "rows_per_band": spec.design.rows_per_band,
         }
+        if spec.storage != WIDE:
+            data["storage"] = spec.storage
     return data
 
 
-def resolve(method: Method) -> IndexSpec:
-    """Validate a method and make every remaining choice."""
+def resolve(method: Method, rows: int | None = None) -> IndexSpec:
+    """Validate a method and make every remaining choice.
+
+    ``rows``: the source table's size, for a SimHash design sized to the table (unknown:
+    :data:`DEFAULT_EXPECTED_ROWS`, until the first build counts them).
+    """
+    if not isinstance(method, SimHash | MinHash):
+        hint = " (the strings 'simhash' and 'minhash' are for the Alembic operation)"
+        raise TypeError(
+            f"method must be SimHash(...) or MinHash(...), got {type(method).__name__} "
+            f"{method!r}{hint if isinstance(method, str) else ''}"
+        )
     if not isinstance(method.shingling, Shingling):
         raise TypeError(f"shingling must be a Shingling, got {type(method.shingling).__name__}")
     if isinstance(method, SimHash):
-        if isinstance(method.expected_rows, bool) or not isinstance(method.expected_rows, int):
-            raise TypeError("expected_rows must be an int")
+        expected = method.expected_rows
+        if expected is not None and (isinstance(expected, bool) or not isinstance(expected, int)):
+            raise TypeError("expected_rows must be an int or None")
         check_top_n(method.top_n)
-        if method.num_blocks is None:
-            design = choose_manku(method.max_distance, method.expected_rows)
-        else:
-            design = MankuDesign(method.max_distance, method.num_blocks)
-        return IndexSpec(method, design)
+        if method.num_blocks is not None:
+            return IndexSpec(method, MankuDesign(method.max_distance, method.num_blocks))
+        if expected is not None:
+            return IndexSpec(method, choose_manku(method.max_distance, expected))
+        sized = DEFAULT_EXPECTED_ROWS if rows is None else max(int(rows), 0)
+        return IndexSpec(method, choose_manku(method.max_distance, sized), sized_rows=sized)
     if isinstance(method, MinHash):
         hasher = MinHasher(method.scheme, method.num_perm, method.seed)
         if hasher.scheme is Scheme.BOTTOM_K:
@@ -208,5 +299,16 @@ def resolve(method: Method) -> IndexSpec:
                 )
         if not 0.0 < method.threshold < 1.0:
             raise ValueError(f"threshold must be between 0 and 1, got {method.threshold}")
-        return IndexSpec(method, lsh)
+        return IndexSpec(method, lsh, CURRENT)
     raise TypeError(f"method must be SimHash(...) or MinHash(...), got {type(method).__name__}")
+
+
+def refreshed(spec: IndexSpec, rows: int) -> IndexSpec:
+    """The spec a build of ``rows`` source rows writes: a SimHash design sized to the table is
+    chosen again for ``rows``; a MinHash index moves to the current storage format. Anything
+    the user fixed stays."""
+    if spec.sized_to_table:
+        return resolve(spec.method, rows)
+    if isinstance(spec.method, MinHash) and spec.storage != CURRENT:
+        return IndexSpec(spec.method, spec.design, CURRENT)
+    return spec

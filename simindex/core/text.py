@@ -17,6 +17,14 @@ pinned by golden-vector tests. The rules:
 * **NULL, empty, or no units**: no features. Fingerprint functions return ``None`` for it and an
   index does not store it (it is counted as skipped).
 
+Options change the tokens, never the hashing: ``strip_markup`` (HTML/XML tags, comments,
+scripts and character references, :func:`simindex.core.tokens.strip_markup`, before anything
+else), ``punctuation="delete"`` (punctuation is removed instead of separating tokens:
+``don't`` is ``dont``), ``identifiers`` (the underscore joins a token, as in code:
+``row_id``), ``numbers="drop"`` (tokens of digits only are left out), or a user ``tokenizer``
+named by import path, whose tokens are used as they come (no normalisation). With every option
+at its default the rules above apply unchanged, so existing indexes keep their values.
+
 Term frequency weighting is implicit: a shingle that occurs three times is three features.
 """
 
@@ -36,8 +44,11 @@ import xxhash
 from numpy.typing import NDArray
 
 from simindex.core.bits import MAX_UNSIGNED
+from simindex.core.tokens import check_import_path, strip_markup, user_tokens
 
 Unit = Literal["word", "char"]
+Punctuation = Literal["split", "delete"]
+Numbers = Literal["keep", "drop"]
 UINT64 = np.dtype(np.uint64)
 EMPTY = np.zeros(0, dtype=UINT64)
 
@@ -64,7 +75,13 @@ def _mark_ranges() -> str:
     return "".join(f"{re.escape(chr(low))}-{re.escape(chr(high))}" for low, high in ranges)
 
 
-_TOKEN = re.compile(f"[{_CJK}]|(?:[^\\W_{_CJK}]|[{_mark_ranges()}])+")
+_MARKS = _mark_ranges()
+_TOKEN = re.compile(f"[{_CJK}]|(?:[^\\W_{_CJK}]|[{_MARKS}])+")
+# The option rules: the underscore joins tokens (identifiers); punctuation deleted is every
+# character that is neither part of a token nor a space.
+_IDENTIFIER_TOKEN = re.compile(f"[{_CJK}]|(?:[^\\W{_CJK}]|[{_MARKS}])+")
+_PUNCTUATION = re.compile(f"[^\\w\\s{_MARKS}]|_")
+_PUNCTUATION_NOT_UNDERSCORE = re.compile(f"[^\\w\\s{_MARKS}]")
 _CJK_CHARACTER = re.compile(f"[{_CJK}]")
 # Kana voiced sound marks follow the regex's own precedence only through the regex itself.
 _KANA_MARKS = ("\u3099", "\u309a")
@@ -77,6 +94,20 @@ _ASCII_LOWER_SEPARATORS = _ASCII_SEPARATORS.translate(
     bytes(c + 32 if 65 <= c <= 90 else c for c in range(256))
 )
 _UTF8_SEPARATORS = bytes(c if c >= 0x80 else _ASCII_SEPARATORS[c] for c in range(256))
+# The same fast path for the token options, indexed by ``identifiers``: what the punctuation
+# regexes delete from ASCII text, and the lowercasing separator table with "_" a letter or not.
+_ASCII_DELETED = tuple(
+    bytes(
+        c
+        for c in range(128)
+        if not (chr(c).isalnum() or chr(c).isspace() or (keep and chr(c) == "_"))
+    )
+    for keep in (False, True)
+)
+_ASCII_OPTION_SEPARATORS = (
+    _ASCII_LOWER_SEPARATORS,
+    bytes(95 if i == 95 else c for i, c in enumerate(_ASCII_LOWER_SEPARATORS)),
+)
 
 
 class _TokenCharacters(dict[int, int | str]):
@@ -201,12 +232,26 @@ class Shingling:
         with_characters: word unit only: also add every character of every token as a feature
             (the "token similarity" mode, which makes misspellings land closer).
         seed: xxh3 seed of unit hashes.
+        punctuation: ``"split"`` (punctuation separates tokens) or ``"delete"`` (it is removed,
+            so ``e-mail`` and ``email`` are one token).
+        identifiers: the underscore is part of a token (``row_id`` stays whole), for code.
+        numbers: ``"keep"`` or ``"drop"`` the tokens made of digits only.
+        strip_markup: read HTML or XML as its visible text (tags, comments, scripts and
+            character references removed) before anything else.
+        tokenizer: an import path ``"package.module:function"`` of a function taking the text
+            and returning its tokens (str), used instead of the built-in rules; it must be
+            importable wherever fingerprints are computed (the app, build, sync).
     """
 
     unit: Unit = "word"
     size: int = 3
     with_characters: bool = False
     seed: int = 0
+    punctuation: Punctuation = "split"
+    identifiers: bool = False
+    numbers: Numbers = "keep"
+    strip_markup: bool = False
+    tokenizer: str | None = None
 
     def __post_init__(self) -> None:
         if self.unit not in ("word", "char"):
@@ -223,6 +268,101 @@ class Shingling:
             raise TypeError(f"seed must be an int, got {type(self.seed).__name__}")
         if not 0 <= self.seed <= MAX_UNSIGNED:
             raise ValueError(f"seed must be an unsigned 64-bit integer, got {self.seed}")
+        self._check_token_options()
+
+    def _check_token_options(self) -> None:
+        if self.punctuation not in ("split", "delete"):
+            raise ValueError(f"punctuation must be 'split' or 'delete', got {self.punctuation!r}")
+        if self.numbers not in ("keep", "drop"):
+            raise ValueError(f"numbers must be 'keep' or 'drop', got {self.numbers!r}")
+        for name in ("identifiers", "strip_markup"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        token_rules = [
+            name
+            for name, value in (
+                ("punctuation", self.punctuation != "split"),
+                ("identifiers", self.identifiers),
+                ("numbers", self.numbers != "keep"),
+            )
+            if value
+        ]
+        if self.tokenizer is not None:
+            check_import_path(self.tokenizer)
+            if self.unit != "word":
+                raise ValueError("a tokenizer makes word shingles: it needs unit 'word'")
+            if token_rules:
+                raise ValueError(
+                    f"{', '.join(token_rules)} change the built-in tokens; a tokenizer makes "
+                    "its own"
+                )
+        elif token_rules and self.unit != "word":
+            raise ValueError(f"{', '.join(token_rules)} apply to word shingles only")
+
+    @property
+    def plain(self) -> bool:
+        """Whether every token option is at its default (the rules of the module docstring)."""
+        return (
+            self.punctuation == "split"
+            and not self.identifiers
+            and self.numbers == "keep"
+            and not self.strip_markup
+            and self.tokenizer is None
+        )
+
+    def tokens(self, text: str | None) -> list[str]:
+        """The word units of ``text`` under these options (for inspection and tests)."""
+        if text is None:
+            return []
+        if not isinstance(text, str):
+            raise TypeError(f"expected str text, got {type(text).__name__}")
+        if self.plain:
+            return tokenize(normalize(text))
+        if self.strip_markup:
+            text = strip_markup(text)
+        if self.tokenizer is not None:
+            return user_tokens(self.tokenizer, text)
+        if text.isascii():
+            return [token.decode("ascii") for token in self._ascii_tokens(text)]
+        return self._unicode_tokens(text)
+
+    def _unicode_tokens(self, text: str) -> list[str]:
+        """The option rules, by regex: the definition the ASCII fast path is held to."""
+        folded = unicodedata.normalize("NFKC", text).casefold()
+        if self.punctuation == "delete":
+            deleted = _PUNCTUATION_NOT_UNDERSCORE if self.identifiers else _PUNCTUATION
+            folded = deleted.sub("", folded)
+        found = (_IDENTIFIER_TOKEN if self.identifiers else _TOKEN).findall(folded)
+        if self.numbers == "drop":
+            return [token for token in found if not token.isnumeric()]
+        return found
+
+    def _ascii_tokens(self, text: str) -> list[bytes]:
+        """:meth:`_unicode_tokens` of ASCII text, by byte translation (NFKC is the identity
+        on ASCII, and casefold is lower())."""
+        data = text.encode("ascii")
+        if self.punctuation == "delete":
+            data = data.translate(None, _ASCII_DELETED[self.identifiers])
+        found = data.translate(_ASCII_OPTION_SEPARATORS[self.identifiers]).split()
+        if self.numbers == "drop":
+            return [token for token in found if not token.isdigit()]
+        return found
+
+    def _option_tokens(self, text: str) -> list[bytes]:
+        """UTF-8 tokens of a text under non-default options (see :meth:`tokens`)."""
+        if self.strip_markup:
+            text = strip_markup(text)
+        if self.tokenizer is None and text.isascii():
+            return self._ascii_tokens(text)
+        if self.tokenizer is None:
+            found = self._unicode_tokens(text)
+        else:
+            found = user_tokens(self.tokenizer, text)
+        return [token.encode("utf-8", "surrogatepass") for token in found]
+
+    def _characters(self, text: str) -> str:
+        """The normalised text character shingles are cut from."""
+        return normalize(strip_markup(text) if self.strip_markup else text)
 
     def hashes(self, text: str | None) -> NDArray[np.uint64]:
         """One feature hash per shingle occurrence; empty for NULL or empty text."""
@@ -231,13 +371,13 @@ class Shingling:
         if not isinstance(text, str):
             raise TypeError(f"expected str text, got {type(text).__name__}")
         if self.unit == "char":
-            return combine_ngrams(_char_hashes(normalize(text), self.seed), self.size)
-        tokens = _word_tokens(text)
+            return combine_ngrams(_char_hashes(self._characters(text), self.seed), self.size)
+        tokens = _word_tokens(text) if self.plain else self._option_tokens(text)
         unit_hashes = hash_strings(tokens, self.seed)
         shingles = combine_ngrams(unit_hashes, self.size)
         if not self.with_characters or not tokens:
             return shingles
-        characters = _char_hashes(b"".join(tokens).decode("utf-8"), self.seed)
+        characters = _char_hashes(b"".join(tokens).decode("utf-8", "surrogatepass"), self.seed)
         return np.concatenate([shingles, characters])
 
     def shingles(self, text: str | None) -> list[str]:
@@ -247,8 +387,7 @@ class Shingling:
         """
         if text is None:
             return []
-        normalized = normalize(text)
-        units = list(normalized) if self.unit == "char" else tokenize(normalized)
+        units = list(self._characters(text)) if self.unit == "char" else self.tokens(text)
         if not units:
             return []
         size = min(self.size, len(units))

@@ -8,9 +8,12 @@ An operation gets an index from here as an :class:`IndexInfo` (the row) and its 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
+import psycopg
 from psycopg import sql
 from sqlalchemy import (
     BigInteger,
@@ -32,13 +35,20 @@ from sqlalchemy.dialects.postgresql import JSONB, REGCLASS
 from sqlalchemy.dialects.postgresql.base import ischema_names
 from sqlalchemy.types import UserDefinedType
 
+from simindex.core.packing import COMPACT
 from simindex.core.spec import IndexSpec, SimHash
+from simindex.db.compact_minhash_store import CompactMinHashStore
 from simindex.db.connection import PgConnection
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.source import Source
 from simindex.db.statements import statement
-from simindex.errors import IndexNotFoundError, IndexNotReadyError, SourceChangedError
+from simindex.errors import (
+    IndexNotFoundError,
+    IndexNotReadyError,
+    SchemaNotMigratedError,
+    SourceChangedError,
+)
 
 DEFAULT_SCHEMA = "simindex"
 METHODS = ("simhash", "minhash")
@@ -198,7 +208,8 @@ def store_for(schema: str, name: str, source: Source, spec: IndexSpec) -> Store:
     """The side tables of an index, as its method keeps them."""
     if isinstance(spec.method, SimHash):
         return SimHashStore(schema, name, source.key_type, spec.design)  # type: ignore[arg-type]
-    return MinHashStore(
+    kind = CompactMinHashStore if spec.storage == COMPACT else MinHashStore
+    return kind(
         schema,
         name,
         source.key_type,
@@ -222,14 +233,16 @@ def find_index(
     ``share_lock``: hold the row ``FOR KEY SHARE`` for this transaction, so that no build or
     drop starts meanwhile; None, as for a missing index, while one holds it.
     """
+    check_name(name)
     lock = sql.SQL("FOR KEY SHARE OF i SKIP LOCKED" if share_lock else "")
-    query = statement(
-        "catalog_get",
-        catalog=catalog(schema),
-        drift=sql.Identifier(schema, "drift_v1"),
-        lock=lock,
-    )
-    row = conn.execute(query, {"name": name}).fetchone()
+    with _catalog_errors(schema):
+        query = statement(
+            "catalog_get",
+            catalog=catalog(schema),
+            drift=sql.Identifier(schema, "drift_v1"),
+            lock=lock,
+        )
+        row = conn.execute(query, {"name": name}).fetchone()
     if row is None:
         return None
     (index_name, source_schema, table, key_column, key_type, text_column, spec) = row[:7]
@@ -323,5 +336,18 @@ def lock_source(conn: PgConnection, info: IndexInfo) -> Source:
 
 def index_names(conn: PgConnection, schema: str) -> list[str]:
     """Names of all indexes, in order."""
-    rows = conn.execute(statement("catalog_list", catalog=catalog(schema))).fetchall()
+    with _catalog_errors(schema):
+        rows = conn.execute(statement("catalog_list", catalog=catalog(schema))).fetchall()
     return [str(name) for (name,) in rows]
+
+
+@contextmanager
+def _catalog_errors(schema: str) -> Iterator[None]:
+    try:
+        yield
+    except psycopg.errors.UndefinedTable as exc:
+        raise SchemaNotMigratedError(
+            f"simindex's schema {schema!r} is not installed in this database: run "
+            "simindex.migrate(engine) (or `simindex migrate`) first, or name the schema "
+            "simindex was migrated into"
+        ) from exc

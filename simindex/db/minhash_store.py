@@ -1,4 +1,7 @@
-"""A MinHash index's band table, signature table and SQL functions.
+"""A MinHash index in storage format 1: its band table, signature table and SQL functions.
+
+Indexes created by earlier releases keep this form until their next build, which moves them to
+format 2 (:mod:`simindex.db.compact_minhash_store`); the compact store reuses the names here.
 
 Leskovec, Rajaraman, Ullman, *Mining of Massive Datasets*, ch. 3.4: documents sharing any
 band (all ``rows_per_band`` values equal) are candidates; each candidate is then verified by
@@ -9,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -32,6 +36,9 @@ class MinHashStore:
     design: LshDesign
     num_perm: int
     threshold: float
+
+    array_type: ClassVar[str] = "bigint"
+    """The SQL element type of the signature and band key arrays the similar function takes."""
 
     def _name(self, kind: str, staging: bool) -> str:
         return f"{self.name}_{kind}" + ("_staging" if staging else "")
@@ -87,6 +94,7 @@ class MinHashStore:
                 "minhash_similar_function",
                 function=self.similar_function,
                 num_perm=sql.Literal(float(self.num_perm)),
+                num_bands=sql.Literal(self.design.num_bands),
                 **common,
             ),
             statement(
@@ -95,24 +103,27 @@ class MinHashStore:
                 similar=self.similar_function,
                 **common,
             ),
-            statement(
-                "pairs_function",
-                usable=common["usable"],
-                index_name=common["index_name"],
-                function=self.pairs_function,
-                parameter=sql.SQL("threshold"),
-                parameter_type=sql.SQL("double precision"),
-                default=sql.Literal(self.threshold),
-                lowest=sql.Literal(0),
-                highest=sql.Literal(1),
-                key_type=self._key_type(),
-                score=sql.SQL("similarity"),
-                score_type=sql.SQL("double precision"),
-                query=sql.SQL("\nUNION ALL\n").join(
-                    self.pairs_query(band, sql.SQL("$1")) for band in range(self.design.num_bands)
-                ),
-            ),
+            self.pairs_function_statement(),
         ]
+
+    def pairs_function_statement(self) -> sql.Composed:
+        return statement(
+            "pairs_function",
+            usable=sql.Identifier(self.schema, "source_usable_v1"),
+            index_name=sql.Literal(self.name),
+            function=self.pairs_function,
+            parameter=sql.SQL("threshold"),
+            parameter_type=sql.SQL("double precision"),
+            default=sql.Literal(self.threshold),
+            lowest=sql.Literal(0),
+            highest=sql.Literal(1),
+            key_type=self._key_type(),
+            score=sql.SQL("similarity"),
+            score_type=sql.SQL("double precision"),
+            query=sql.SQL("\nUNION ALL\n").join(
+                self.pairs_query(band, sql.SQL("$1")) for band in range(self.design.num_bands)
+            ),
+        )
 
     def pairs_query(
         self,
@@ -147,6 +158,11 @@ class MinHashStore:
     def stored_signatures(self, values: NDArray[np.uint64]) -> NDArray[np.int64]:
         """Signature values as stored ``bigint`` values (:mod:`simindex.core.bits`)."""
         return to_signed_array(np.ascontiguousarray(values, dtype=np.uint64))
+
+    def query_arguments(self, values: NDArray[np.uint64]) -> tuple[list[int], list[int]]:
+        """The similar function's signature and band key arguments for one signature."""
+        hashes = self.design.band_hashes(values[None, :])[0]
+        return self.stored_signatures(values).tolist(), hashes.tolist()
 
     def copy(
         self,
@@ -265,11 +281,34 @@ class MinHashStore:
         run(conn, self.drop_statements())
 
     def drop_statements(self) -> list[sql.Composed]:
-        statements = [
+        statements = self.function_drop_statements()
+        for staging in (True, False):
+            statements += self.table_statements(staging)
+        return statements
+
+    def table_statements(self, staging: bool) -> list[sql.Composed]:
+        """Dropping the live (or staging) tables."""
+        return [
+            statement("drop_table", table=self.signatures(staging)),
+            statement("drop_table", table=self.bands(staging)),
+        ]
+
+    def function_drop_statements(self) -> list[sql.Composed]:
+        return [
             statement("drop_function", function=function)
             for function in (self.pairs_function, self.similar_key_function, self.similar_function)
         ]
-        for staging in (True, False):
-            statements.append(statement("drop_table", table=self.signatures(staging)))
-            statements.append(statement("drop_table", table=self.bands(staging)))
-        return statements
+
+    def check_query(self, parts: dict[str, sql.Composable]) -> sql.Composed:
+        """Each source row beside its stored signature and band keys (see ops.check)."""
+        return statement(
+            "check_minhash_rows", signatures=self.signatures(), bands=self.bands(), **parts
+        )
+
+    def stored_form(self, values: NDArray[np.uint64]) -> list[tuple[Any, ...]]:
+        """Recomputed values in the shape :meth:`check_query` reads them back."""
+        if not len(values):
+            return []
+        signatures = self.stored_signatures(values).tolist()
+        bands = self.design.band_hashes(values).tolist()
+        return list(zip(signatures, bands, strict=True))

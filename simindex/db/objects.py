@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from psycopg import sql
 
-from simindex.core.spec import SPEC_VERSION, IndexSpec
+from simindex.core.spec import IndexSpec
 from simindex.db.catalog import catalog, check_name, store_for
 from simindex.db.cluster_store import ClusterStore
-from simindex.db.privileges import as_owner
+from simindex.db.privileges import as_owner, type_usage
 from simindex.db.source import Source
 from simindex.db.statements import statement
 from simindex.db.triggers import Triggers
@@ -37,7 +37,7 @@ def create_statements(
         text_column=sql.Literal(source.text_column),
         method=sql.Literal(spec.kind),
         spec=sql.Literal(spec.to_json()),
-        spec_version=sql.Literal(SPEC_VERSION),
+        spec_version=sql.Literal(spec.version),
     )
     store = store_for(index_schema, name, source, spec)
     triggers = Triggers(index_schema, name, source, store)
@@ -51,7 +51,7 @@ def create_statements(
     ]
     # Resolved when the statements run (an offline script knows only the names).
     found = statement("catalog_source_oid", table=sql.Literal(source.identifier.as_string()))
-    return [found, *as_owner(owned), *triggers.trigger_statements()]
+    return [found, type_usage(source.key_type), *as_owner(owned), *triggers.trigger_statements()]
 
 
 def drop_statements(

@@ -45,6 +45,11 @@ def as_owner(statements: list[sql.Composed]) -> list[sql.Composed]:
     return [*become_owner(), *statements, *back_to_caller()]
 
 
+def type_usage(key_type: str) -> sql.Composed:
+    """Let the owner role use ``key_type`` (USAGE on its schema), or stop, naming the GRANT."""
+    return statement("owner_type_usage", key_type=sql.Literal(key_type), owner=sql.Literal(OWNER))
+
+
 def become_owner() -> list[sql.Composed]:
     """Act as the owner role until :func:`back_to_caller` (or the transaction's end)."""
     return [statement("role_remember"), statement("role_become", role=sql.Identifier(OWNER))]

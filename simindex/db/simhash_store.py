@@ -305,9 +305,15 @@ class SimHashStore:
         run(conn, self.drop_statements())
 
     def drop_statements(self) -> list[sql.Composed]:
-        functions = [
+        tables = [statement("drop_table", table=self.table(staging)) for staging in (True, False)]
+        return self.function_drop_statements() + tables
+
+    def function_drop_statements(self) -> list[sql.Composed]:
+        return [
             statement("drop_function", function=function)
             for function in (self.pairs_function, self.near_key_function, self.near_function)
         ]
-        tables = [statement("drop_table", table=self.table(staging)) for staging in (True, False)]
-        return functions + tables
+
+    def table_statements(self, staging: bool) -> list[sql.Composed]:
+        """Dropping the live (or staging) table."""
+        return [statement("drop_table", table=self.table(staging))]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,9 +14,8 @@ from simindex.db.connection import PgConnection
 from simindex.db.statements import statement
 from simindex.errors import SourceError
 
-# Type categories (pg_type.typcategory) a key may have: numeric, string, user-defined (uuid).
-_KEY_CATEGORIES = {"N": "a number", "S": "a string", "U": "a uuid or other scalar"}
-_FLOAT_TYPES = {"real", "double precision"}
+# Type categories (pg_type.typcategory) a key may not have: arrays, composites, pseudo-types.
+_NOT_SCALAR = {"A": "an array", "C": "a composite", "P": "a pseudo-type"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,13 +33,12 @@ class Source:
     table: str
     key_column: str
     key_type: str
+    """The key's SQL type, typmod-exact and schema-qualified (see ``source_columns``)."""
     text_column: str
     key_attnum: int = 0
     text_attnum: int = 0
     key_position: int = 0
     text_position: int = 0
-    key_equality: str = "pg_catalog"
-    """The schema of the ``=`` that compares keys in the triggers."""
     key_type_id: int = 0
     key_typmod: int = -1
     text_type_id: int = 0
@@ -102,44 +102,63 @@ def describe(
             f"key column {key!r} has no unique index on {found_table} (or only a deferrable "
             "one); a key must identify one row"
         )
-    key_found = columns[key_column]
-    if key_found.category not in _KEY_CATEGORIES or key_found.type in _FLOAT_TYPES:
+    found_key = columns[key_column]
+    if found_key.category in _NOT_SCALAR or not found_key.keyable:
+        what = _NOT_SCALAR.get(found_key.category, "a type without a default btree operator class")
         raise SourceError(
-            f"key column {key_column!r} is {key_found.type}; a key must be an integer, text or "
-            "uuid type"
+            f"key column {key_column!r} is {found_key.type}, {what}; a key must be one value "
+            "that can be sorted and compared (an integer, text, uuid, ... type)"
+        )
+    if not _comparable(conn, found_key.type):
+        raise SourceError(
+            f"key column {key_column!r} is {found_key.type}, whose = and < operators are not "
+            "in pg_catalog (nor reachable through an implicit cast), where simindex's SQL "
+            "functions look; key the index on a built-in type, e.g. a generated text column"
+        )
+    if not found_key.not_null:
+        # A NULL key names no row: its row could be neither queued nor found again.
+        raise SourceError(
+            f"key column {key_column!r} of {found_table} allows NULL; make it NOT NULL or name "
+            "another key"
         )
     return Source(
         int(oid),
         str(found_schema),
         str(found_table),
         key_column,
-        str(key_found.type),
+        str(found_key.type),
         column,
-        key_attnum=key_found.attnum,
+        key_attnum=found_key.attnum,
         text_attnum=text.attnum,
-        key_position=key_found.position,
+        key_position=found_key.position,
         text_position=text.position,
-        key_equality=_key_equality(conn, oid, key_found.attnum),
-        key_type_id=key_found.type_id,
-        key_typmod=key_found.typmod,
+        key_type_id=found_key.type_id,
+        key_typmod=found_key.typmod,
         text_type_id=text.type_id,
     )
-
-
-def _key_equality(conn: PgConnection, oid: object, attnum: int) -> str:
-    row = conn.execute(statement("source_key_equality"), {"oid": oid, "attnum": attnum}).fetchone()
-    return str(row[0]) if row else "pg_catalog"
 
 
 @dataclass(frozen=True, slots=True)
 class _Column:
     type: str
     category: str
+    not_null: bool
+    keyable: bool
     attnum: int
     position: int
     type_id: int
     typmod: int
     text_by_builtin_means: bool
+
+
+def _comparable(conn: PgConnection, key_type: str) -> bool:
+    try:
+        with conn.transaction():  # a savepoint: the failed probe leaves the transaction usable
+            conn.execute(statement("source_key_comparable", key_type=sql.SQL(key_type)))
+    except (psycopg.errors.UndefinedFunction, psycopg.errors.AmbiguousFunction):
+        return False
+    conn.execute(statement("source_key_unprepare"))
+    return True
 
 
 def _primary_key(conn: PgConnection, oid: object, table: str) -> str:
@@ -168,6 +187,12 @@ def row_estimate(conn: PgConnection, source: Source) -> int | None:
     return int(row[0]) if row and row[0] else None
 
 
+def row_count(conn: PgConnection, source: Source) -> int:
+    """The source's real row count (a scan: builds read every row anyway)."""
+    row = conn.execute(statement("source_count", table=source.identifier)).fetchone()
+    return int(row[0]) if row else 0
+
+
 def key_from_text(conn: PgConnection, source: Source, text: str) -> Any:
     """``text`` cast by PostgreSQL to the source key's type (a key typed on a command line)."""
     cast = statement("source_cast_key", key_type=sql.SQL(source.key_type))
@@ -178,3 +203,33 @@ def key_from_text(conn: PgConnection, source: Source, text: str) -> Any:
         raise ValueError(f"bad key {text!r}: {exc.diag.message_primary}") from exc
     assert row is not None
     return row[0]
+
+
+def check_key(key: object) -> object:
+    """``key`` if it can name a row (keys are NOT NULL)."""
+    if key is None:
+        raise ValueError("key must not be None: give the key of a row of the index's table")
+    return key
+
+
+@contextmanager
+def key_errors(source: Source, key: object) -> Iterator[None]:
+    """Driver errors that a key of the wrong type or value causes, as TypeError or
+    ValueError naming the key type (the transaction is left failed, as by any bad statement)."""
+    try:
+        yield
+    except (psycopg.errors.UndefinedFunction, psycopg.errors.DatatypeMismatch) as exc:
+        raise TypeError(
+            f"key {key!r} is a {type(key).__name__}, which does not fit the index's key type "
+            f"{source.key_type}"
+        ) from exc
+    except psycopg.DataError as exc:
+        raise ValueError(
+            f"bad key {key!r} for key type {source.key_type}: {exc.diag.message_primary}"
+        ) from exc
+    except psycopg.ProgrammingError as exc:
+        if exc.sqlstate is not None:
+            raise
+        raise TypeError(
+            f"key {key!r} is a {type(key).__name__}, which cannot be sent to PostgreSQL"
+        ) from exc

@@ -102,8 +102,9 @@ class Triggers:
 
     @property
     def equals(self) -> sql.Composable:
-        """The key type's ``=``, schema-qualified (``pg_catalog`` for built-in types)."""
-        return sql.SQL("{}.=").format(sql.Identifier(self.source.key_equality))
+        """pg_catalog's ``=``: never one a table's owner could define (``describe`` made sure
+        it compares the key)."""
+        return sql.SQL("pg_catalog.=")
 
     def install(self, conn: PgConnection) -> None:
         """Create the queue, the failed items table, the function and the triggers."""

@@ -2,14 +2,18 @@
 
 The new side tables are built beside the live ones and swapped in at the end, in one
 transaction: queries keep answering from the old index during a rebuild, and a failed build
-leaves it as it was. Memory stays bounded: at most ``workers + 1`` batches are in flight.
-Queue entries the build's read covered are removed with the swap (see :func:`_dequeue`), so a
-build after loading a table leaves nothing for ``sync`` to do again.
+leaves it as it was. A build first counts the source: a SimHash design sized to the table is
+chosen again for that count, and a MinHash index moves to the current storage format
+(:func:`simindex.core.spec.refreshed`); the swap then replaces the query functions and the
+delete triggers too, since the side tables' columns may have changed.
+
+Memory stays bounded: at most ``workers + 1`` batches are in flight. Queue entries the
+build's read covered are removed with the swap (see :func:`_dequeue`), so a build after
+loading a table leaves nothing for ``sync`` to do again.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -17,24 +21,28 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 from psycopg import sql
 from sqlalchemy.engine import Connection
 
+from simindex.core.spec import refreshed
 from simindex.db.catalog import IndexInfo, Store, catalog, lock_source, read_index, store_for
 from simindex.db.connection import Bind, PgConnection, connect, transaction
 from simindex.db.objects import create_statements, drop_statements
 from simindex.db.privileges import back_to_caller, become_owner, warn_if_superuser
 from simindex.db.simhash_store import SimHashStore
-from simindex.db.source import Source, describe, row_estimate
+from simindex.db.source import Source, describe, row_count
 from simindex.db.statements import run, statement
 from simindex.db.triggers import Triggers, event_triggers_on
 from simindex.ops.workers import computed
 
 Progress = Callable[[int, int | None], None]
-"""Called with (source rows read so far, the planner's estimate of all rows or None)."""
+"""Called with (source rows read so far, the rows the source holds)."""
 
 # Below this many rows, starting worker processes costs more than it saves.
 _PARALLEL_FROM_ROWS = 50_000
+# Rows a COPY into the staging tables takes at most (see _Pending).
+_COPY_ROWS = 32_768
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +54,11 @@ class BuildReport:
     skipped: int
     seconds: float
     dequeued: int = 0
+
+
+MAX_BATCH_SIZE = 1_000_000
+"""Rows per batch at most (a batch's texts are in memory at once)."""
+MAX_WORKERS = 256
 
 
 def _batches(cursor: Any, size: int) -> Iterator[tuple[list[Any], list[str | None]]]:
@@ -63,18 +76,28 @@ def build(
     progress: Progress | None = None,
 ) -> BuildReport:
     """See :meth:`simindex.index.Index.build`."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int):
+        raise TypeError(f"batch_size must be an int, got {type(batch_size).__name__}")
+    if not 1 <= batch_size <= MAX_BATCH_SIZE:
+        raise ValueError(f"batch_size must be from 1 to {MAX_BATCH_SIZE:,}, got {batch_size}")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)):
+        raise TypeError(f"workers must be an int or None, got {type(workers).__name__}")
+    if workers is not None and not 1 <= workers <= MAX_WORKERS:
+        raise ValueError(f"workers must be from 1 to {MAX_WORKERS}, got {workers}")
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be callable, got {type(progress).__name__}")
     started = time.perf_counter()
     indexed = skipped = 0
     with transaction(bind) as conn:
         warn_if_superuser(conn, "build")
         info, source = _prepare(conn, index_schema, name)
-        estimate = row_estimate(conn, source) or _planner_estimate(conn, source)
+        estimate = row_count(conn, source)
         if workers is None:
-            parallel = estimate is not None and estimate >= _PARALLEL_FROM_ROWS
+            parallel = estimate >= _PARALLEL_FROM_ROWS
             workers = (os.cpu_count() or 1) if parallel else 1
-        store = store_for(index_schema, name, source, info.spec)
+        spec = refreshed(info.spec, estimate)
+        live = store_for(index_schema, name, source, info.spec)
+        store = store_for(index_schema, name, source, spec)
         triggers = Triggers(index_schema, name, source, store)
         # Before the snapshot the read takes: deletes meanwhile queue their keys.
         triggers.build_lock(conn)
@@ -92,26 +115,27 @@ def build(
             )
         )
         run(conn, become_owner())
+        live.drop_staging(conn)
         store.drop_staging(conn)
         store.create(conn, staging=True)
-        spec_json = info.spec.to_json()
+        spec_json = spec.to_json()
+        pending = _Pending(store)
         for keys, (values, present) in computed(spec_json, _batches(reader, batch_size), workers):
             kept = np.flatnonzero(present)
             kept_keys = [keys[i] for i in kept.tolist()]
-            if isinstance(store, SimHashStore):
-                store.copy(conn, store.rows(kept_keys, values[kept]), staging=True)
-            elif kept_keys:
-                store.copy(conn, kept_keys, values[kept], staging=True)
+            pending.add(conn, kept_keys, values[kept])
             indexed += len(kept_keys)
             skipped += len(keys) - len(kept_keys)
             if progress is not None:
                 progress(indexed + skipped, estimate)
+        pending.flush(conn)
         reader.close()
         store.finish(conn, staging=True)
-        store.swap_in_staging(conn)
-        # The trigger function again, for the table as it is now.
-        trusted = event_triggers_on(conn, index_schema)
-        run(conn, triggers.function_statements(trusted=trusted))
+        _swap(conn, live, store, triggers, trusted=event_triggers_on(conn, index_schema))
+        conn.execute(
+            statement("catalog_set_spec", catalog=catalog(index_schema)),
+            {"name": name, "spec": spec_json, "spec_version": spec.version},
+        )
         run(conn, back_to_caller())
         dequeued = 0
         if isolation == "read committed":  # later statements see later commits
@@ -123,17 +147,6 @@ def build(
     if not isinstance(bind, Connection):
         _vacuum(bind, store)
     return BuildReport(indexed, skipped, time.perf_counter() - started, dequeued)
-
-
-def _planner_estimate(conn: PgConnection, source: Source) -> int | None:
-    """The planner's guess for a table never analyzed (from its size on disk)."""
-    row = conn.execute(statement("build_row_estimate", table=source.identifier)).fetchone()
-    try:
-        plan = json.loads(row[0]) if row and isinstance(row[0], str) else row[0] if row else []
-        rows = int(plan[0]["Plan"]["Plan Rows"]) if plan else 0
-    except (ValueError, KeyError, IndexError, TypeError):
-        return None
-    return rows or None
 
 
 def _dequeue(conn: PgConnection, triggers: Triggers, snapshot: str) -> int:
@@ -194,11 +207,53 @@ def _prepare(conn: PgConnection, index_schema: str, name: str) -> tuple[IndexInf
     )
 
 
+class _Pending:
+    """Rows waiting for their COPY into the staging tables.
+
+    Few large COPY statements, not one per batch: since PostgreSQL 16 each COPY extends the
+    table by up to 64 pages ahead and leaves what it did not fill empty, which cost a
+    2,000-row batch of MinHash rows a third of its pages.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.keys: list[Any] = []
+        self.values: list[NDArray[np.uint64]] = []
+
+    def add(self, conn: PgConnection, keys: list[Any], values: NDArray[np.uint64]) -> None:
+        if keys:
+            self.keys += keys
+            self.values.append(values)
+        if len(self.keys) >= _COPY_ROWS:
+            self.flush(conn)
+
+    def flush(self, conn: PgConnection) -> None:
+        if not self.keys:
+            return
+        values = np.concatenate(self.values)
+        if isinstance(self.store, SimHashStore):
+            self.store.copy(conn, self.store.rows(self.keys, values), staging=True)
+        else:
+            self.store.copy(conn, self.keys, values, staging=True)
+        self.keys, self.values = [], []
+
+
+def _swap(
+    conn: PgConnection, live: Store, store: Store, triggers: Triggers, *, trusted: bool
+) -> None:
+    """Put the staging tables in place of the live ones (whose shape may differ) with new query
+    functions, and write the trigger function again, for the new tables and the source as it
+    is now (``trusted``: see :meth:`~simindex.db.triggers.Triggers.function_statements`)."""
+    run(conn, live.function_drop_statements())
+    run(conn, live.table_statements(staging=False))
+    store.swap_in_staging(conn)
+    run(conn, store.function_statements())
+    run(conn, triggers.function_statements(trusted=trusted))
+
+
 def _vacuum(bind: Bind, store: Store) -> None:
     """Set the visibility map, so prefix scans are index-only (VACUUM needs autocommit)."""
-    tables = (
-        [store.table()] if isinstance(store, SimHashStore) else [store.signatures(), store.bands()]
-    )
+    tables = store.side_tables()
     with connect(bind) as connection:
         raw = connection.connection.driver_connection
         autocommit = connection.execution_options(isolation_level="AUTOCOMMIT")

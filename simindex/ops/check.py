@@ -22,12 +22,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import psycopg
 from psycopg import sql
 
 from simindex.core.batch import fingerprint_batch
-from simindex.core.bits import to_signed_array
 from simindex.db.catalog import DEFAULT_SCHEMA, check_name, read_index
 from simindex.db.connection import Bind, PgConnection, transaction
 from simindex.db.minhash_store import MinHashStore
@@ -167,9 +165,7 @@ def _rows(
     }
     store = target.store
     if isinstance(store, MinHashStore):
-        query = statement(
-            "check_minhash_rows", signatures=store.signatures(), bands=store.bands(), **parts
-        )
+        query = store.check_query(parts)
     else:
         query = statement(
             "check_simhash_rows",
@@ -191,8 +187,6 @@ def _stored_form(target: Target, values: Any) -> Sequence[tuple[Any, ...]]:
     """Recomputed values in the shape :func:`_rows` reads them back."""
     store = target.store
     if isinstance(store, MinHashStore):
-        signatures = to_signed_array(np.ascontiguousarray(values, dtype=np.uint64)).tolist()
-        bands = store.design.band_hashes(values).tolist() if len(values) else []
-        return [(signature, hashes) for signature, hashes in zip(signatures, bands, strict=True)]
+        return store.stored_form(values)
     rows = store.rows([None] * len(values), values)
     return [tuple(row[1:]) for row in rows]

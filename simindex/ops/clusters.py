@@ -2,9 +2,9 @@
 
 ``method="pairs"``: connected components of the all-pairs graph (:mod:`simindex.ops.pairs`),
 computed inside PostgreSQL by label propagation with pointer jumping over temporary tables, so
-the Python process holds nothing but a counter. SimHash rows with equal fingerprints are
-collapsed to one node first, so a thousand exact copies cost one node, not half a million
-pairs.
+the Python process holds nothing but a counter. Identical rows (equal SimHash fingerprints,
+identical MinHash signatures) are collapsed to one node first (:func:`simindex.ops.pairs.collapse`),
+so a thousand exact copies cost one node, not half a million pairs.
 
 ``method="bottom_k"``: the stable min-hash cluster key of seed 000 -- the XOR of the k
 smallest feature hashes of a row -- computed per row with no comparisons; rows with equal keys
@@ -16,6 +16,7 @@ its own: an unrelated new row never changes another row's cluster id.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -30,11 +31,14 @@ from simindex.db.catalog import IndexInfo, Store, catalog, lock_source, store_of
 from simindex.db.cluster_store import ClusterStore
 from simindex.db.connection import PgConnection
 from simindex.db.copytext import field
+from simindex.db.minhash_store import MinHashStore
 from simindex.db.privileges import back_to_caller, become_owner
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.statements import run, statement
 from simindex.errors import IndexNotReadyError
-from simindex.ops.pairs import pairs_queries
+from simindex.ops.pairs import collapse, collapsible, exact_candidates, pairs_queries
+from simindex.ops.similar import verify_mode
+from simindex.ops.verify import Verify, exact_pairs
 
 ClusterProgress = Callable[[str, int, int | None], None]
 """Called with (step, done, total or None): steps are "pairs", "components" and "rows"."""
@@ -42,6 +46,7 @@ ClusterProgress = Callable[[str, int, int | None], None]
 ClusterMethod = Literal["pairs", "leader", "bottom_k"]
 _MAX_ROUNDS = 1000
 _READ_ROWS = 5000
+_COPY_EDGES = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,12 +73,18 @@ def clusters(
     method: ClusterMethod = "pairs",
     max_distance: int | None = None,
     threshold: float | None = None,
+    verify: Verify | None = None,
     bottom_k: int = 4,
     progress: ClusterProgress | None = None,
 ) -> ClusterReport:
     """See :meth:`simindex.index.Index.clusters`."""
     if method not in ("pairs", "leader", "bottom_k"):
         raise ValueError(f"method must be 'pairs', 'leader' or 'bottom_k', got {method!r}")
+    if verify is not None and method != "pairs":
+        reason = "sync keeps them in SQL, by the estimate" if method == "leader" else "no pairs"
+        raise TypeError(f"{method} clusters take no verify ({reason})")
+    if verify is not None and isinstance(store, SimHashStore):
+        raise TypeError(f"index {info.name!r} is a SimHash index: it has no verify")
     started = time.perf_counter()
     report = _no_progress if progress is None else progress
     target = ClusterStore(info.index_schema, info.name)
@@ -93,6 +104,11 @@ def clusters(
         rows = _bottom_k(conn, info, target, key_type, reader, bottom_k, report)
         edges = rounds = 0
     else:
+        # Exact verification reads every candidate's text: rows are not collapsed by their
+        # signatures then (an estimate), as in pairs().
+        exact = (
+            isinstance(store, MinHashStore) and method == "pairs" and verify_mode(verify) == "exact"
+        )
         if method == "leader" and (max_distance is not None or threshold is not None):
             raise TypeError(
                 "leader clusters use the index's own max_distance or threshold, as sync does"
@@ -106,13 +122,13 @@ def clusters(
             threshold,
             report,
             leader=method == "leader",
+            exact=exact,
         )
         conn.execute(statement("clusters_truncate", table=target.table))
-        members = (
-            statement("clusters_simhash_members", side=store.table())
-            if isinstance(store, SimHashStore)
-            else statement("clusters_minhash_members", side=store.signatures())
-        )
+        if isinstance(store, MinHashStore) and (exact or not collapsible(store)):
+            members = statement("clusters_minhash_members", side=store.signatures())
+        else:
+            members = statement("clusters_collapsed_members")
         rows = conn.execute(
             statement("clusters_replace", table=target.table, members=members)
         ).rowcount
@@ -174,21 +190,33 @@ def members(conn: PgConnection, info: IndexInfo, *, min_size: int = 2) -> Iterat
             yield ClusterMember(cluster_id, key, int(size))
 
 
+_PREFER = ("smallest_key", "largest_key", "longest_text", "shortest_text")
+_PREFER_COLUMN = re.compile(r"(newest|oldest):.+", re.DOTALL)
+
+
 def survivors(
     conn: PgConnection, info: IndexInfo, *, prefer: str = "smallest_key"
 ) -> Iterator[Survivor]:
     """See :meth:`simindex.index.Index.survivors`."""
     if not isinstance(prefer, str):
         raise TypeError(f"prefer must be a str, got {type(prefer).__name__}")
+    if prefer not in _PREFER and not _PREFER_COLUMN.fullmatch(prefer):
+        raise ValueError(
+            f"prefer must be {', '.join(_PREFER)}, newest:<column> or oldest:<column>, "
+            f"got {prefer!r}"
+        )
     target, _ = _existing(conn, info)
     with conn.cursor(name="simindex_survivors") as cursor:
         cursor.itersize = _READ_ROWS
-        cursor.execute(
-            statement("clusters_survivors", function=target.survivors_function),
-            {"prefer": prefer},
-        )
-        for cluster_id, key, size, survivor in cursor:
-            yield Survivor(cluster_id, key, int(size), bool(survivor))
+        try:
+            cursor.execute(
+                statement("clusters_survivors", function=target.survivors_function),
+                {"prefer": prefer},
+            )
+            for cluster_id, key, size, survivor in cursor:
+                yield Survivor(cluster_id, key, int(size), bool(survivor))
+        except psycopg.errors.InvalidParameterValue as exc:  # a column the table lacks
+            raise ValueError(exc.diag.message_primary) from exc
 
 
 def _existing(conn: PgConnection, info: IndexInfo) -> tuple[ClusterStore, Store]:
@@ -218,6 +246,7 @@ def _components(
     progress: ClusterProgress,
     *,
     leader: bool,
+    exact: bool,
 ) -> tuple[int, int]:
     """Fill the temporary node/label tables; (pairs used, rounds).
 
@@ -226,19 +255,28 @@ def _components(
     each chain's first node's label down it.
     """
     conn.execute(statement("pairs_work_mem"))
-    side: sql.Composable | None = None
-    if isinstance(store, SimHashStore):
-        conn.execute(statement("clusters_representatives", side=store.table()))
-        side = sql.Identifier("simindex_representatives")
-    queries = pairs_queries(
-        info, store, max_distance=max_distance, threshold=threshold, simhash_table=side
-    )
+    # Checked before any work.
+    queries = pairs_queries(info, store, max_distance=max_distance, threshold=threshold)
+    if collapsible(store) and not exact:
+        queries = pairs_queries(
+            info,
+            store,
+            max_distance=max_distance,
+            threshold=threshold,
+            side=collapse(conn, store),
+        )
     conn.execute(statement("clusters_edges", key_type=key_type))
     rank = sql.SQL("p.distance" if isinstance(store, SimHashStore) else "-p.similarity")
     edges = 0
-    for done, query in enumerate(queries, 1):
-        edges += conn.execute(statement("clusters_insert_edges", pairs=query, rank=rank)).rowcount
-        progress("pairs", done, len(queries))
+    if exact:
+        assert isinstance(store, MinHashStore)
+        edges = _exact_edges(conn, info, store, threshold)
+        progress("pairs", len(queries), len(queries))
+    else:
+        for done, query in enumerate(queries, 1):
+            inserted = conn.execute(statement("clusters_insert_edges", pairs=query, rank=rank))
+            edges += inserted.rowcount
+            progress("pairs", done, len(queries))
     labels = "leader_labels" if leader else "labels"
     for block in ("nodes", "nodes_index", "links", labels, "labels_key", "analyze"):
         conn.execute(statement(f"clusters_{block}"))
@@ -275,6 +313,37 @@ def _source_reader(conn: PgConnection, info: IndexInfo) -> psycopg.ServerCursor[
         )
     )
     return reader
+
+
+def _exact_edges(
+    conn: PgConnection, info: IndexInfo, store: MinHashStore, threshold: float | None
+) -> int:
+    """Fill the edges with the exactly verified pairs (COPY between two cursor fetches).
+
+    The texts are read with the caller's rights, the source locked and checked first; the
+    edges, simindex's, are written as its owner."""
+    run(conn, back_to_caller())
+    lock_source(conn, info)
+    sets, candidates, limit = exact_candidates(conn, info, store, threshold)
+    lines: list[str] = []
+    edges = 0
+
+    def flush() -> None:
+        run(conn, become_owner())
+        with conn.cursor().copy(statement("clusters_copy_edges")) as copy:
+            copy.write("".join(lines))
+        run(conn, back_to_caller())
+        lines.clear()
+
+    for left, right, score in exact_pairs(conn, sets, candidates, limit):
+        lines.append(f"{field(left)}\t{field(right)}\t{-score!r}\n")
+        edges += 1
+        if len(lines) >= _COPY_EDGES:
+            flush()
+    if lines:
+        flush()
+    run(conn, become_owner())
+    return edges
 
 
 def _bottom_k(

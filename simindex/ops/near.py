@@ -10,6 +10,7 @@ from simindex.core.bits import MAX_UNSIGNED, to_signed
 from simindex.db.catalog import IndexInfo
 from simindex.db.connection import PgConnection
 from simindex.db.simhash_store import SimHashStore
+from simindex.db.source import check_key, key_errors
 from simindex.db.statements import statement
 from simindex.errors import KeyNotIndexedError
 
@@ -34,6 +35,17 @@ def check_distance(store: SimHashStore, max_distance: int | None) -> int:
     return max_distance
 
 
+def check_limit(limit: int | None) -> int | None:
+    """``limit`` if it is None (every row) or a positive int; TypeError or ValueError otherwise."""
+    if limit is None:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise TypeError(f"limit must be an int or None, got {type(limit).__name__}")
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, got {limit}")
+    return limit
+
+
 def near(
     conn: PgConnection,
     info: IndexInfo,
@@ -42,10 +54,12 @@ def near(
     text: str | None,
     fingerprint: int | None,
     max_distance: int | None,
+    limit: int | None = None,
 ) -> list[Match]:
     """Rows within ``max_distance`` bits of a text's SimHash (or of a fingerprint)."""
     if (text is None) == (fingerprint is None):
         raise TypeError("give exactly one of text= or fingerprint=")
+    check_limit(limit)
     if fingerprint is None:
         values, present = info.spec.simhash_values([text])
         if not present[0]:
@@ -60,6 +74,7 @@ def near(
         {
             "fingerprint": to_signed(fingerprint),
             "max_distance": check_distance(store, max_distance),
+            "limit": limit,
         },
     ).fetchall()
     return [Match(key, distance) for key, distance in rows]
@@ -71,6 +86,7 @@ def near_key(
     store: SimHashStore,
     key: Any,
     max_distance: int | None,
+    limit: int | None = None,
     *,
     indexed: bool | None = None,
 ) -> list[Match]:
@@ -79,19 +95,23 @@ def near_key(
     ``indexed``: whether the key is in the index, when the caller has asked already (the
     facade does, in the round trip that checks its catalog entry); None: ask on an empty answer.
     """
+    check_key(key)
     if indexed is False:
         raise KeyNotIndexedError.of(info.name, key)
-    rows = conn.execute(
-        statement("simhash_near_key", function=store.near_key_function),
-        {"key": key, "max_distance": check_distance(store, max_distance)},
-    ).fetchall()
-    # An empty answer is common; only then is it worth asking whether the key exists.
-    if (
-        not rows
-        and indexed is None
-        and not conn.execute(
-            statement("simhash_fingerprint_of_key", table=store.table()), {"key": key}
-        ).fetchone()
-    ):
-        raise KeyNotIndexedError.of(info.name, key)
+    distance = check_distance(store, max_distance)
+    checked_limit = check_limit(limit)
+    with key_errors(info.source, key):
+        rows = conn.execute(
+            statement("simhash_near_key", function=store.near_key_function),
+            {"key": key, "max_distance": distance, "limit": checked_limit},
+        ).fetchall()
+        # An empty answer is common; only then is it worth asking whether the key exists.
+        if (
+            not rows
+            and indexed is None
+            and not conn.execute(
+                statement("simhash_fingerprint_of_key", table=store.table()), {"key": key}
+            ).fetchone()
+        ):
+            raise KeyNotIndexedError.of(info.name, key)
     return [Match(found_key, found_distance) for found_key, found_distance in rows]

@@ -3,13 +3,22 @@
 SimHash: two fingerprints within k bits agree on the prefix of at least one Manku table, so a
 self-join of the side table on each table's prefix (``p >> shift``) finds every
 pair; a pair is reported by the first table that finds it only. MinHash: a self-join of the
-band table on each band, verified by the signatures, each pair reported by the first band the
-two rows share. Rows are streamed one by one as PostgreSQL sends them: memory stays flat
-however many pairs there are.
+band table on each band, each pair reported by the first band the two rows share, verified by
+the signatures' estimate in SQL or by the exact similarity of the texts (:mod:`.verify`).
+Rows are streamed as PostgreSQL sends them: memory stays flat however many pairs there are.
+
+Identical rows first collapse to one node (:func:`collapse`): SimHash rows with equal
+fingerprints, MinHash rows (storage format 2) with identical signatures, compared in full. The
+self-joins then run over one row per node; a pair of nodes stands for every pair of their rows,
+and the rows of one node are pairs among themselves. ``groups=True`` reports those as
+:class:`IdenticalGroup` values instead of m(m-1)/2 pairs, and node pairs by their smallest keys.
+Equal signatures are an estimate of equal texts, so exact verification of MinHash pairs does
+not collapse rows: it reads every candidate's text, as over a format-1 index.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -17,11 +26,18 @@ from typing import Any
 from psycopg import sql
 
 from simindex.db.catalog import IndexInfo, Store
+from simindex.db.compact_minhash_store import CompactMinHashStore
 from simindex.db.connection import PgConnection
+from simindex.db.minhash_store import MinHashStore
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.statements import statement
 from simindex.ops.near import check_distance
-from simindex.ops.similar import check_threshold
+from simindex.ops.similar import check_threshold, verify_mode
+from simindex.ops.verify import ShingleSets, Verify, exact_floor, exact_pairs
+
+# Key types whose order in Python is PostgreSQL's (text follows a collation): node pairs of
+# these expand to row pairs here rather than by joins in SQL.
+_PYTHON_ORDERED_KEYS = frozenset({"smallint", "integer", "bigint", "uuid"})
 
 PairsProgress = Callable[[int, int], None]
 """Called after each Manku table or band with (parts done, parts in all)."""
@@ -38,11 +54,42 @@ class NearPair:
 
 @dataclass(frozen=True, slots=True)
 class SimilarPair:
-    """Two rows of a MinHash index with this estimated Jaccard ``similarity``; ``left < right``."""
+    """Two rows of a MinHash index with this Jaccard ``similarity`` (exact, or estimated when
+    verified by the estimate); ``left < right``."""
 
     left: Any
     right: Any
     similarity: float
+
+
+@dataclass(frozen=True, slots=True)
+class IdenticalGroup:
+    """Rows with equal fingerprints (SimHash) or identical signatures (MinHash), ascending:
+    every two of them are a pair at distance 0 or similarity 1. With ``groups=True`` the first
+    key stands for the group in the pairs reported."""
+
+    keys: tuple[Any, ...]
+
+
+def collapsible(store: Store) -> bool:
+    """Whether identical rows of this store collapse to one node (MinHash: format 2 only)."""
+    return isinstance(store, SimHashStore | CompactMinHashStore)
+
+
+def collapse(conn: PgConnection, store: Store) -> sql.Identifier:
+    """Make the temporary tables ``simindex_node_of (key, node)`` and ``simindex_distinct`` (one
+    side-table row per node), for this transaction; the latter's name."""
+    if isinstance(store, SimHashStore):
+        side, identity = store.table(), sql.SQL("fingerprint")
+    elif isinstance(store, CompactMinHashStore):
+        side, identity = store.table(), sql.SQL("b0, signature")
+    else:
+        raise TypeError("identical rows collapse in SimHash and format-2 MinHash indexes only")
+    conn.execute(statement("pairs_drop_grouping"))
+    conn.execute(statement("pairs_node_of", side=side, identity=identity))
+    conn.execute(statement("pairs_distinct", side=side))
+    conn.execute(statement("pairs_analyze_grouping"))
+    return sql.Identifier("simindex_distinct")
 
 
 def pairs_queries(
@@ -51,21 +98,57 @@ def pairs_queries(
     *,
     max_distance: int | None,
     threshold: float | None,
-    simhash_table: sql.Composable | None = None,
+    side: sql.Composable | None = None,
+    floor: float | None = None,
 ) -> list[sql.Composed]:
-    """One query per Manku table or band, with the limit checked."""
+    """One query per Manku table or band, with the limit checked; over ``side`` (the
+    collapsed rows) when given. MinHash candidates are kept from an estimate of ``floor``
+    (default: the threshold) up."""
     if isinstance(store, SimHashStore):
         if threshold is not None:
             raise TypeError(f"index {info.name!r} is a SimHash index: give max_distance")
         limit = sql.Literal(check_distance(store, max_distance))
         return [
-            store.pairs_query(position, limit, simhash_table)
-            for position in range(store.design.table_count)
+            store.pairs_query(position, limit, side) for position in range(store.design.table_count)
         ]
     if max_distance is not None:
         raise TypeError(f"index {info.name!r} is a MinHash index: give threshold")
-    floor = sql.Literal(check_threshold(info.spec, threshold))
-    return [store.pairs_query(band, floor) for band in range(store.design.num_bands)]
+    lowest = sql.Literal(check_threshold(info.spec, threshold) if floor is None else floor)
+    return [
+        store.pairs_query(band, lowest, signatures=side) for band in range(store.design.num_bands)
+    ]
+
+
+def exact_candidates(
+    conn: PgConnection, info: IndexInfo, store: MinHashStore, threshold: float | None
+) -> tuple[ShingleSets, sql.Composed, float]:
+    """What exact verification of a MinHash index's pairs needs: the cache of shingle sets,
+    every candidate pair down to the estimate floor (ordered by left key, so each left row's
+    set is read once), and the threshold."""
+    limit = check_threshold(info.spec, threshold)
+    floor = exact_floor(limit, store.num_perm)
+    queries = pairs_queries(info, store, max_distance=None, threshold=limit, floor=floor)
+    ordered = statement("pairs_ordered", pairs=sql.SQL("\nUNION ALL\n").join(queries))
+    return ShingleSets(conn, info.source, info.spec.method.shingling), ordered, limit
+
+
+def exact_verified(store: Store, verify: Verify | None, *, groups: bool = False) -> bool:
+    """Whether pairs of ``store`` are verified exactly from the texts. ``groups=True`` groups
+    rows by identical signatures, an estimate: it verifies by the estimate unless told
+    otherwise, and refuses ``verify="exact"``."""
+    if isinstance(store, SimHashStore):
+        if verify is not None:
+            raise TypeError("a SimHash index has no verify")
+        return False
+    if groups:
+        if verify == "exact":
+            raise ValueError(
+                "groups=True groups rows by identical signatures, an estimate: "
+                "give verify='estimate' (or leave it out)"
+            )
+        verify_mode(verify)
+        return False
+    return verify_mode(verify) == "exact"
 
 
 def pairs(
@@ -75,16 +158,92 @@ def pairs(
     *,
     max_distance: int | None = None,
     threshold: float | None = None,
+    verify: Verify | None = None,
     progress: PairsProgress | None = None,
-) -> Iterator[NearPair | SimilarPair]:
+    groups: bool = False,
+) -> Iterator[NearPair | SimilarPair | IdenticalGroup]:
     """See :meth:`simindex.index.Index.pairs`."""
+    if not isinstance(groups, bool):
+        raise TypeError(f"groups must be a bool, got {type(groups).__name__}")
+    simhash = isinstance(store, SimHashStore)
+    make = NearPair if simhash else SimilarPair
+    # Checked before any work.
     queries = pairs_queries(info, store, max_distance=max_distance, threshold=threshold)
-    make = NearPair if isinstance(store, SimHashStore) else SimilarPair
+    if isinstance(store, SimHashStore) and verify is not None:
+        raise TypeError(f"index {info.name!r} is a SimHash index: it has no verify")
+    exact = exact_verified(store, verify, groups=groups)
     conn.execute(statement("pairs_work_mem"))
+    if exact:
+        assert isinstance(store, MinHashStore)
+        sets, candidates, limit = exact_candidates(conn, info, store, threshold)
+        for left, right, similarity in exact_pairs(conn, sets, candidates, limit):
+            yield SimilarPair(left, right, similarity)
+        if progress is not None:
+            progress(len(queries), len(queries))
+        return
+    if collapsible(store):
+        side = collapse(conn, store)
+        score = sql.SQL("distance" if simhash else "similarity")
+        node_pairs = pairs_queries(
+            info, store, max_distance=max_distance, threshold=threshold, side=side
+        )
+        # A group's keys come in the database's order, so its pairs keep left < right; made
+        # here, they cost no row on the wire each.
+        members: dict[Any, tuple[Any, ...]] = {}
+        in_python = info.source.key_type in _PYTHON_ORDERED_KEYS
+        rows = conn.cursor().stream(statement("pairs_groups"))
+        for keys in (tuple(key for _, key in group) for _, group in _by_node(rows)):
+            if groups:
+                yield IdenticalGroup(keys)
+                continue
+            for left, right in itertools.combinations(keys, 2):
+                yield NearPair(left, right, 0) if simhash else SimilarPair(left, right, 1.0)
+            if in_python:
+                members[keys[0]] = keys
+        if groups:
+            queries = node_pairs
+        elif in_python:
+            yield from _expanded(conn, node_pairs, members, make, progress)
+            return
+        else:
+            queries = [
+                statement("pairs_expanded", pairs=query, score=score) for query in node_pairs
+            ]
+    elif groups:
+        raise ValueError(
+            f"index {info.name!r} stores MinHash signatures in format 1, where identical rows "
+            "are not grouped: build it again (format 2) to use groups=True"
+        )
     for done, query in enumerate(queries, 1):
         # stream(), not a named cursor: PostgreSQL never plans a cursor's query in
         # parallel, and single-row mode keeps memory just as flat.
         for left, right, score in conn.cursor().stream(query):
             yield make(left, right, score)
+        if progress is not None:
+            progress(done, len(queries))
+
+
+def _by_node(rows: Iterator[tuple[Any, ...]]) -> Iterator[tuple[Any, Iterator[Any]]]:
+    """(node, its rows) of rows ordered by node."""
+    return itertools.groupby(rows, key=lambda row: row[0])
+
+
+def _expanded(
+    conn: PgConnection,
+    queries: list[sql.Composed],
+    members: dict[Any, tuple[Any, ...]],
+    make: type[NearPair] | type[SimilarPair],
+    progress: PairsProgress | None,
+) -> Iterator[NearPair | SimilarPair]:
+    """The node pairs of ``queries``, each as every pair of the two nodes' rows."""
+    for done, query in enumerate(queries, 1):
+        for left, right, score in conn.cursor().stream(query):
+            lefts, rights = members.get(left), members.get(right)
+            if lefts is None and rights is None:
+                yield make(left, right, score)
+                continue
+            for a in lefts or (left,):
+                for b in rights or (right,):
+                    yield make(a, b, score) if a < b else make(b, a, score)
         if progress is not None:
             progress(done, len(queries))

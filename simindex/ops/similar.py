@@ -1,4 +1,4 @@
-"""MinHash queries: band candidates verified by estimated Jaccard, optionally re-ranked exactly."""
+"""MinHash queries: band candidates, verified by the estimate in SQL or exactly from the texts."""
 
 from __future__ import annotations
 
@@ -11,13 +11,24 @@ from simindex.core.spec import IndexSpec, MinHash
 from simindex.db.catalog import IndexInfo, lock_source
 from simindex.db.connection import PgConnection
 from simindex.db.minhash_store import MinHashStore
+from simindex.db.source import key_errors
 from simindex.db.statements import statement
 from simindex.errors import KeyNotIndexedError
+from simindex.ops.near import check_limit
+from simindex.ops.verify import (
+    DEFAULT_VERIFY,
+    ShingleSets,
+    Verify,
+    check_verify,
+    exact_floor,
+    exact_scores,
+)
 
 
 @dataclass(frozen=True, slots=True)
 class Similar:
-    """A MinHash neighbour: its key and (estimated, or exact on request) Jaccard similarity."""
+    """A MinHash neighbour: its key and Jaccard similarity (exact, or the signatures' estimate
+    when verified by it)."""
 
     key: Any
     similarity: float
@@ -34,12 +45,13 @@ def check_threshold(spec: IndexSpec, threshold: float | None) -> float:
     return float(threshold)
 
 
-def exact_jaccard(spec: IndexSpec, a: str | None, b: str | None) -> float:
-    """Jaccard similarity of the two texts' shingle-hash sets."""
-    first = set(spec.method.shingling.hashes(a).tolist())
-    second = set(spec.method.shingling.hashes(b).tolist())
-    union = len(first | second)
-    return len(first & second) / union if union else 0.0
+def verify_mode(verify: Verify | None, exact: bool = False) -> Verify:
+    """The verification asked for: ``verify``, or ``exact=True`` (its older spelling)."""
+    if exact:
+        if verify not in (None, "exact"):
+            raise TypeError(f"exact=True contradicts verify={verify!r}: give one of them")
+        return "exact"
+    return DEFAULT_VERIFY if verify is None else check_verify(verify)
 
 
 def similar(
@@ -50,65 +62,63 @@ def similar(
     text: str | None,
     key: Any,
     threshold: float | None,
-    exact: bool,
+    verify: Verify,
+    limit: int | None = None,
     indexed: bool | None = None,
 ) -> list[Similar]:
     """See :meth:`simindex.index.Index.similar`."""
     by_key = key is not None
     if by_key == (text is not None):
         raise TypeError("give exactly one of text= or key=")
-    limit = check_threshold(info.spec, threshold)
-    # Exact re-ranking filters by the exact value, so it starts from every band candidate.
-    floor = 0.0 if exact else limit
+    check_limit(limit)
+    # Exact verification may reorder: it takes every candidate and cuts afterwards.
+    fetch = limit if verify == "estimate" else None
+    lowest = check_threshold(info.spec, threshold)
+    floor = exact_floor(lowest, store.num_perm) if verify == "exact" else lowest
     if by_key:
         if indexed is False:
             raise KeyNotIndexedError.of(info.name, key)
-        rows = conn.execute(
-            statement("minhash_similar_key", function=store.similar_key_function),
-            {"key": key, "threshold": floor},
-        ).fetchall()
-        if (
-            not rows
-            and indexed is None
-            and not conn.execute(
-                statement("minhash_signature_of_key", table=store.signatures()), {"key": key}
-            ).fetchone()
-        ):
-            raise KeyNotIndexedError.of(info.name, key)
+        with key_errors(info.source, key):
+            rows = conn.execute(
+                statement("minhash_similar_key", function=store.similar_key_function),
+                {"key": key, "threshold": floor, "limit": fetch},
+            ).fetchall()
+            if (
+                not rows
+                and indexed is None
+                and not conn.execute(
+                    statement("minhash_signature_of_key", table=store.signatures()),
+                    {"key": key},
+                ).fetchone()
+            ):
+                raise KeyNotIndexedError.of(info.name, key)
     else:
         values, lengths = info.spec.minhash_values([text])
         if not lengths[0]:
             return []
+        signature, band_keys = store.query_arguments(values[0])
         rows = conn.execute(
-            statement("minhash_similar", function=store.similar_function),
-            {
-                "signature": store.stored_signatures(values[0]).tolist(),
-                "band_hashes": store.design.band_hashes(values[:1])[0].tolist(),
-                "threshold": floor,
-            },
+            statement(
+                "minhash_similar",
+                function=store.similar_function,
+                array_type=sql.SQL(store.array_type),
+            ),
+            {"signature": signature, "band_hashes": band_keys, "threshold": floor, "limit": fetch},
         ).fetchall()
-    if not exact:
+    if verify == "estimate":
         return [Similar(found_key, float(similarity)) for found_key, similarity in rows]
-    keys = [row[0] for row in rows] + ([key] if by_key else [])
-    # The lock holds until the transaction ends: one of its own on an autocommit connection.
+    if not rows:
+        return []
+    # The texts are read with the source locked and checked (lock_source), which holds until
+    # the transaction ends: one of its own on an autocommit connection.
     with conn.transaction():
-        source = lock_source(conn, info)
-        texts: dict[Any, str | None] = dict(
-            conn.execute(
-                statement(
-                    "source_texts_of_keys",
-                    key=sql.Identifier(source.key_column),
-                    text=sql.Identifier(source.text_column),
-                    table=source.identifier,
-                ),
-                {"keys": keys},
-            ).fetchall()
-        )
-    query_text = texts.get(key) if by_key else text
-    scored = [
-        Similar(found_key, exact_jaccard(info.spec, query_text, texts.get(found_key)))
-        for found_key in (row[0] for row in rows)
-        if found_key in texts
-    ]
-    kept = [match for match in scored if match.similarity >= limit]
-    return sorted(kept, key=lambda match: (-match.similarity, match.key))
+        sets = ShingleSets(conn, lock_source(conn, info), info.spec.method.shingling)
+        if by_key:
+            query = sets.lookup([key]).get(key)
+            if query is None:  # the row went since it was indexed
+                return []
+        else:
+            query = sets.of_text(text)
+        scored = exact_scores(sets, query, [row[0] for row in rows])
+    kept = [Similar(found, score) for found, score in scored if score >= lowest]
+    return sorted(kept, key=lambda match: (-match.similarity, match.key))[:limit]

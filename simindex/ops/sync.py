@@ -53,6 +53,7 @@ from simindex.ops.batch import (
     process,
     take,
 )
+from simindex.ops.build import MAX_BATCH_SIZE
 from simindex.ops.sync_report import SyncReport, describe, fields, log_batch
 
 # Large enough that a worker's two connections overlap well (each batch costs a few round
@@ -112,8 +113,10 @@ def sync(
 
     Returns what was done; ``report.ok`` is false when rows failed or an index is broken.
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int):
+        raise TypeError(f"batch_size must be an int, got {type(batch_size).__name__}")
+    if not 1 <= batch_size <= MAX_BATCH_SIZE:
+        raise ValueError(f"batch_size must be from 1 to {MAX_BATCH_SIZE:,}, got {batch_size}")
     limit = max_text_bytes
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise ValueError(f"max_text_bytes must be a non-negative int or None, got {limit!r}")

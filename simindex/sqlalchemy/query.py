@@ -10,7 +10,9 @@ Each function returns the table-valued call of one index's own SQL function
 
 The function is named by its quoted identifiers and every argument is a bound parameter, so
 the selectable composes like a table (WHERE, ORDER BY, LIMIT, subqueries, LATERAL) and its
-statements cache. Rows come unordered: order by ``distance`` or ``similarity``.
+statements cache. Rows come unordered: order by ``distance`` or ``similarity``. ``limit=n``
+keeps the function's nearest ``n`` rows (passed as its ``max_rows`` argument), so a query
+inside a cluster of thousands of copies does not return them all.
 
 A query by text fingerprints the text here, with the index's spec from the catalog, so it
 needs a bind. A query by key needs only the index's name: with a bind it first checks the
@@ -24,7 +26,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sqlalchemy import BigInteger, Double, Integer, column, literal
+from sqlalchemy import BigInteger, Double, Integer, cast, column, literal
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql.base import PGDialect
 from sqlalchemy.engine import Connection, Engine
@@ -35,7 +37,8 @@ from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.functions import Function
 from sqlalchemy.sql.selectable import TableValuedAlias
 from sqlalchemy.sql.sqltypes import NullType
-from sqlalchemy.types import TypeEngine
+from sqlalchemy.sql.visitors import InternalTraversal
+from sqlalchemy.types import TypeEngine, UserDefinedType
 
 from simindex.core.bits import MAX_UNSIGNED, to_signed
 from simindex.db.catalog import DEFAULT_SCHEMA, IndexInfo, check_name, check_schema, ready_index
@@ -50,6 +53,19 @@ KeyType = TypeEngine[Any] | type[TypeEngine[Any]] | ColumnElement[Any] | Queryab
 """The ``key`` column's type, or a column (or mapped attribute) whose type it takes."""
 
 _TYPE_ARGUMENTS = re.compile(r"\(.*?\)")
+
+
+class _NamedType(UserDefinedType[Any]):
+    """A SQL type by the name the catalog keeps (schema-qualified, typmod-exact): a key value
+    is cast to it, so it matches the index's function whatever SQLAlchemy calls the type."""
+
+    cache_ok = True
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def get_col_spec(self, **kw: Any) -> str:
+        return self.name
 
 
 class _IndexFunction(Function[Any]):
@@ -67,6 +83,41 @@ def _compile_index_function(element: _IndexFunction, compiler: SQLCompiler, **kw
     return f"{quote(schema)}.{quote(element.name)}{compiler.function_argspec(element, **kw)}"
 
 
+class _Named(ColumnElement[Any]):
+    """``name => value``: a function argument in named notation (PostgreSQL)."""
+
+    inherit_cache = True
+
+    def __init__(self, name: str, value: ColumnElement[Any]) -> None:
+        self.name = name
+        self.value = value
+        self.type = value.type
+
+    # SQLAlchemy declares it on the base class as a plain annotation.
+    _traverse_internals = [  # noqa: RUF012
+        ("name", InternalTraversal.dp_string),
+        ("value", InternalTraversal.dp_clauseelement),
+    ]
+
+
+@compiles(_Named)
+def _compile_named(element: _Named, compiler: SQLCompiler, **kw: Any) -> str:
+    name = compiler.preparer.quote_identifier(element.name)
+    return f"{name} => {compiler.process(element.value, **kw)}"
+
+
+def _max_rows(limit: int | None) -> list[ColumnElement[Any]]:
+    """The ``max_rows`` argument of an index's function, when a limit is given (functions of
+    indexes created or built by this release take it)."""
+    if limit is None:
+        return []
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise TypeError(f"limit must be an int or None, got {type(limit).__name__}")
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, got {limit}")
+    return [_Named("max_rows", literal(limit, Integer()))]
+
+
 def near(
     bind: QueryBind,
     name: str,
@@ -76,6 +127,7 @@ def near(
     max_distance: int | None = None,
     key_type: KeyType | None = None,
     index_schema: str = DEFAULT_SCHEMA,
+    limit: int | None = None,
 ) -> TableValuedAlias:
     """Rows whose SimHash is within ``max_distance`` bits of a text's (or of a fingerprint's):
     columns ``key`` and ``distance``.
@@ -89,6 +141,8 @@ def near(
         key_type: the ``key`` column's SQLAlchemy type, or a column or mapped attribute whose
             type it takes (default: the type of the source key, from the catalog).
         index_schema: the schema simindex was migrated into.
+        limit: at most this many rows, the nearest (needs the index's functions from a
+            create or build by this release).
     """
     if (text is None) == (fingerprint is None):
         raise TypeError("give exactly one of text= or fingerprint=")
@@ -113,7 +167,7 @@ def near(
             stored = to_signed(int(values[0]))
     return _call(
         _function(index_schema, name, "near"),
-        [literal(stored, BigInteger()), literal(distance, Integer())],
+        [literal(stored, BigInteger()), literal(distance, Integer()), *_max_rows(limit)],
         _key_type(key_type, info),
         column("distance", Integer()),
     )
@@ -127,6 +181,7 @@ def near_key(
     max_distance: int | None = None,
     key_type: KeyType | None = None,
     index_schema: str = DEFAULT_SCHEMA,
+    limit: int | None = None,
 ) -> TableValuedAlias:
     """Rows within ``max_distance`` bits of the row with ``key`` (itself excluded): columns
     ``key`` and ``distance``. A key not in the index finds no rows.
@@ -141,17 +196,19 @@ def near_key(
             type it takes (default: the source key's type from the catalog; without a bind,
             the type of ``key``).
         index_schema: the schema simindex was migrated into.
+        limit: at most this many rows, the nearest (needs the index's functions from a
+            create or build by this release).
     """
     check_name(name)
     check_schema(index_schema)
-    limit: int | None = None
+    largest: int | None = None
     info: IndexInfo | None = None
     if bind is not None:
         info, store = _ready(bind, name, index_schema)
         if not isinstance(store, SimHashStore):
             raise TypeError(f"index {name!r} is a MinHash index: use similar_key()")
-        limit = store.design.max_distance
-    distance = _distance(max_distance, limit)
+        largest = store.design.max_distance
+    distance = _distance(max_distance, largest)
     return _by_key(
         _function(index_schema, name, "near_key"),
         key,
@@ -159,6 +216,7 @@ def near_key(
         info,
         None if distance is None else literal(distance, Integer()),
         column("distance", Integer()),
+        limit,
     )
 
 
@@ -170,12 +228,13 @@ def similar(
     threshold: float | None = None,
     key_type: KeyType | None = None,
     index_schema: str = DEFAULT_SCHEMA,
+    limit: int | None = None,
 ) -> TableValuedAlias:
     """Rows whose estimated Jaccard similarity to a text reaches ``threshold``: columns ``key``
     and ``similarity``.
 
     Candidates share an LSH band with the text and are verified with the stored signatures,
-    as :meth:`simindex.Index.similar` without ``exact``.
+    as :meth:`simindex.Index.similar` with ``verify="estimate"`` (SQL reads no source text).
 
     Parameters:
         bind: where the index's spec is read, to compute the text's signature.
@@ -185,26 +244,29 @@ def similar(
         key_type: the ``key`` column's SQLAlchemy type, or a column or mapped attribute whose
             type it takes (default: the type of the source key, from the catalog).
         index_schema: the schema simindex was migrated into.
+        limit: at most this many rows, the nearest (needs the index's functions from a
+            create or build by this release).
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
     info, store = _ready(_required(bind, "similar"), name, index_schema)
     if not isinstance(store, MinHashStore):
         raise TypeError(f"index {name!r} is a SimHash index: use near()")
-    limit = _threshold(threshold, store.threshold)
+    floor = _threshold(threshold, store.threshold)
     signature: list[int] | None = None  # NULLs: a text without features has no neighbours
     band_hashes: list[int] | None = None
     values, lengths = info.spec.minhash_values([text])
     if lengths[0]:
-        signature = store.stored_signatures(values[0]).tolist()
-        band_hashes = store.design.band_hashes(values[:1])[0].tolist()
+        signature, band_hashes = store.query_arguments(values[0])
+    element = Integer() if store.array_type == "integer" else BigInteger()
+    arguments = [
+        literal(signature, ARRAY(element)),
+        literal(band_hashes, ARRAY(element)),
+        literal(floor, Double()),
+    ]
     return _call(
         _function(index_schema, name, "similar"),
-        [
-            literal(signature, ARRAY(BigInteger())),
-            literal(band_hashes, ARRAY(BigInteger())),
-            literal(limit, Double()),
-        ],
+        arguments + _max_rows(limit),
         _key_type(key_type, info),
         column("similarity", Double()),
     )
@@ -218,6 +280,7 @@ def similar_key(
     threshold: float | None = None,
     key_type: KeyType | None = None,
     index_schema: str = DEFAULT_SCHEMA,
+    limit: int | None = None,
 ) -> TableValuedAlias:
     """Rows whose estimated Jaccard similarity to the row with ``key`` reaches ``threshold``
     (itself excluded): columns ``key`` and ``similarity``. A key not in the index finds no rows.
@@ -232,6 +295,8 @@ def similar_key(
             type it takes (default: the source key's type from the catalog; without a bind,
             the type of ``key``).
         index_schema: the schema simindex was migrated into.
+        limit: at most this many rows, the nearest (needs the index's functions from a
+            create or build by this release).
     """
     check_name(name)
     check_schema(index_schema)
@@ -242,14 +307,15 @@ def similar_key(
         if not isinstance(store, MinHashStore):
             raise TypeError(f"index {name!r} is a SimHash index: use near_key()")
         default = store.threshold
-    limit = _threshold(threshold, default)
+    floor = _threshold(threshold, default)
     return _by_key(
         _function(index_schema, name, "similar_key"),
         key,
         key_type,
         info,
-        None if limit is None else literal(limit, Double()),
+        None if floor is None else literal(floor, Double()),
         column("similarity", Double()),
+        limit,
     )
 
 
@@ -304,20 +370,23 @@ def _by_key(
     key: Any,
     key_type: KeyType | None,
     info: IndexInfo | None,
-    limit: ColumnElement[Any] | None,
+    bound: ColumnElement[Any] | None,
     measure: ColumnElement[Any],
+    limit: int | None,
 ) -> TableValuedAlias:
     result_type = _key_type(key_type, info)
     clause = getattr(key, "__clause_element__", None)
     argument = clause() if clause is not None else key
     if not isinstance(argument, ColumnElement):
         argument = literal(key, None if isinstance(result_type, NullType) else result_type)
+        if info is not None and isinstance(result_type, NullType):
+            argument = cast(argument, _NamedType(info.source.key_type))
     if isinstance(result_type, NullType):
         result_type = argument.type
     if isinstance(result_type, NullType):
         raise TypeError(f"cannot tell the type of key {key!r}: give key_type= or a bind")
-    arguments = [argument] if limit is None else [argument, limit]
-    return _call(function, arguments, result_type, measure)
+    arguments = [argument] if bound is None else [argument, bound]
+    return _call(function, arguments + _max_rows(limit), result_type, measure)
 
 
 def _call(

@@ -435,6 +435,45 @@ def test_a_minhash_index_with_text_keys(database_dsn: str, tmp_path: Path) -> No
         {"key": m.key, "similarity": m.similarity} for m in index.similar(TEXTS[0])[:1]
     ]
     assert from_file["matches"][0] == {"key": "a-1", "similarity": 1.0}
+    assert from_file["verify"] == "exact"
+    estimated = run_json("query", "notes", "--key", "a-1", "--verify", "estimate", dsn=database_dsn)
+    assert estimated["verify"] == "estimate"
+    assert estimated["matches"] == [
+        {"key": m.key, "similarity": m.similarity}
+        for m in index.similar(key="a-1", verify="estimate")
+    ]
+    contradicting = simindex("query", "notes", "--key", "a-1", "--exact", "--verify", "estimate",
+                             SIMINDEX_DSN=database_dsn)  # fmt: skip
+    assert contradicting.returncode == 2
+    assert "--exact contradicts --verify estimate" in one_error_line(contradicting)
+
+
+def test_create_with_token_options(database_dsn: str) -> None:
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute("CREATE TABLE pages (id integer PRIMARY KEY, html text)")
+    created = run_json("create", "pages", "--table", "pages", "--column", "html",
+                       "--method", "minhash", "--punctuation", "delete", "--identifiers",
+                       "--numbers", "drop", "--strip-markup", dsn=database_dsn)  # fmt: skip
+    assert created["spec"]["shingling"] == {
+        "unit": "word",
+        "size": 3,
+        "with_characters": False,
+        "seed": 0,
+        "punctuation": "delete",
+        "identifiers": True,
+        "numbers": "drop",
+        "strip_markup": True,
+        "tokenizer": None,
+    }
+    on_pages = ("--table", "pages", "--column", "html")
+    own = simindex("create", "code", *on_pages, "--tokenizer", "tests.unit.tokenizers:words",
+                   SIMINDEX_DSN=database_dsn)  # fmt: skip
+    assert own.returncode == 0, own.stderr
+    assert "(tokenizer tests.unit.tokenizers:words)" in own.stdout
+    missing = simindex("create", "other", *on_pages, "--tokenizer", "myapp_missing:tokens",
+                       SIMINDEX_DSN=database_dsn)  # fmt: skip
+    assert missing.returncode == 1
+    assert "cannot import the tokenizer 'myapp_missing:tokens'" in one_error_line(missing)
 
 
 @pytest.mark.parametrize(
@@ -447,6 +486,7 @@ def test_a_minhash_index_with_text_keys(database_dsn: str, tmp_path: Path) -> No
         (["query", "docs", "--key", "seven"], "", 1, "seven"),
         (["query", "docs", "--key", "1", "text too"], "", 2, "exactly one of"),
         (["query", "docs", "some text", "--threshold", "0.5"], "", 2, "simhash index"),
+        (["query", "docs", "some text", "--verify", "exact"], "", 2, "simhash index"),
         (
             [
                 "create",

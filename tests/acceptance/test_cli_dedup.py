@@ -124,6 +124,14 @@ def test_minhash_pairs_to_a_file(minhash: Index, table: str, tmp_path: Path) -> 
     assert [p.name for p in tmp_path.iterdir()] == ["pairs.jsonl"]  # no temporary file left
 
 
+def test_minhash_pairs_verified_by_the_estimate(minhash: Index, table: str) -> None:
+    lines = run("pairs", "notes", "--verify", "estimate", "--json", dsn=table).stdout.splitlines()
+    assert [json.loads(line) for line in lines] == [
+        {"left": pair.left, "right": pair.right, "similarity": pair.similarity}
+        for pair in similar(minhash.pairs(verify="estimate"))
+    ]
+
+
 def test_pairs_as_a_table(simhash: Index, table: str) -> None:
     lines = run("pairs", "docs", "--format", "table", dsn=table).stdout.splitlines()
     assert lines[0].split() == ["left", "right", "distance"]
@@ -179,13 +187,18 @@ def test_clusters_members_with_survivors(simhash: Index, table: str, tmp_path: P
     assert "simindex: wrote " in result.stderr
 
 
-def test_minhash_clusters_as_json_lines(minhash: Index, table: str) -> None:
+@pytest.mark.parametrize("verify", ["estimate", "exact"])
+def test_minhash_clusters_as_json_lines(minhash: Index, table: str, verify: str) -> None:
     lines = run("clusters", "notes", "--threshold", "0.6", "--format", "jsonl",
-                dsn=table).stdout.splitlines()  # fmt: skip
+                "--verify", verify, dsn=table).stdout.splitlines()  # fmt: skip
     assert [json.loads(line) for line in lines] == [
         {"cluster_id": m.cluster_id, "key": m.key, "size": m.size}
         for m in minhash.cluster_members()
     ]
+    report = minhash.clusters(threshold=0.6, verify=verify)  # type: ignore[arg-type]
+    # Estimated, identical rows collapse first: the report counts the pairs between groups.
+    found = minhash.pairs(threshold=0.6, verify=verify, groups=verify == "estimate")  # type: ignore[arg-type]
+    assert report.pairs == sum(isinstance(pair, SimilarPair) for pair in found)
 
 
 @pytest.mark.parametrize(
@@ -197,6 +210,8 @@ def test_minhash_clusters_as_json_lines(minhash: Index, table: str) -> None:
         (["clusters", "docs", "--threshold", "0.5"], 2, "simhash index"),
         (["clusters", "docs", "--method", "leader", "--max-distance", "2"], 2, "leader"),
         (["clusters", "docs", "--bottom-k", "3"], 2, "--bottom-k"),
+        (["pairs", "docs", "--verify", "exact"], 2, "--verify: docs is a simhash index"),
+        (["clusters", "docs", "--method", "bottom_k", "--verify", "exact"], 2, "only for"),
         (["clusters", "docs", "--survivors", "tallest"], 2, "--survivors"),
         (["clusters", "docs", "--survivors", "newest:nosuchcolumn"], 1, "nosuchcolumn"),
         (["pairs", "nosuchindex"], 1, "nosuchindex"),

@@ -269,7 +269,7 @@ def test_offline_script_writes_every_statement_once_and_verbatim(
         'CREATE TABLE "simindex"."docs_body_simhash"',
         'CREATE FUNCTION "simindex"."docs_body_near_v1"',
         'CREATE TRIGGER "simindex_docs_body_insert" AFTER INSERT ON "documents"',
-        'CREATE TABLE "simindex"."docs_jaccard_bands"',
+        'CREATE TABLE "simindex"."docs_jaccard_minhash"',
         'CREATE TRIGGER "simindex_docs_jaccard_delete" AFTER DELETE ON "documents"',
     ):
         assert script.count(expected) == 1, expected
@@ -320,7 +320,8 @@ def offline(output: io.StringIO) -> Iterator[Operations]:
 def create_documents(dsn: str) -> None:
     with psycopg.connect(dsn) as conn:
         conn.execute(
-            "CREATE TABLE documents (id bigint PRIMARY KEY, body text, n integer, other bigint)"
+            "CREATE TABLE documents (id bigint PRIMARY KEY, body text, n integer, other bigint, "
+            "code text UNIQUE)"
         )
 
 
@@ -371,6 +372,7 @@ def test_offline_needs_key_and_key_type_and_drop_needs_table() -> None:
         ("id", "integer", "key column id of documents is bigint, but key_type integer"),
         ("other", "bigint", "key column other has no unique index on documents"),
         ("missing", "bigint", "key column missing does not exist"),
+        ("code", "text", "key column code of documents allows NULL"),
     ],
 )
 def test_the_offline_script_checks_the_table_before_creating_anything(

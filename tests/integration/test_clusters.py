@@ -19,6 +19,7 @@ from simindex.core.minhash import bottom_k_key
 from simindex.core.spec import MinHash, SimHash, resolve
 from simindex.db.simhash_store import SimHashStore
 from simindex.index import Index, create_index
+from simindex.ops.pairs import IdenticalGroup
 from simindex.sync import sync
 from tests.integration.test_pairs import planted_fingerprints, planted_texts
 
@@ -155,8 +156,10 @@ def test_survivors_by_rule_and_the_sql_delete(simhash_index: Index, database_dsn
     everyone = list(simhash_index.survivors())
     assert sorted(s.key for s in everyone) == [1, 2, 3]
     assert all(s.cluster_id == 1 and s.cluster_size == 3 for s in everyone)
-    with pytest.raises(psycopg.errors.InvalidParameterValue, match="prefer must be"):
+    with pytest.raises(ValueError, match="prefer must be"):
         list(simhash_index.survivors(prefer="best"))
+    with pytest.raises(ValueError, match="prefer 'newest:nothing' names no column of"):
+        list(simhash_index.survivors(prefer="newest:nothing"))
     with psycopg.connect(database_dsn) as conn:
         conn.execute(
             "DELETE FROM documents AS d USING simindex.docs_survivors_v1('longest_text') AS s "
@@ -201,13 +204,24 @@ def test_minhash_clusters_are_the_components_of_brute_force_pairs(database_dsn: 
     assert isinstance(spec.design, LshDesign)
     signatures, _ = spec.minhash_values(texts)
     pairs = band_sharing_pairs(keys, signatures, spec.design, 0.6)
-    report = index.clusters()
+    report = index.clusters(verify="estimate")
     found = {
         str(key): str(cluster) for key, cluster in stored_clusters(database_dsn, "notes").items()
     }
     assert found == components(sorted(keys), pairs)
-    assert report.pairs == len(pairs) > 20
+    assert len(pairs) > 20
+    # The graph's edges join distinct signatures only: identical rows are one node.
+    node_pairs = [p for p in index.pairs(groups=True) if not isinstance(p, IdenticalGroup)]
+    assert report.pairs == len(node_pairs) < len(pairs)
     assert report.duplicate_rows > 0
+    # Verified exactly (the default), the clusters are the components of the exact pairs.
+    exact = [(str(p.left), str(p.right)) for p in index.pairs(verify="exact")]
+    report = index.clusters()
+    found = {
+        str(key): str(cluster) for key, cluster in stored_clusters(database_dsn, "notes").items()
+    }
+    assert found == components(sorted(keys), exact)
+    assert report.pairs == len(exact) > 20
 
 
 def test_bottom_k_clusters_group_equal_keys(simhash_index: Index, database_dsn: str) -> None:

@@ -175,7 +175,9 @@ def test_a_pooled_connection_the_server_ended_is_replaced(docs: str) -> None:
     assert [m.key for m in index.near_key(1)] == [2]
     with psycopg.connect(docs, autocommit=True) as admin:
         ended = admin.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            # The timeout waits until each backend is gone, so its end is on the socket before
+            # the next checkout looks (without it the test races the backend's exit).
+            "SELECT count(pg_terminate_backend(pid, 10000)) FROM pg_stat_activity "
             "WHERE datname = current_database() AND pid <> pg_backend_pid()"
         ).fetchone()
     assert ended is not None and ended[0] >= 1

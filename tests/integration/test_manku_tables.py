@@ -162,7 +162,7 @@ def test_pairs_finds_each_tables_own_pairs(
     expected = brute_pairs(values, k)
     found = list(index.pairs())
     assert all(isinstance(pair, NearPair) for pair in found)
-    as_set = {(p.left, p.right, p.distance) for p in found}  # type: ignore[union-attr]
+    as_set = {(p.left, p.right, p.distance) for p in found}
     assert len(as_set) == len(found), "a pair came twice"
     assert as_set == expected
     with psycopg.connect(database_dsn) as conn:

@@ -12,8 +12,7 @@ from simindex import errors
 from simindex.core.spec import MinHash, resolve
 from simindex.core.text import Shingling
 from simindex.db.catalog import store_for
-from simindex.db.minhash_store import MinHashStore
-from simindex.db.statements import statement
+from simindex.db.compact_minhash_store import CompactMinHashStore
 from simindex.index import create_index
 
 WORDS = [f"t{i}" for i in range(2000)]
@@ -139,7 +138,7 @@ def plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from plan_nodes(child)
 
 
-def test_band_and_signature_tables_are_read_by_index_scans(database_dsn: str) -> None:
+def test_band_keys_are_read_by_index_scans(database_dsn: str) -> None:
     texts: list[str | None] = list(corpus(6, 3000))
     load(database_dsn, texts)
     method = MinHash(0.8, 128)
@@ -150,30 +149,22 @@ def test_band_and_signature_tables_are_read_by_index_scans(database_dsn: str) ->
     with psycopg.connect(database_dsn) as conn:
         info = index.info()
         store = store_for("simindex", "notes", info.source, info.spec)
-        assert isinstance(store, MinHashStore)
+        assert isinstance(store, CompactMinHashStore)
         # The very query of the SQL function, prepared with its parameters.
-        created = statement(
-            "minhash_similar_function",
-            function=store.similar_function,
-            key_type=sql.SQL("integer"),
-            threshold=sql.Literal(0.8),
-            signatures=store.signatures(),
-            bands=store.bands(),
-            num_perm=sql.Literal(128.0),
-            usable=sql.Identifier("simindex", "source_usable_v1"),
-            index_name=sql.Literal("notes"),
-        ).as_string(conn)
-        body = created.split("$body$")[1]
-        conn.execute(f"PREPARE similar_query(bigint[], bigint[], double precision) AS {body}")
+        created = store.function_statements()[0].as_string(conn)
+        body = created.split("$body$")[1].split("RETURN QUERY")[1].split(";\nEND")[0]
+        conn.execute(
+            f"PREPARE similar_query(integer[], integer[], double precision, integer) AS {body}"
+        )
+        signature, band_keys = store.query_arguments(values[0])
         plan = conn.execute(
-            sql.SQL("EXPLAIN (FORMAT JSON) EXECUTE similar_query({}, {}, 0.8)").format(
-                sql.Literal(store.stored_signatures(values[0]).tolist()),
-                sql.Literal(store.design.band_hashes(values)[0].tolist()),
+            sql.SQL("EXPLAIN (FORMAT JSON) EXECUTE similar_query({}, {}, 0.8, NULL)").format(
+                sql.Literal(signature), sql.Literal(band_keys)
             )
         ).fetchone()[0]  # type: ignore[index]
     nodes = list(plan_nodes(plan[0]["Plan"]))
     assert "Seq Scan" not in {node["Node Type"] for node in nodes}
-    assert {node.get("Relation Name") for node in nodes} >= {"notes_bands", "notes_signatures"}
+    assert {node.get("Relation Name") for node in nodes} >= {"notes_minhash"}
 
 
 def test_text_keys_with_copy_special_characters(database_dsn: str) -> None:

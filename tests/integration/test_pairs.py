@@ -13,7 +13,8 @@ from psycopg import sql
 
 from simindex.core.bits import hamming_distance, to_signed
 from simindex.core.spec import MinHash, SimHash
-from simindex.db.minhash_store import MinHashStore
+from simindex.db.catalog import store_of
+from simindex.db.compact_minhash_store import CompactMinHashStore
 from simindex.db.simhash_store import SimHashStore
 from simindex.index import Index, create_index
 from simindex.ops.pairs import NearPair, SimilarPair
@@ -70,7 +71,7 @@ def test_simhash_pairs_equal_brute_force(
     index, values = simhash_index
     found = list(index.pairs(max_distance=max_distance))
     assert all(isinstance(pair, NearPair) and pair.left < pair.right for pair in found)
-    as_dict = {(p.left, p.right): p.distance for p in found}  # type: ignore[union-attr]
+    as_dict = {(p.left, p.right): p.distance for p in found}
     assert len(as_dict) == len(found), "a pair came twice"
     expected = brute_force(values, max_distance)
     assert as_dict == expected
@@ -83,7 +84,7 @@ def test_simhash_pairs_from_sql_and_progress(
     index, values = simhash_index
     seen: list[tuple[int, int]] = []
     from_python = sorted(
-        (p.left, p.right, p.distance)  # type: ignore[union-attr]
+        (p.left, p.right, p.distance)
         for p in index.pairs(progress=lambda done, total: seen.append((done, total)))
     )
     tables = len(seen)
@@ -149,14 +150,8 @@ def test_minhash_pairs_equal_band_sharing_brute_force(database_dsn: str) -> None
     index.build()
     info = index.info()
     assert isinstance(info.spec.method, MinHash)
-    store = MinHashStore(
-        index.index_schema,
-        "notes",
-        info.source.key_type,
-        info.spec.design,  # type: ignore[arg-type]
-        info.spec.method.num_perm,
-        info.spec.method.threshold,
-    )
+    store = store_of(info)
+    assert isinstance(store, CompactMinHashStore)
     with psycopg.connect(database_dsn) as conn:
         stored: dict[str, list[int]] = dict(
             conn.execute(sql.SQL("SELECT key, signature FROM {}").format(store.signatures()))
@@ -171,9 +166,9 @@ def test_minhash_pairs_equal_band_sharing_brute_force(database_dsn: str) -> None
         similarity = sum(p == q for p, q in zip(x, y, strict=True)) / len(x)
         if shares_band and similarity >= 0.6:
             expected[(a, b)] = similarity
-    found = list(index.pairs(threshold=0.6))
+    found = list(index.pairs(threshold=0.6, verify="estimate"))
     assert all(isinstance(pair, SimilarPair) for pair in found)
-    as_dict: dict[tuple[Any, Any], float] = {(p.left, p.right): p.similarity for p in found}  # type: ignore[union-attr]
+    as_dict: dict[tuple[Any, Any], float] = {(p.left, p.right): p.similarity for p in found}
     assert len(as_dict) == len(found), "a pair came twice"
     assert as_dict == pytest.approx(expected)
     assert len(expected) > 50

@@ -1,9 +1,8 @@
 """What the SQL functions do with NULL and out-of-range arguments.
 
 Today's behaviour is pinned where it is sane: a bad limit is SQLSTATE 22023 with a sentence, an
-unknown index 42704, a NULL or unknown key no rows (as ``WHERE key = NULL`` would). Where it is
-not sane yet, the test says what is right (22023) and is marked xfail, strict: it fails the
-run the day the fix lands, so the mark comes off with the fix.
+unknown index 42704, a NULL or unknown key no rows (as ``WHERE key = NULL`` would); nonsense
+(a NULL index name, a threshold outside [0, 1], a signature of the wrong length) is 22023.
 """
 
 from __future__ import annotations
@@ -16,8 +15,13 @@ import pytest
 from simindex.core.spec import MinHash, SimHash
 from simindex.index import create_index
 
-SIGNATURE = "(SELECT signature FROM simindex.notes_signatures WHERE key = 1)"
-BANDS = "(SELECT array_agg(hash ORDER BY band) FROM simindex.notes_bands WHERE key = 1)"
+# Storage format 2: the signature and one band key a column (b0, b1, ...), in one row.
+SIGNATURE = "(SELECT signature FROM simindex.notes_minhash WHERE key = 1)"
+BANDS = (
+    "(SELECT array_agg(b.value ORDER BY b.band) FROM simindex.notes_minhash AS m, "
+    "LATERAL (SELECT substr(j.key, 2)::integer, j.value::integer FROM jsonb_each_text("
+    "to_jsonb(m) - 'key' - 'signature') AS j) AS b(band, value) WHERE m.key = 1)"
+)
 
 
 @pytest.fixture
@@ -91,12 +95,12 @@ def test_sane_answers_to_bad_arguments_are_kept(
         assert raised.value.sqlstate == sqlstate, call
 
 
-NOT_SANE_YET = {
-    # "RAISE statement option cannot be null" (22004) instead of a sentence about index_name.
+NONSENSE = {
+    # Once "RAISE statement option cannot be null" (22004), not a sentence about index_name.
     "near_key_v1 NULL name": "near_key_v1(NULL, 1)",
     "similar_key_v1 NULL name": "similar_key_v1(NULL, 1)",
-    # Thresholds outside [0, 1] (or NaN, or NULL where no default applies) answer rows or
-    # nothing instead of an error, unlike pairs_v1's and near_v1's limits.
+    # Thresholds outside [0, 1] (or NaN, or NULL where no default applies) once answered rows
+    # or nothing instead of an error, unlike pairs_v1's and near_v1's limits.
     "similar_key_v1 NaN": "similar_key_v1('notes', 1, 'NaN')",
     "similar_key_v1 1.5": "similar_key_v1('notes', 1, 1.5)",
     "similar_key_v1 -1": "similar_key_v1('notes', 1, -1)",
@@ -106,14 +110,13 @@ NOT_SANE_YET = {
     "notes_similar_key_v1 NULL": "notes_similar_key_v1(1, NULL)",
     "notes_similar_v1 2": f"notes_similar_v1({SIGNATURE}, {BANDS}, 2)",
     "notes_similar_v1 NULL": f"notes_similar_v1({SIGNATURE}, {BANDS}, NULL)",
-    # A signature or band list of the wrong length is compared as if it were right.
+    # A signature or band list of the wrong length was once compared as if it were right.
     "notes_similar_v1 short signature": f"notes_similar_v1({SIGNATURE}[1:10], {BANDS})",
     "notes_similar_v1 short bands": f"notes_similar_v1({SIGNATURE}, {BANDS}[1:2])",
 }
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: SQL functions accept nonsense arguments")
-@pytest.mark.parametrize("call", list(NOT_SANE_YET.values()), ids=list(NOT_SANE_YET))
+@pytest.mark.parametrize("call", list(NONSENSE.values()), ids=list(NONSENSE))
 def test_nonsense_arguments_are_refused(
     conn: psycopg.Connection[tuple[object, ...]], call: str
 ) -> None:

@@ -281,11 +281,16 @@ def test_similar_and_similar_key_joined_to_the_model(engine: Engine, minhashed: 
         for threshold in (None, 0.5, 0.9):
             limit = THRESHOLD if threshold is None else threshold
             by_text = similar(engine, INDEX, text, threshold=threshold, key_type=case.id.type)
-            expected = {m.key: m.similarity for m in index.similar(text, threshold=limit)}
+            expected = {
+                m.key: m.similarity for m in index.similar(text, threshold=limit, verify="estimate")
+            }
             assert joined(minhashed, by_text, "similarity") == expected
             assert expected == brute_similar(minhashed, text, limit)
             by_key = similar_key(engine, INDEX, key, threshold=threshold)
-            expected = {m.key: m.similarity for m in index.similar(key=key, threshold=limit)}
+            expected = {
+                m.key: m.similarity
+                for m in index.similar(key=key, threshold=limit, verify="estimate")
+            }
             assert joined(minhashed, by_key, "similarity") == expected
             assert expected == without(brute_similar(minhashed, text, limit), key)
             answered += bool(expected)

@@ -71,7 +71,7 @@ def neighbours_of_key(index: Index, key: Any) -> set[Any]:
 
 
 def indexed_keys(dsn: str, index: Index) -> set[Any]:
-    table = "notes_simhash" if index.info().spec.kind == "simhash" else "notes_signatures"
+    table = "notes_simhash" if index.info().spec.kind == "simhash" else "notes_minhash"
     with psycopg.connect(dsn) as conn:
         return {key for (key,) in conn.execute(f"SELECT key FROM simindex.{table}")}
 

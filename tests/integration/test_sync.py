@@ -44,7 +44,7 @@ def scalar(dsn: str, query: str) -> Any:
 
 
 def indexed_keys(dsn: str, index: Index) -> set[Any]:
-    table = "docs_simhash" if index.info().spec.kind == "simhash" else "docs_signatures"
+    table = "docs_simhash" if index.info().spec.kind == "simhash" else "docs_minhash"
     with psycopg.connect(dsn) as conn:
         return {key for (key,) in conn.execute(f"SELECT key FROM simindex.{table}")}
 
@@ -269,7 +269,7 @@ def test_other_string_types(database_dsn: str, column_type: str) -> None:
 
 
 def test_a_failing_row_never_blocks_the_queue(database_dsn: str, index: Index) -> None:
-    side = "docs_simhash" if index.info().spec.kind == "simhash" else "docs_signatures"
+    side = "docs_simhash" if index.info().spec.kind == "simhash" else "docs_minhash"
     # A real failure inside PostgreSQL, for one key only.
     run(
         database_dsn,
@@ -645,7 +645,7 @@ def test_follow_reconnects_after_a_server_restart() -> None:
 
 def test_check_finds_and_repair_fixes(database_dsn: str, index: Index) -> None:
     simhash = index.info().spec.kind == "simhash"
-    side = "docs_simhash" if simhash else "docs_signatures"
+    side = "docs_simhash" if simhash else "docs_minhash"
     stored = "fingerprint = fingerprint # 1" if simhash else "signature[1] = signature[1] + 1"
     run(
         database_dsn,
@@ -658,7 +658,7 @@ def test_check_finds_and_repair_fixes(database_dsn: str, index: Index) -> None:
         f"UPDATE simindex.{side} SET {stored} WHERE key = 7",
     )
     if not simhash:
-        run(database_dsn, "DELETE FROM simindex.docs_bands WHERE key = 6 AND band = 0")
+        run(database_dsn, "UPDATE simindex.docs_minhash SET b0 = b0 + 1 WHERE key = 6")
     report = check(database_dsn, "docs")
     assert report.checked == 100
     assert report.missing == [500]

@@ -17,6 +17,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import simindex
 from simindex.check import check
+from simindex.core.spec import MinHash, SimHash
 from simindex.db.privileges import OWNER
 from simindex.errors import IndexNotReadyError, SourceError
 from simindex.index import Index, create_index, drop_index, get_index
@@ -283,6 +284,80 @@ def test_sync_as_a_superuser_never_casts_the_text_with_the_table_owners_function
         index.build()
     assert scalar(database_dsn, CAST_LOG) == []
     assert not is_superuser(database_dsn, alice)
+
+
+# Operators of the table owner's on their key type (a domain): an exact match for the key, so
+# a plain `=` or `<` in any statement run with a search_path holding public would call them.
+OWNER_EVIL_OPERATORS = """
+CREATE FUNCTION public.docid_eq(public.docid, public.docid) RETURNS boolean LANGUAGE plpgsql
+AS $f$ BEGIN PERFORM public.log_and_escalate(); RETURN $1::integer = $2::integer; END $f$;
+CREATE OPERATOR public.= (
+    LEFTARG = public.docid, RIGHTARG = public.docid, FUNCTION = public.docid_eq
+);
+CREATE FUNCTION public.docid_lt(public.docid, public.docid) RETURNS boolean LANGUAGE plpgsql
+AS $f$ BEGIN PERFORM public.log_and_escalate(); RETURN $1::integer < $2::integer; END $f$;
+CREATE OPERATOR public.< (
+    LEFTARG = public.docid, RIGHTARG = public.docid, FUNCTION = public.docid_lt
+);
+"""
+
+
+@pytest.mark.parametrize("method", [SimHash(), MinHash(threshold=0.5)], ids=["simhash", "minhash"])
+def test_no_statement_compares_keys_with_the_table_owners_operator(
+    database_dsn: str, make_role: MakeRole, method: SimHash | MinHash
+) -> None:
+    alice = make_role("alice")
+    superuser(database_dsn, f"GRANT CREATE ON SCHEMA public TO {alice.name}")
+    alice.run("CREATE DOMAIN public.docid AS integer")
+    owned_table(database_dsn, alice, "CREATE TABLE docs (id public.docid PRIMARY KEY, body text)")
+    alice.run("INSERT INTO docs SELECT id::integer + 100, body FROM docs")  # duplicates, for pairs
+    index = create_index(database_dsn, "docs", "docs", "body", method=method)
+    index.build()
+    alice.run(
+        OWNER_EVIL_TYPES,
+        OWNER_EVIL_OPERATORS,
+        "INSERT INTO docs VALUES (300, 'a new row of text for the index')",
+        "UPDATE docs SET body = 'row one is now this' WHERE id::integer = 1",
+        "DELETE FROM docs WHERE id::integer = 2",
+    )
+    # Everything below runs as a superuser whose search_path holds public, where they are.
+    assert sync(database_dsn).indexed == 2
+    assert check(database_dsn, "docs").ok
+    if isinstance(method, SimHash):
+        assert [m.key for m in index.near_key(3)] == [103]
+        assert list(index.pairs())
+    else:
+        assert [m.key for m in index.similar(key=3, verify="exact")] == [103]
+        assert [m.key for m in index.similar(key=3, verify="estimate")] == [103]
+        assert list(index.pairs(verify="exact"))
+        assert list(index.pairs(verify="estimate"))
+    assert index.clusters().clusters
+    assert scalar(database_dsn, CAST_LOG) == []
+    assert not is_superuser(database_dsn, alice)
+
+
+def test_an_admin_cannot_create_an_index_whose_key_type_the_owner_role_cannot_use(
+    database_dsn: str, make_role: MakeRole
+) -> None:
+    alice = make_role("alice")
+    bob = make_role("bob")
+    superuser(database_dsn, f"CREATE SCHEMA types AUTHORIZATION {bob.name}")
+    bob.run(
+        "CREATE DOMAIN types.docid AS integer",
+        f"GRANT USAGE ON SCHEMA types TO {alice.name}",
+    )
+    owned_table(database_dsn, alice, "CREATE TABLE docs (id types.docid PRIMARY KEY, body text)")
+    simindex.grant(database_dsn, alice.name, "admin")
+    with pytest.raises(psycopg.errors.InsufficientPrivilege, match="GRANT USAGE ON SCHEMA types"):
+        create_index(alice.dsn, "docs", "docs", "body")
+    bob.run(f"GRANT USAGE ON SCHEMA types TO {OWNER}")
+    assert create_index(alice.dsn, "docs", "docs", "body").build().rows == 20
+    # A role that may grant it (here a superuser) grants the owner role USAGE, and no more.
+    superuser(database_dsn, f"REVOKE USAGE ON SCHEMA types FROM {OWNER}")
+    drop_index(database_dsn, "docs")
+    create_index(database_dsn, "docs", "docs", "body")
+    assert scalar(database_dsn, "SELECT has_schema_privilege(%s, 'types', 'USAGE')", (OWNER,))
+    assert not scalar(database_dsn, "SELECT has_schema_privilege(%s, 'types', 'CREATE')", (OWNER,))
 
 
 def test_without_event_triggers_sync_still_never_reads_a_retyped_text_column(

@@ -1,6 +1,6 @@
 """Golden vectors: fingerprint values that users' databases store, pinned in the repository.
 
-``python tests/unit/golden.py`` rewrites ``golden_vectors.json``. Doing so means stored
+``python -m tests.unit.golden`` rewrites ``golden_vectors.json``. Doing so means stored
 fingerprints change: only with a new spec version and a migration path for users.
 """
 
@@ -17,11 +17,15 @@ from simindex.core.batch import fingerprint_batch
 from simindex.core.bits import to_signed
 from simindex.core.design import LshDesign, MankuDesign
 from simindex.core.minhash import MinHasher
+from simindex.core.packing import WIDE, band_keys, packed_signatures
 from simindex.core.simhash import simhash
 from simindex.core.spec import IndexSpec, MinHash, SimHash, resolve
 from simindex.core.text import Shingling
+from simindex.db.catalog import store_for
+from simindex.db.compact_minhash_store import CompactMinHashStore
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.simhash_store import SimHashStore
+from simindex.db.source import Source
 
 PATH = Path(__file__).with_name("golden_vectors.json")
 
@@ -54,6 +58,19 @@ INPUTS: dict[str, str | None] = {
     "digits_and_codes": "SKU-12345 costs $99.99; call +1 (555) 010-9999 x_y_z",
     "control_and_surrogate": "binary\x00junk\x07 and \ud800 lone surrogate",
     "very_long": " ".join(_LOREM for _ in range(2000)) + " the end",
+    # Inputs the token options are for (added with them; every shingling pins them).
+    "html": (
+        "<!DOCTYPE html><html><head><style>p { color: red; }</style></head><body>"
+        "<!-- a comment --><h1>Near&nbsp;duplicates &amp; copies</h1><p>It&#39;s 100% "
+        "<b>free</b>, since 2007. Call 555-0100.</p><script>var x = 1 < 2;</script>"
+        "<![CDATA[raw data]]></body></html>"
+    ),
+    "code": (
+        "def near_duplicates(row_id, max_distance=3):\n"
+        "    # find rows within max_distance bits of row_id\n"
+        "    return [r for r in rows_2024 if hamming(r.fp, fp_of(row_id)) <= max_distance]\n"
+    ),
+    "punctuated_prose": "Don't re-index e-mail: it's state-of-the-art (v2.0, 3.14%).",
 }
 
 SHINGLINGS: dict[str, Shingling] = {
@@ -61,6 +78,16 @@ SHINGLINGS: dict[str, Shingling] = {
     "word1": Shingling(size=1),
     "word2_chars": Shingling(size=2, with_characters=True, seed=11),
     "char5": Shingling(unit="char", size=5),
+    # The token options, each alone and all together (added with them).
+    "word3_delete": Shingling(punctuation="delete"),
+    "word3_identifiers": Shingling(identifiers=True),
+    "word3_no_numbers": Shingling(numbers="drop"),
+    "word3_markup": Shingling(strip_markup=True),
+    "word2_code": Shingling(
+        size=2, punctuation="delete", identifiers=True, numbers="drop", strip_markup=True, seed=5
+    ),
+    "char5_markup": Shingling(unit="char", size=5, strip_markup=True),
+    "word3_tokenizer": Shingling(tokenizer="tests.unit.tokenizers:words"),
 }
 
 HASHERS = {
@@ -81,23 +108,77 @@ OTHER_HASHERS: dict[str, tuple[str, MinHasher]] = {
     "char5.minhash_bottom_k_64_seed5": ("char5", MinHasher("bottom_k", 64, 5)),
 }
 
+
+def _wide(method: MinHash) -> IndexSpec:
+    """``method`` as resolved, in storage format 1 (as the releases before format 2 stored it)."""
+    spec = resolve(method)
+    return IndexSpec(method, spec.design, WIDE)
+
+
 # Index specs whose values build and sync store, computed for all inputs in one batch by the
 # function they call (fingerprint_batch), and pinned in their stored form: bigint values
 # (unsigned - 2**63), SimHash's permuted-prefix columns, MinHash's band hashes.
+# Release 1's (expected_rows 1M by default, MinHash storage format 1, 9x13 for 0.8) keep their
+# form; the recall-first, token-option, sized and format-2 ones follow.
+_ONE_PERMUTATION = MinHash(
+    0.5, 64, "one_permutation", 9, Shingling(size=2, with_characters=True, seed=11)
+)
 SPECS: dict[str, IndexSpec] = {
-    "simhash_k3_4_blocks": resolve(SimHash(max_distance=3, num_blocks=4)),
+    "simhash_k3_4_blocks": resolve(SimHash(max_distance=3, num_blocks=4, expected_rows=1_000_000)),
     "simhash_k2_top24_char5": resolve(
-        SimHash(max_distance=2, num_blocks=3, top_n=24, shingling=Shingling(unit="char", size=5))
+        SimHash(
+            max_distance=2,
+            num_blocks=3,
+            top_n=24,
+            shingling=Shingling(unit="char", size=5),
+            expected_rows=1_000_000,
+        )
     ),
-    "minhash_0.8": resolve(MinHash(0.8)),
-    "minhash_one_permutation_0.5_64_seed9_word2_chars": resolve(
-        MinHash(0.5, 64, "one_permutation", 9, Shingling(size=2, with_characters=True, seed=11))
+    # What MinHash(0.8) was designed as in spec version 1 (indexes made then keep it).
+    "minhash_0.8": _wide(MinHash(0.8, num_bands=9, rows_per_band=13)),
+    "minhash_one_permutation_0.5_64_seed9_word2_chars": _wide(
+        MinHash(
+            0.5,
+            64,
+            "one_permutation",
+            9,
+            Shingling(size=2, with_characters=True, seed=11),
+            num_bands=14,  # the version 1 design of 0.5 at 64 values
+            rows_per_band=4,
+        )
     ),
+    # Added with the recall-first design and the token options (spec version 2).
+    "minhash_0.8_recall_first": _wide(MinHash(0.8)),
+    "minhash_0.8_token_options": _wide(
+        MinHash(0.8, shingling=Shingling(punctuation="delete", identifiers=True, numbers="drop"))
+    ),
+    "simhash_k3_4_blocks_markup": resolve(
+        SimHash(
+            max_distance=3,
+            num_blocks=4,
+            shingling=Shingling(strip_markup=True),
+            expected_rows=1_000_000,
+        )
+    ),
+    "simhash_k3_sized_to_853_rows": resolve(SimHash(max_distance=3), 853),
+    # Scale's format-2 vectors, made with the designs of spec version 1 (9x13, 14x4).
+    "minhash_0.8_format_2": resolve(MinHash(0.8, num_bands=9, rows_per_band=13)),
+    "minhash_one_permutation_0.5_64_seed9_word2_chars_format_2": resolve(
+        MinHash(0.5, 64, "one_permutation", 9, _ONE_PERMUTATION.shingling, 14, 4)
+    ),
+    # What MinHash(0.8) is now: the recall-first design in storage format 2.
+    "minhash_0.8_recall_first_format_2": resolve(MinHash(0.8)),
 }
 
 
 def digest(array: np.ndarray) -> str:
     return f"{xxhash.xxh3_64_intdigest(array.astype('<u8').tobytes()):016x}"
+
+
+def stored_digest(values: np.ndarray) -> str:
+    """xxh3-64 of stored values' little-endian bytes: 8 each (bigint), 4 each (integer)."""
+    width = "<i4" if values.dtype == np.int32 else "<u8"
+    return f"{xxhash.xxh3_64_intdigest(values.astype(width).tobytes()):016x}"
 
 
 def stored(spec: IndexSpec, texts: list[str | None]) -> list[Any]:
@@ -110,11 +191,15 @@ def stored(spec: IndexSpec, texts: list[str | None]) -> list[Any]:
             rows.append(columns if present[i] else None)
         return rows
     assert isinstance(spec.method, MinHash)
-    minhash = MinHashStore(
-        "simindex", "golden", "bigint", spec.design, spec.method.num_perm, spec.method.threshold
-    )
-    signatures = minhash.stored_signatures(values)
-    bands = spec.design.band_hashes(values)
+    minhash = store_for("simindex", "golden", Source(0, "s", "t", "k", "bigint", "b"), spec)
+    assert isinstance(minhash, MinHashStore)
+    signatures: np.ndarray
+    bands: np.ndarray
+    if isinstance(minhash, CompactMinHashStore):
+        signatures, bands = minhash.stored(values)
+    else:
+        signatures = minhash.stored_signatures(values)
+        bands = spec.design.band_hashes(values)
     for i in range(len(texts)):
         if not present[i]:
             rows.append(None)
@@ -122,7 +207,7 @@ def stored(spec: IndexSpec, texts: list[str | None]) -> list[Any]:
         signature = signatures[i]
         rows.append(
             {
-                "signature": [len(signature), signature[:4].tolist(), digest(signature)],
+                "signature": [len(signature), signature[:4].tolist(), stored_digest(signature)],
                 "bands": bands[i].tolist(),
             }
         )
@@ -158,6 +243,19 @@ def compute() -> dict[str, Any]:
             if classic is None
             else LshDesign(16, 8).band_hashes(classic.array[None, :])[0, :4].tolist()
         )
+        # Storage format 2 (simindex.core.packing): what a compact MinHash index stores.
+        for scheme in ("classic", "one_permutation"):
+            signature = HASHERS[scheme].signature(hashes)
+            if signature is not None:
+                packed = packed_signatures(signature.array[None, :])
+                entry[f"word3.packed_{scheme}"] = [
+                    packed.shape[1],
+                    packed[0, :4].tolist(),
+                    f"{xxhash.xxh3_64_intdigest(packed.astype('<i4').tobytes()):016x}",
+                ]
+                if scheme == "classic":
+                    keys = band_keys(LshDesign(9, 13), packed)
+                    entry["word3.band_keys_9x13"] = keys[0].tolist()
         fingerprint = simhash(hashes)
         if fingerprint is not None:
             tables = MankuDesign(3, 6).tables

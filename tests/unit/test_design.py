@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from simindex.core.bits import to_signed
 from simindex.core.design import (
+    MIN_CANDIDATE_PROBABILITY,
     LshDesign,
     MankuDesign,
     block_widths,
@@ -105,16 +106,45 @@ def test_bad_manku_designs_are_refused(k: int, blocks: int) -> None:
         MankuDesign(k, blocks)
 
 
-@pytest.mark.parametrize("threshold", [0.5, 0.7, 0.8, 0.9])
-def test_lsh_chooser_puts_the_s_curve_near_the_threshold(threshold: float) -> None:
-    design = choose_lsh(threshold, 128)
-    assert design.num_perm <= 128
-    assert design.probability(threshold - 0.2) < 0.5 < design.probability(threshold + 0.1)
+@pytest.mark.parametrize("threshold", [0.3, 0.5, 0.7, 0.8, 0.9, 0.95])
+@pytest.mark.parametrize("num_perm", [64, 128, 256])
+def test_lsh_chooser_is_recall_first(threshold: float, num_perm: int) -> None:
+    design = choose_lsh(threshold, num_perm)
+    assert design.num_perm <= num_perm
+    assert design.probability(threshold) >= MIN_CANDIDATE_PROBABILITY
+    # Still a filter: pairs well below the threshold are mostly not candidates.
+    assert design.probability(threshold - 0.3) < 0.5
+
+
+def test_lsh_chooser_takes_the_fewest_false_positives_among_recall_first_designs() -> None:
+    chosen = choose_lsh(0.8, 128)
+    assert chosen == LshDesign(15, 7)
+    for bands in range(1, 129):
+        for rows in range(1, 128 // bands + 1):
+            other = LshDesign(bands, rows)
+            if other.probability(0.8) >= MIN_CANDIDATE_PROBABILITY:
+                assert other.probability(0.6) >= chosen.probability(0.6) - 1e-9
+
+
+def test_lsh_chooser_without_a_floor_is_the_version_1_chooser() -> None:
+    # Indexes made before the recall-first chooser recorded these designs in their specs.
+    assert choose_lsh(0.8, 128, min_probability=None) == LshDesign(9, 13)
+    assert choose_lsh(0.5, 128, min_probability=None) == LshDesign(25, 5)
+    assert choose_lsh(0.9, 128, min_probability=None) == LshDesign(5, 25)
+
+
+def test_an_unreachable_floor_takes_the_most_likely_designs() -> None:
+    # Two values: at best two bands of one row, a candidate with probability 0.51 at 0.3.
+    assert choose_lsh(0.3, 2) == LshDesign(2, 1)
 
 
 def test_lsh_weights_move_the_curve() -> None:
-    careful = choose_lsh(0.8, 128, false_positive_weight=0.1, false_negative_weight=0.9)
-    strict = choose_lsh(0.8, 128, false_positive_weight=0.9, false_negative_weight=0.1)
+    careful = choose_lsh(
+        0.8, 128, false_positive_weight=0.1, false_negative_weight=0.9, min_probability=None
+    )
+    strict = choose_lsh(
+        0.8, 128, false_positive_weight=0.9, false_negative_weight=0.1, min_probability=None
+    )
     assert careful.probability(0.8) > strict.probability(0.8)
 
 
@@ -154,8 +184,10 @@ def test_band_hashes_depend_on_band_values_only() -> None:
         ((1.0, 128), "threshold"),
         ((0.5, 0), "num_perm"),
         ((0.5, 128, 0.0, 0.0), "weight"),
+        ((0.5, 128, 0.5, 0.5, 1.5), "min_probability"),
     ],
 )
 def test_bad_lsh_parameters_are_refused(args: tuple[float, ...], message: str) -> None:
+    *positional, floor = args if len(args) == 5 else (*args, 0.97)
     with pytest.raises(ValueError, match=message):
-        choose_lsh(*args)  # type: ignore[arg-type]
+        choose_lsh(*positional, min_probability=floor)  # type: ignore[arg-type]

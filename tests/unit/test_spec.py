@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from simindex.core.design import LshDesign, MankuDesign
+from simindex.core.design import LshDesign, MankuDesign, choose_lsh
 from simindex.core.spec import SPEC_VERSION, IndexSpec, MinHash, SimHash, resolve
 from simindex.core.text import Shingling
 
@@ -13,6 +13,9 @@ METHODS = [
     SimHash(max_distance=5, shingling=Shingling("char", 4, seed=9), num_blocks=7, top_n=20),
     MinHash(),
     MinHash(0.5, 64, "one_permutation", 7, Shingling(size=1), num_bands=16, rows_per_band=4),
+    MinHash(shingling=Shingling(punctuation="delete", identifiers=True, numbers="drop")),
+    SimHash(shingling=Shingling(unit="char", size=4, strip_markup=True)),
+    MinHash(shingling=Shingling(size=2, tokenizer="tests.unit.tokenizers:words")),
 ]
 
 
@@ -20,7 +23,11 @@ METHODS = [
 def test_spec_survives_its_stored_form(method: SimHash | MinHash) -> None:
     spec = resolve(method)
     stored = spec.to_json()
-    assert json.loads(stored)["spec_version"] == SPEC_VERSION
+    # Version 2 where a token option, a MinHash storage format or a SimHash design sized to
+    # the table needs it; the token options are written only when one is used.
+    assert json.loads(stored)["spec_version"] == spec.version
+    assert spec.version == SPEC_VERSION or (method.shingling.plain and spec.version == 1)
+    assert ("punctuation" in stored) == (not method.shingling.plain)
     again = IndexSpec.from_json(stored)
     assert again.to_json() == stored
     assert again.design == spec.design
@@ -29,7 +36,31 @@ def test_spec_survives_its_stored_form(method: SimHash | MinHash) -> None:
 def test_design_is_chosen_from_expected_rows() -> None:
     assert resolve(SimHash(expected_rows=1_000)).design == MankuDesign(3, 4)
     assert resolve(SimHash(expected_rows=50_000_000)).design == MankuDesign(3, 5)
-    assert resolve(MinHash(0.8, 128)).design == LshDesign(9, 13)
+    design = resolve(MinHash(0.8, 128)).design
+    assert design == choose_lsh(0.8, 128)
+    assert isinstance(design, LshDesign) and design.probability(0.8) >= 0.97
+
+
+# What release 0.1 stored for MinHash(threshold=0.8): spec version 1, four shingling fields.
+VERSION_1 = {
+    "spec_version": 1,
+    "kind": "minhash",
+    "shingling": {"unit": "word", "size": 3, "with_characters": False, "seed": 0},
+    "threshold": 0.8,
+    "num_perm": 128,
+    "scheme": "classic",
+    "seed": 1,
+    "num_bands": 9,
+    "rows_per_band": 13,
+}
+
+
+def test_a_version_1_spec_keeps_its_design_and_tokens() -> None:
+    spec = IndexSpec.from_json(json.dumps(VERSION_1))
+    assert spec.design == LshDesign(9, 13)
+    assert spec.method.shingling == Shingling()
+    texts = ["The quick brown fox jumps over the lazy dog", "a b, c d"]
+    assert (spec.minhash_values(texts)[0] == resolve(MinHash()).minhash_values(texts)[0]).all()
 
 
 def test_unknown_spec_version_is_refused() -> None:

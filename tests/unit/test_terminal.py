@@ -6,6 +6,7 @@ import io
 
 import pytest
 
+from simindex import _terminal as terminal
 from simindex._terminal import ProgressBar, StepProgress, duration, size, table, table_lines
 
 
@@ -113,3 +114,16 @@ def test_step_progress_shows_steps_with_a_bar_when_their_number_is_known() -> No
 def test_table_lines_take_widths_from_the_first_rows() -> None:
     lines = list(table_lines(["key", "name"], iter([(1, "a"), (22, "bb"), (333, "ccc")]), sample=2))
     assert lines == ["key  name", "---  ----", "  1  a", " 22  bb", "333  ccc"]
+
+
+def test_cost_says_tables_and_bytes_a_row() -> None:
+    from simindex.core.spec import MinHash, SimHash, resolve
+
+    wide = terminal.cost(resolve(SimHash(max_distance=8), 1_000_000), 1_000_000)
+    assert (
+        wide == "cost: 45 permutation tables, about 2226 bytes a row (2123 MB for 1,000,000 rows)"
+    )
+    assert terminal.cost(resolve(SimHash(max_distance=8), 853), 853).startswith(
+        "cost: 9 permutation tables"
+    )
+    assert terminal.cost(resolve(MinHash()), 0) == "cost: 15 band indexes, about 992 bytes a row"

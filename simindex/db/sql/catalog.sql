@@ -71,9 +71,13 @@ WHERE name = %(name)s
 
 -- name: catalog_built
 UPDATE {catalog}
-SET state = 'ready', state_reason = NULL, row_count = %(row_count)s, skipped_count = %(skipped_count)s,
-    built_at = now(), updated_at = now()
+SET state = 'ready', state_reason = NULL, row_count = %(row_count)s,
+    skipped_count = %(skipped_count)s, built_at = now(), updated_at = now()
 WHERE name = %(name)s
+
+-- name: catalog_set_spec
+-- A build that chose a new design or storage format records it with the rows it wrote.
+UPDATE {catalog} SET spec = %(spec)s::jsonb, spec_version = %(spec_version)s WHERE name = %(name)s
 
 -- name: catalog_delete
 DELETE FROM {catalog} WHERE name = {name}

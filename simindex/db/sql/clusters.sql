@@ -8,11 +8,6 @@ CREATE TABLE IF NOT EXISTS {table} (
 -- name: clusters_create_cluster_index
 CREATE INDEX IF NOT EXISTS {index} ON {table} (cluster_id)
 
--- name: clusters_representatives
--- SimHash rows with equal fingerprints are one node: the pairs among them are implied.
-CREATE TEMP TABLE simindex_representatives ON COMMIT DROP AS
-SELECT DISTINCT ON (fingerprint) * FROM {side} ORDER BY fingerprint, key
-
 -- name: clusters_edges
 -- rank: lower is nearer (the distance, or minus the similarity).
 CREATE TEMP TABLE simindex_edges (
@@ -23,6 +18,9 @@ CREATE TEMP TABLE simindex_edges (
 
 -- name: clusters_insert_edges
 INSERT INTO simindex_edges (a, b, rank) SELECT p.left_key, p.right_key, {rank} FROM ({pairs}) AS p
+
+-- name: clusters_copy_edges
+COPY simindex_edges (a, b, rank) FROM STDIN
 
 -- name: clusters_nodes
 -- Dense ids in key order, so the smallest id of a component is its smallest key.
@@ -37,8 +35,8 @@ CREATE UNIQUE INDEX ON simindex_nodes (key)
 CREATE TEMP TABLE simindex_links ON COMMIT DROP AS
 SELECT x.id AS a, y.id AS b, e.rank
 FROM simindex_edges AS e
-JOIN simindex_nodes AS x ON x.key = e.a
-JOIN simindex_nodes AS y ON y.key = e.b
+JOIN simindex_nodes AS x ON x.key OPERATOR(pg_catalog.=) e.a
+JOIN simindex_nodes AS y ON y.key OPERATOR(pg_catalog.=) e.b
 
 -- name: clusters_labels
 CREATE TEMP TABLE simindex_labels ON COMMIT DROP AS SELECT id, id AS label FROM simindex_nodes
@@ -89,11 +87,11 @@ LEFT JOIN (
     FROM simindex_labels AS l
     JOIN simindex_nodes AS n ON n.id = l.id
     JOIN simindex_nodes AS first ON first.id = l.label
-) AS c ON c.key = m.node
+) AS c ON c.key OPERATOR(pg_catalog.=) m.node
 
--- name: clusters_simhash_members
-SELECT s.key, r.key AS node
-FROM {side} AS s JOIN simindex_representatives AS r ON r.fingerprint = s.fingerprint
+-- name: clusters_collapsed_members
+-- Identical rows are one node: the pairs among them are implied.
+SELECT key, node FROM simindex_node_of
 
 -- name: clusters_minhash_members
 SELECT s.key, s.key AS node FROM {side} AS s
@@ -114,7 +112,7 @@ SELECT key, first_value(key) OVER (PARTITION BY bottom_k ORDER BY key) FROM simi
 UPDATE {catalog} SET clustering = %(method)s, updated_at = now() WHERE name = %(name)s
 
 -- name: clusters_forget
-DELETE FROM {table} WHERE key = ANY(%(keys)s::{key_type}[])
+DELETE FROM {table} WHERE key OPERATOR(pg_catalog.=) ANY(%(keys)s::{key_type}[])
 
 -- name: clusters_assign
 SELECT {function}(%(keys)s::{key_type}[])
@@ -131,6 +129,9 @@ AS $body$
 DECLARE
     row_key {key_type};
 BEGIN
+    IF keys IS NULL THEN
+        RAISE EXCEPTION 'keys must not be NULL' USING ERRCODE = '22023';
+    END IF;
     FOR row_key IN SELECT DISTINCT u.k FROM unnest(keys) AS u(k) ORDER BY 1 LOOP
         INSERT INTO {table} AS t (key, cluster_id)
         SELECT row_key, coalesce((
@@ -158,7 +159,7 @@ SELECT cluster_id, key, size
 FROM (
     SELECT c.cluster_id, c.key, count(*) OVER (PARTITION BY c.cluster_id) AS size
     FROM {table} AS c
-    WHERE EXISTS (SELECT FROM {side} AS s WHERE s.key = c.key)
+    WHERE EXISTS (SELECT FROM {side} AS s WHERE s.key OPERATOR(pg_catalog.=) c.key)
 ) AS c
 WHERE size >= %(min_size)s
 ORDER BY size DESC, cluster_id, key
@@ -201,8 +202,10 @@ BEGIN
     ordering := CASE
         WHEN prefer = 'smallest_key' THEN 'c.key'
         WHEN prefer = 'largest_key' THEN 'c.key DESC'
-        WHEN prefer = 'longest_text' THEN format('length(s.%I) DESC NULLS LAST, c.key', source.text_column)
-        WHEN prefer = 'shortest_text' THEN format('length(s.%I) NULLS LAST, c.key', source.text_column)
+        WHEN prefer = 'longest_text'
+            THEN format('length(s.%I) DESC NULLS LAST, c.key', source.text_column)
+        WHEN prefer = 'shortest_text'
+            THEN format('length(s.%I) NULLS LAST, c.key', source.text_column)
         WHEN prefer LIKE 'newest:_%' THEN format('s.%I DESC NULLS LAST, c.key', substr(prefer, 8))
         WHEN prefer LIKE 'oldest:_%' THEN format('s.%I NULLS LAST, c.key', substr(prefer, 8))
     END;
@@ -210,6 +213,14 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'prefer must be smallest_key, '
             || 'largest_key, longest_text, shortest_text, newest:<column> or oldest:<column>, '
             || 'got ' || coalesce(quote_literal(prefer), 'NULL');
+    END IF;
+    IF prefer ~ '^(newest|oldest):' AND NOT EXISTS (
+        SELECT FROM pg_catalog.pg_attribute AS a
+        WHERE a.attrelid = source.relation::regclass
+          AND a.attname = substr(prefer, 8) AND a.attnum > 0 AND NOT a.attisdropped
+    ) THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format(
+            'prefer %L names no column of %s', prefer, source.relation);
     END IF;
     -- Every name goes in as an argument of format, never into its format string: a name may
     -- hold a percent sign.

@@ -5,8 +5,8 @@ SELECT id, xmin::text FROM {catalog} WHERE name = %(name)s
 
 -- name: key_state
 -- Why a key is not in the index: still queued (not synced yet), or set aside as failed.
-SELECT EXISTS (SELECT 1 FROM {queue} WHERE key = %(key)s),
-       (SELECT error FROM {failed} WHERE key = %(key)s)
+SELECT EXISTS (SELECT 1 FROM {queue} WHERE key OPERATOR(pg_catalog.=) %(key)s),
+       (SELECT error FROM {failed} WHERE key OPERATOR(pg_catalog.=) %(key)s)
 
 -- name: build_lock_queue
 -- The queue entries no writer holds now. A writer that holds one (its trigger queued the key
@@ -23,7 +23,7 @@ SELECT ctid FROM {queue} FOR UPDATE SKIP LOCKED
 DELETE FROM {queue} AS q
 USING {source} AS s
 WHERE q.ctid = ANY(%(ctids)s::tid[])
-  AND s.{key} = q.key
+  AND s.{key} OPERATOR(pg_catalog.=) q.key
   AND pg_catalog.pg_visible_in_snapshot(
         ((pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())::text::bigint
           - ((pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())::text::bigint
@@ -33,19 +33,15 @@ WHERE q.ctid = ANY(%(ctids)s::tid[])
 -- name: build_snapshot
 SELECT pg_catalog.pg_current_snapshot()::text, pg_catalog.current_setting('transaction_isolation')
 
--- name: build_row_estimate
--- The planner's row count for a table never analyzed (from its size on disk).
-EXPLAIN (FORMAT JSON) SELECT 1 FROM {table}
-
 -- name: catalog_token_and_key
 -- catalog_token, and whether a key is in the index, in one round trip (the table is the one
 -- the entry being checked names; a dropped index fails here, in autocommit only).
-SELECT id, xmin::text, EXISTS (SELECT 1 FROM {table} WHERE key = %(key)s)
+SELECT id, xmin::text, EXISTS (SELECT 1 FROM {table} WHERE key OPERATOR(pg_catalog.=) %(key)s)
 FROM {catalog} WHERE name = %(name)s
 
 -- name: source_columns_of_keys
 -- Columns of the source rows with these keys, to show beside them.
-SELECT {key}, {columns} FROM {table} WHERE {key} = ANY(%(keys)s)
+SELECT {key}, {columns} FROM {table} WHERE {key} OPERATOR(pg_catalog.=) ANY(%(keys)s)
 
 -- name: source_columns_check
 SELECT {columns} FROM {table} LIMIT 0
@@ -54,7 +50,8 @@ SELECT {columns} FROM {table} LIMIT 0
 -- A query by key, the check of the facade's kept catalog entry and whether the key is indexed,
 -- in one round trip. Autocommit only: when the index was dropped meanwhile this statement
 -- fails, and the facade starts again from the catalog.
-SELECT c.id, c.xmin::text, EXISTS (SELECT 1 FROM {table} AS t WHERE t.key = %(key)s), q.*
+SELECT c.id, c.xmin::text,
+       EXISTS (SELECT 1 FROM {table} AS t WHERE t.key OPERATOR(pg_catalog.=) %(key)s), q.*
 FROM {catalog} AS c LEFT JOIN LATERAL ({query}) AS q ON true
 WHERE c.name = %(name)s
 ORDER BY {order}

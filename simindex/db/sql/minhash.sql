@@ -28,13 +28,29 @@ COPY {table} (band, hash, key) FROM STDIN
 
 -- name: minhash_similar_function
 -- Candidates share a band with the query; each is verified by its share of equal slots.
+-- A text without features has NULL arrays: no candidates.
 CREATE FUNCTION {function}(
     signature bigint[], band_hashes bigint[], threshold double precision DEFAULT {threshold}
 )
 RETURNS TABLE (key {key_type}, similarity double precision)
-LANGUAGE sql STABLE PARALLEL SAFE
+LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $body$
+BEGIN
+    PERFORM {usable}({index_name});
+    -- NaN sorts above every number, so it fails the upper bound.
+    IF $3 IS NULL OR NOT ($3 >= 0 AND $3 <= 1) THEN
+        RAISE EXCEPTION 'threshold must be from 0 to 1, got %', coalesce($3::text, 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    IF ($1 IS NULL) <> ($2 IS NULL)
+       OR cardinality($1) <> {num_perm}::integer OR cardinality($2) <> {num_bands} THEN
+        RAISE EXCEPTION 'a signature of % values and % band hashes are needed (both NULL: a '
+            'text without features), got % and %', {num_perm}::integer, {num_bands},
+            coalesce(cardinality($1)::text, 'NULL'), coalesce(cardinality($2)::text, 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY
     SELECT s.key, v.similarity
     FROM (
         SELECT DISTINCT b.key
@@ -46,8 +62,9 @@ AS $body$
         SELECT count(*) FILTER (WHERE x = y)::double precision / {num_perm} AS similarity
         FROM unnest(s.signature, $1) AS u(x, y)
     ) AS v
-    WHERE v.similarity >= $3 AND {usable}({index_name})
-    ORDER BY v.similarity DESC, s.key
+    WHERE v.similarity >= $3
+    ORDER BY v.similarity DESC, s.key;
+END
 $body$
 
 -- name: minhash_similar_key_function
@@ -67,17 +84,22 @@ AS $body$
 $body$
 
 -- name: minhash_similar
-SELECT key, similarity FROM {function}(%(signature)s, %(band_hashes)s, %(threshold)s)
+-- The LIMIT is outside the function: an index built by an earlier release has functions
+-- without max_rows until its next build.
+SELECT key, similarity
+FROM {function}(%(signature)s::{array_type}[], %(band_hashes)s::{array_type}[], %(threshold)s)
 ORDER BY similarity DESC, key
+LIMIT %(limit)s
 
 -- name: minhash_similar_key
 SELECT key, similarity FROM {function}(%(key)s, %(threshold)s) ORDER BY similarity DESC, key
+LIMIT %(limit)s
 
 -- name: minhash_signature_of_key
-SELECT signature FROM {table} WHERE key = %(key)s
+SELECT signature FROM {table} WHERE key OPERATOR(pg_catalog.=) %(key)s
 
 -- name: minhash_delete
-DELETE FROM {table} WHERE key = ANY(%(keys)s::{key_type}[])
+DELETE FROM {table} WHERE key OPERATOR(pg_catalog.=) ANY(%(keys)s::{key_type}[])
 
 -- name: minhash_insert_signatures
 -- The signatures arrive as one flat array, num_perm values per key, in the keys' order (in

@@ -5,7 +5,8 @@
 SELECT a.key AS left_key, b.key AS right_key,
     bit_count((a.fingerprint # b.fingerprint)::bit(64))::integer AS distance
 FROM {table} AS a
-JOIN {table} AS b ON (a.{column} >> {shift}) = (b.{column} >> {shift}) AND a.key < b.key
+JOIN {table} AS b
+  ON (a.{column} >> {shift}) = (b.{column} >> {shift}) AND a.key OPERATOR(pg_catalog.<) b.key
 WHERE bit_count((a.fingerprint # b.fingerprint)::bit(64)) <= {max_distance}{earlier}
 
 -- name: minhash_pairs
@@ -14,9 +15,9 @@ WHERE bit_count((a.fingerprint # b.fingerprint)::bit(64)) <= {max_distance}{earl
 -- in the first band they share (the "earlier" conditions rule out pairs equal on an earlier band).
 SELECT a.key AS left_key, b.key AS right_key, v.similarity
 FROM {bands} AS a
-JOIN {bands} AS b ON b.band = a.band AND b.hash = a.hash AND a.key < b.key
-JOIN {signatures} AS sa ON sa.key = a.key
-JOIN {signatures} AS sb ON sb.key = b.key
+JOIN {bands} AS b ON b.band = a.band AND b.hash = a.hash AND a.key OPERATOR(pg_catalog.<) b.key
+JOIN {signatures} AS sa ON sa.key OPERATOR(pg_catalog.=) a.key
+JOIN {signatures} AS sb ON sb.key OPERATOR(pg_catalog.=) b.key
 -- Identical signatures (exact copies, most pairs in practice) skip the slot count.
 CROSS JOIN LATERAL (
     SELECT CASE WHEN sa.signature = sb.signature THEN 1.0::double precision ELSE (
@@ -50,3 +51,44 @@ $body$
 -- name: pairs_work_mem
 -- The self-joins hash a whole side table; give them room instead of spilling to disk.
 SET LOCAL work_mem = '256MB'
+
+-- name: pairs_drop_grouping
+DROP TABLE IF EXISTS pg_temp.simindex_node_of, pg_temp.simindex_distinct
+
+-- name: pairs_node_of
+-- Each row's node: the smallest key among the rows identical to it. {identity} is the
+-- fingerprint, or a band key and the whole signature: signatures are compared in full, not
+-- by a hash of them.
+CREATE TEMP TABLE simindex_node_of ON COMMIT DROP AS
+SELECT key, first_value(key) OVER (PARTITION BY {identity} ORDER BY key) AS node FROM {side}
+
+-- name: pairs_distinct
+-- One row per node: the band or prefix self-joins run on these only, so a thousand identical
+-- rows cost one row there, not half a million pairs.
+CREATE TEMP TABLE simindex_distinct ON COMMIT DROP AS
+SELECT s.* FROM {side} AS s
+JOIN simindex_node_of AS n
+  ON n.key OPERATOR(pg_catalog.=) s.key AND n.node OPERATOR(pg_catalog.=) s.key
+
+-- name: pairs_analyze_grouping
+ANALYZE simindex_node_of, simindex_distinct
+
+-- name: pairs_expanded
+-- A pair of nodes stands for every pair of their rows, at the same distance or similarity.
+SELECT least(x.key, y.key) AS left_key, greatest(x.key, y.key) AS right_key, p.{score}
+FROM ({pairs}) AS p
+JOIN simindex_node_of AS x ON x.node OPERATOR(pg_catalog.=) p.left_key
+JOIN simindex_node_of AS y ON y.node OPERATOR(pg_catalog.=) p.right_key
+
+-- name: pairs_groups
+-- The rows of each group of identical rows, one row each (an array of an extension's type,
+-- citext[], would reach Python as its text), by group and in key order.
+SELECT n.node, n.key FROM simindex_node_of AS n
+WHERE n.node OPERATOR(pg_catalog.=) ANY (
+    SELECT node FROM simindex_node_of GROUP BY node HAVING count(*) > 1
+)
+ORDER BY n.node, n.key
+
+-- name: pairs_ordered
+-- Every band's candidate pairs, by left key: exact verification reads each left row once.
+SELECT c.left_key, c.right_key, c.similarity FROM ({pairs}) AS c ORDER BY c.left_key, c.right_key

@@ -37,3 +37,37 @@ GRANT UPDATE (updated_at) ON TABLE {catalog} TO {role}
 SELECT DISTINCT i.source::text FROM {catalog} AS i
 WHERE EXISTS (SELECT FROM pg_catalog.pg_class AS c WHERE c.oid = i.source)
 ORDER BY 1
+
+-- name: owner_type_usage
+-- The owner role names the key's type in the side tables, queue and functions it creates, so
+-- it needs USAGE on the schema of that type (and of a domain's base types). A role that may
+-- grant it (the schema's owner, a superuser) grants it here; otherwise create stops, saying
+-- which GRANT to run. Nothing else of the schema is granted.
+DO $body$
+DECLARE
+    found record;
+BEGIN
+    FOR found IN
+        WITH RECURSIVE chain (oid, typtype, typbasetype) AS (
+            SELECT t.oid, t.typtype, t.typbasetype FROM pg_catalog.pg_type AS t
+            WHERE t.oid = pg_catalog.to_regtype({key_type})
+            UNION ALL
+            SELECT u.oid, u.typtype, u.typbasetype
+            FROM chain JOIN pg_catalog.pg_type AS u ON u.oid = chain.typbasetype
+            WHERE chain.typtype = 'd'
+        )
+        SELECT DISTINCT n.oid, n.nspname FROM chain
+        JOIN pg_catalog.pg_type AS t ON t.oid = chain.oid
+        JOIN pg_catalog.pg_namespace AS n ON n.oid = t.typnamespace
+        WHERE NOT pg_catalog.has_schema_privilege({owner}, n.oid, 'USAGE')
+    LOOP
+        IF NOT pg_catalog.has_schema_privilege(found.oid, 'USAGE WITH GRANT OPTION') THEN
+            RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = pg_catalog.format(
+                'simindex: its owner role %I needs USAGE on schema %I, where the key type %s '
+                'is; the schema''s owner runs: GRANT USAGE ON SCHEMA %I TO %I',
+                {owner}, found.nspname, {key_type}, found.nspname, {owner});
+        END IF;
+        EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA %I TO %I', found.nspname, {owner});
+    END LOOP;
+END
+$body$

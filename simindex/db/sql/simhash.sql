@@ -22,17 +22,25 @@ WHERE {column} BETWEEN {low} AND {high}
   AND bit_count((fingerprint # {fingerprint})::bit(64)) <= {max_distance}
 
 -- name: simhash_fingerprint_of_key
-SELECT fingerprint FROM {table} WHERE key = %(key)s
+SELECT fingerprint FROM {table} WHERE key OPERATOR(pg_catalog.=) %(key)s
 
 -- name: simhash_near
+-- The LIMIT is outside the function: an index built by an earlier release has functions
+-- without max_rows until its next build.
 SELECT key, distance FROM {function}(%(fingerprint)s, %(max_distance)s) ORDER BY distance, key
+LIMIT %(limit)s
 
 -- name: simhash_near_key
 SELECT key, distance FROM {function}(%(key)s, %(max_distance)s) ORDER BY distance, key
+LIMIT %(limit)s
 
 -- name: simhash_near_function
 -- Typed per index, so the key comes back in the source key's own type.
-CREATE FUNCTION {function}(fingerprint bigint, max_distance integer DEFAULT {default_distance})
+CREATE FUNCTION {function}(
+    fingerprint bigint,
+    max_distance integer DEFAULT {default_distance},
+    max_rows integer DEFAULT NULL
+)
 RETURNS TABLE (key {key_type}, distance integer)
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -49,19 +57,24 @@ BEGIN
         RAISE EXCEPTION 'max_distance must be from 0 to %, got %', {default_distance}, max_distance
             USING ERRCODE = '22023';
     END IF;
-    RETURN QUERY {query} ORDER BY 2, 1;
+    -- LIMIT NULL: every row.
+    RETURN QUERY {query} ORDER BY 2, 1 LIMIT max_rows;
 END
 $body$
 
 -- name: simhash_near_key_function
-CREATE FUNCTION {function}(key {key_type}, max_distance integer DEFAULT {default_distance})
+CREATE FUNCTION {function}(
+    key {key_type}, max_distance integer DEFAULT {default_distance}, max_rows integer DEFAULT NULL
+)
 RETURNS TABLE (key {key_type}, distance integer)
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $body$
     SELECT n.key, n.distance
-    FROM {table} AS s, {near}(s.fingerprint, max_distance) AS n
+    FROM {table} AS s, {near}(s.fingerprint, $2, $3 + 1) AS n
     WHERE s.key = $1 AND n.key <> $1 AND {usable}({index_name})
+    ORDER BY n.distance, n.key
+    LIMIT $3
 $body$
 
 -- name: simhash_upsert
@@ -72,4 +85,4 @@ SELECT * FROM unnest(%(keys)s::{key_type}[], %(fingerprints)b::bigint[], {arrays
 ON CONFLICT (key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, {updates}
 
 -- name: simhash_delete
-DELETE FROM {table} WHERE key = ANY(%(keys)s::{key_type}[])
+DELETE FROM {table} WHERE key OPERATOR(pg_catalog.=) ANY(%(keys)s::{key_type}[])

@@ -6,12 +6,35 @@ JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
 WHERE c.oid = pg_catalog.to_regclass(%(qualified)s)
 
 -- name: source_columns
--- Each column with its number, its position (dropped columns not counted) and whether its
--- value becomes text by PostgreSQL's own means: no cast (I/O conversion), a binary one, or a
--- cast function owned by a superuser; never code the table's owner could have written.
+-- Each column's type as SQL can name it anywhere: typmod-exact (char(5), numeric(10,2)) and
+-- qualified with its schema unless it is a built-in one (format_type() leaves out the schema
+-- of a type visible on the caller's search_path, which the functions simindex installs do not
+-- share). "keyable": the type (a domain: its base type) has a default btree operator class,
+-- its own or one it is binary-coercible to (varchar: text's), so a side table can have it as
+-- its primary key. Each column's number, its position (dropped columns not counted) and
+-- whether its value becomes text by PostgreSQL's own means: no cast (I/O conversion), a binary
+-- one, or a cast function owned by a superuser; never code the table's owner could have written.
 SELECT a.attname AS name,
-       pg_catalog.format_type(a.atttypid, a.atttypmod) AS type,
+       CASE WHEN e.typnamespace = 'pg_catalog'::regnamespace
+              OR starts_with(pg_catalog.format_type(a.atttypid, a.atttypmod),
+                             pg_catalog.quote_ident(n.nspname) || '.')
+            THEN pg_catalog.format_type(a.atttypid, a.atttypmod)
+            ELSE pg_catalog.quote_ident(n.nspname) || '.'
+                 || pg_catalog.format_type(a.atttypid, a.atttypmod)
+       END AS type,
        t.typcategory::text AS category,
+       a.attnotnull AS not_null,
+       EXISTS (
+           SELECT FROM pg_catalog.pg_opclass AS o
+           JOIN pg_catalog.pg_am AS m ON m.oid = o.opcmethod
+           WHERE m.amname = 'btree' AND o.opcdefault
+             AND (o.opcintype = b.oid
+                  OR (o.opcintype = 'pg_catalog.anyenum'::regtype AND b.typtype = 'e')
+                  OR (o.opcintype = 'pg_catalog.anyrange'::regtype AND b.typtype = 'r')
+                  OR EXISTS (SELECT FROM pg_catalog.pg_cast AS c
+                             WHERE c.castsource = b.oid AND c.casttarget = o.opcintype
+                               AND c.castmethod = 'b'))
+       ) AS keyable,
        a.attnum,
        row_number() OVER (ORDER BY a.attnum) AS position,
        a.atttypid::bigint AS type_id,
@@ -20,27 +43,28 @@ SELECT a.attname AS name,
            SELECT FROM pg_catalog.pg_cast AS k
            JOIN pg_catalog.pg_proc AS p ON p.oid = k.castfunc
            JOIN pg_catalog.pg_roles AS r ON r.oid = p.proowner
-           WHERE k.castsource IN (a.atttypid, t.typbasetype)
+           WHERE k.castsource IN (a.atttypid, b.oid)
              AND k.casttarget = 'pg_catalog.text'::pg_catalog.regtype
              AND k.castmethod = 'f' AND NOT r.rolsuper
        ) AS text_by_builtin_means
 FROM pg_catalog.pg_attribute AS a
 JOIN pg_catalog.pg_type AS t ON t.oid = a.atttypid
+-- e: the type whose schema format_type() prints (of an array: its element type's)
+JOIN pg_catalog.pg_type AS e
+  ON e.oid = CASE WHEN t.typcategory = 'A' AND t.typelem <> 0 THEN t.typelem ELSE t.oid END
+JOIN pg_catalog.pg_namespace AS n ON n.oid = e.typnamespace
+-- b: the type under any domains
+CROSS JOIN LATERAL (
+    WITH RECURSIVE base (oid, typtype, typbasetype) AS (
+        SELECT t.oid, t.typtype, t.typbasetype
+        UNION ALL
+        SELECT u.oid, u.typtype, u.typbasetype
+        FROM base JOIN pg_catalog.pg_type AS u ON u.oid = base.typbasetype
+        WHERE base.typtype = 'd'
+    )
+    SELECT base.oid, base.typtype FROM base WHERE base.typtype <> 'd'
+) AS b
 WHERE a.attrelid = %(oid)s AND a.attnum > 0 AND NOT a.attisdropped
-
--- name: source_key_equality
--- The schema of the = operator triggers compare keys with: the one the key's (base) type's own
--- schema has for it, else pg_catalog's (which reaches built-in types through their casts).
-SELECT coalesce((
-    SELECT n.nspname FROM pg_catalog.pg_operator AS o
-    JOIN pg_catalog.pg_namespace AS n ON n.oid = o.oprnamespace
-    WHERE o.oprname = '=' AND o.oprleft = b.oid AND o.oprright = b.oid
-      AND o.oprnamespace = b.typnamespace
-), 'pg_catalog')
-FROM pg_catalog.pg_attribute AS a
-JOIN pg_catalog.pg_type AS t ON t.oid = a.atttypid
-JOIN pg_catalog.pg_type AS b ON b.oid = CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END
-WHERE a.attrelid = %(oid)s AND a.attnum = %(attnum)s
 
 -- name: source_primary_key
 SELECT array_agg(a.attname ORDER BY k.ordinality) AS columns
@@ -64,12 +88,27 @@ SELECT GREATEST(c.reltuples, 0)::bigint FROM pg_catalog.pg_class AS c WHERE c.oi
 -- name: source_lock
 LOCK TABLE {table} IN ACCESS SHARE MODE
 
+-- name: source_count
+SELECT count(*) FROM {table}
+
 -- name: source_read
 -- The build's read: a server-side cursor over key and text.
 SELECT {key}, {text} FROM {table}
 
 -- name: source_texts_of_keys
-SELECT {key}, {text} FROM {table} WHERE {key} = ANY(%(keys)s)
+SELECT {key}, {text} FROM {table} WHERE {key} OPERATOR(pg_catalog.=) ANY(%(keys)s)
+
+-- name: source_key_comparable
+-- Whether the key compares with operators found from pg_catalog alone (its own, a base
+-- type's, or an implicit cast's: citext compares as text): simindex's functions pin their
+-- search_path to pg_catalog, so an operator only found in an extension's schema (isn's ean13)
+-- is out of their reach. Only prepared (parsed, operators resolved), never run: nothing of the
+-- type's is evaluated by the role that creates the index (see source_key_unprepare).
+PREPARE simindex_key_probe ({key_type}, {key_type}) AS
+SELECT $1 OPERATOR(pg_catalog.=) $2, $1 OPERATOR(pg_catalog.<) $2
+
+-- name: source_key_unprepare
+DEALLOCATE simindex_key_probe
 
 -- name: source_cast_key
 -- A key given as text (on a command line) in the source key's own type.
@@ -100,7 +139,7 @@ BEGIN
         RAISE EXCEPTION 'simindex: % has no text column %', source, {column}
             USING ERRCODE = '42703';
     END IF;
-    SELECT a.attnum, a.atttypid INTO attribute
+    SELECT a.attnum, a.atttypid, a.attnotnull INTO attribute
     FROM pg_catalog.pg_attribute AS a
     WHERE a.attrelid = source AND a.attname = {key} AND a.attnum > 0 AND NOT a.attisdropped;
     IF NOT FOUND THEN
@@ -118,6 +157,10 @@ BEGIN
     ) THEN
         RAISE EXCEPTION 'simindex: key column % has no unique index on %', {key}, source
             USING ERRCODE = '42P10';
+    END IF;
+    IF NOT attribute.attnotnull THEN
+        RAISE EXCEPTION 'simindex: key column % of % allows NULL; make it NOT NULL or name '
+            'another key', {key}, source USING ERRCODE = '23502';
     END IF;
 END
 $check$

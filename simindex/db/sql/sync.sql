@@ -233,7 +233,7 @@ RETURNING key
 
 -- name: sync_take_keys
 -- Given entries (the SQLAlchemy session's own, which it holds locked already).
-DELETE FROM {queue} WHERE key = ANY(%(keys)s::{key_type}[]) RETURNING key
+DELETE FROM {queue} WHERE key OPERATOR(pg_catalog.=) ANY(%(keys)s::{key_type}[]) RETURNING key
 
 -- name: sync_requeue
 INSERT INTO {queue} AS q (key) SELECT unnest(%(keys)s::{key_type}[])
@@ -253,7 +253,7 @@ SELECT {key},
        CASE WHEN pg_catalog.octet_length({text}::text) <= %(max_bytes)s THEN {text}::text END,
        pg_catalog.octet_length({text}::text)
 FROM {source}
-WHERE {key} = ANY(%(keys)s::{key_type}[])
+WHERE {key} OPERATOR(pg_catalog.=) ANY(%(keys)s::{key_type}[])
 
 -- name: sync_fail
 INSERT INTO {failed} AS f (key, error) VALUES (%(key)s, %(error)s)
@@ -261,7 +261,7 @@ ON CONFLICT (key) DO UPDATE
 SET error = EXCLUDED.error, attempts = f.attempts + 1, failed_at = now()
 
 -- name: sync_forget_failed
-DELETE FROM {failed} WHERE key = ANY(%(keys)s::{key_type}[])
+DELETE FROM {failed} WHERE key OPERATOR(pg_catalog.=) ANY(%(keys)s::{key_type}[])
 
 -- name: sync_counts
 SELECT (SELECT count(*) FROM {queue}), (SELECT count(*) FROM {failed})

@@ -1,7 +1,7 @@
 """Least privilege: simindex's objects belong to a NOLOGIN role; sources are followed by OID.
 
-Revision ID: 0004
-Revises: 0003
+Revision ID: 0006
+Revises: 0005
 
 * The role ``simindex_owner`` (NOLOGIN, no attributes) is created if missing and owns the
   schema and everything in it; nothing simindex installs belongs to the user who ran it.
@@ -18,7 +18,7 @@ Revises: 0003
 Downgrading below this revision removes every index (its tables, functions and triggers):
 their triggers need this revision's catalog columns.
 
-Frozen history: the SQL is in ``0004_privileges.sql`` beside this file, released with it.
+Frozen history: the SQL is in ``0006_privileges.sql`` beside this file, released with it.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from pathlib import Path
 
 from alembic import op
 
-revision = "0004"
-down_revision = "0003"
+revision = "0006"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 

@@ -1,4 +1,4 @@
--- The SQL of revision 0004 (0004_privileges.py reads it): frozen with it, never edited once
+-- The SQL of revision 0006 (0006_privileges.py reads it): frozen with it, never edited once
 -- released. {schema}, {schema_literal}, {owner}, {owner_literal}, {live_states}, {states} and the
 -- event trigger names are filled in by the migration; DO bodies and function bodies are quoted
 -- there with a dollar tag they cannot contain. No percent sign appears here (an offline --sql

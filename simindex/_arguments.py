@@ -1,0 +1,34 @@
+"""What an index's SQL functions take for a text: :meth:`simindex.index.Index.fingerprint`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simindex.core.bits import to_signed
+from simindex.core.spec import SimHash
+from simindex.db.catalog import IndexInfo, store_of
+from simindex.db.minhash_store import MinHashStore
+
+
+@dataclass(frozen=True, slots=True)
+class SimilarArguments:
+    """A text's MinHash as ``<name>_similar_v1(signature, band_hashes)`` takes it."""
+
+    signature: tuple[int, ...]
+    band_hashes: tuple[int, ...]
+
+
+def function_arguments(info: IndexInfo, text: str | None) -> int | SimilarArguments | None:
+    """The signed fingerprint (SimHash) or the two arrays (MinHash, in the index's storage
+    format) of ``text``; None for a text with no features."""
+    spec = info.spec
+    if isinstance(spec.method, SimHash):
+        values, present = spec.simhash_values([text])
+        return to_signed(int(values[0])) if present[0] else None
+    store = store_of(info)
+    assert isinstance(store, MinHashStore)
+    signatures, lengths = spec.minhash_values([text])
+    if not lengths[0]:
+        return None
+    signature, band_keys = store.query_arguments(signatures[0])
+    return SimilarArguments(tuple(signature), tuple(band_keys))

@@ -1,0 +1,66 @@
+"""What an index costs before it is built: side tables (Manku tables or LSH bands) and bytes
+a row, from PostgreSQL's storage layout.
+
+A heap row is a 24-byte header plus its columns, padded to 8 bytes, plus a 4-byte line
+pointer; a btree entry is an 8-byte header plus its columns, padded to 8 bytes, plus a line
+pointer, in leaves a fresh ``CREATE INDEX`` fills to 90%. Keys are taken as 8 bytes (bigint).
+The benchmark ``benchmarks/storage.py`` compares these estimates with measured sizes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simindex.core.design import LshDesign, MankuDesign
+from simindex.core.packing import COMPACT
+
+_KEY = 8
+_HEAP_HEADER = 24
+_INDEX_HEADER = 8
+_LINE_POINTER = 4
+_LEAF_FILL = 0.9
+_ARRAY_HEADER = 24  # varlena, dimensions, data offset, element type, length, lower bound
+
+
+def _aligned(size: int) -> int:
+    return (size + 7) // 8 * 8
+
+
+def _heap(columns: int) -> float:
+    return _aligned(_HEAP_HEADER + columns) + _LINE_POINTER
+
+
+def _btree(columns: int) -> float:
+    return (_aligned(_INDEX_HEADER + columns) + _LINE_POINTER) / _LEAF_FILL
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """``tables``: Manku tables or LSH bands (one btree each); ``bytes_per_row``: heap and
+    indexes of the side tables, per indexed row."""
+
+    tables: int
+    bytes_per_row: float
+
+    def bytes_for(self, rows: int) -> float:
+        return self.bytes_per_row * rows
+
+
+def simhash_cost(design: MankuDesign) -> Cost:
+    """One row (key, fingerprint, one permuted copy per table); a covering btree per table."""
+    tables = design.table_count
+    row = _heap(_KEY + 8 + 8 * tables)
+    indexes = tables * _btree(8 + 8 + _KEY) + _btree(_KEY)
+    return Cost(tables, row + indexes)
+
+
+def minhash_cost(design: LshDesign, num_perm: int, storage: int = COMPACT) -> Cost:
+    """Format 2: one row (key, 32-bit signature, one 32-bit band key per band), a btree per
+    band. Format 1: a ``bigint[]`` signature row, and per band a heap row and two btrees."""
+    bands = design.num_bands
+    if storage == COMPACT:
+        row = _heap(_KEY + _ARRAY_HEADER + 4 * num_perm + 4 * bands)
+        return Cost(bands, row + bands * _btree(4) + _btree(_KEY))
+    signature = _heap(_KEY + _ARRAY_HEADER + 8 * num_perm) + _btree(_KEY)
+    band_rows = bands * (_heap(8 + 8 + _KEY) + _btree(8 + 8 + _KEY) + _btree(_KEY))
+    return Cost(bands, signature + band_rows)

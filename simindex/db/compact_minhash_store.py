@@ -1,0 +1,250 @@
+"""A MinHash index in storage format 2: one table, ``<name>_minhash``, one row per document.
+
+The row holds the key, the signature's 32-bit values (``integer[]``) and one ``integer`` band
+key column per LSH band (``b0``, ``b1``, ...), each with a plain btree -- the same shape as a
+SimHash side table's permuted-prefix columns. A query is one BitmapOr over the band indexes,
+so each candidate row is read once, then verified by estimated Jaccard in SQL. See
+:mod:`simindex.core.packing` for the stored values and why 32 bits are enough.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from psycopg import sql
+
+from simindex.core.packing import band_keys, packed_signatures
+from simindex.db.connection import PgConnection
+from simindex.db.copytext import field
+from simindex.db.minhash_store import MinHashStore
+from simindex.db.pg_array import BigintArray, key_array, register
+from simindex.db.statements import statement
+
+
+@dataclass(frozen=True, slots=True)
+class CompactMinHashStore(MinHashStore):
+    """Names and statements of one format-2 MinHash index's objects in ``schema``."""
+
+    array_type = "integer"
+
+    def table(self, staging: bool = False) -> sql.Identifier:
+        return sql.Identifier(self.schema, self._name("minhash", staging))
+
+    def signatures(self, staging: bool = False) -> sql.Identifier:
+        """The table holding the signatures: the one table."""
+        return self.table(staging)
+
+    @property
+    def columns(self) -> list[sql.Identifier]:
+        return [sql.Identifier(f"b{band}") for band in range(self.design.num_bands)]
+
+    def _index_name(self, band: int, staging: bool = False) -> str:
+        return f"{self._name('minhash', staging)}_b{band}"
+
+    def create_statements(self, staging: bool = False) -> list[sql.Composed]:
+        band_columns = sql.SQL(",\n    ").join(
+            sql.SQL("{} integer NOT NULL").format(column) for column in self.columns
+        )
+        return [
+            statement(
+                "compact_create_table",
+                table=self.table(staging),
+                key_type=self._key_type(),
+                band_columns=band_columns,
+            )
+        ]
+
+    def function_statements(self) -> list[sql.Composed]:
+        any_band = sql.SQL(" OR ").join(
+            sql.SQL("c.{} = $2[{}]").format(column, sql.Literal(band + 1))
+            for band, column in enumerate(self.columns)
+        )
+        usable = {
+            "usable": sql.Identifier(self.schema, "source_usable_v1"),
+            "index_name": sql.Literal(self.name),
+        }
+        return [
+            statement(
+                "compact_similar_function",
+                **usable,
+                function=self.similar_function,
+                key_type=self._key_type(),
+                threshold=sql.Literal(self.threshold),
+                table=self.table(),
+                num_perm=sql.Literal(float(self.num_perm)),
+                num_bands=sql.Literal(self.design.num_bands),
+                any_band=any_band,
+            ),
+            statement(
+                "compact_similar_key_function",
+                **usable,
+                function=self.similar_key_function,
+                key_type=self._key_type(),
+                threshold=sql.Literal(self.threshold),
+                table=self.table(),
+                similar=self.similar_function,
+                band_columns=sql.SQL(", ").join(
+                    sql.SQL("s.{}").format(column) for column in self.columns
+                ),
+            ),
+            self.pairs_function_statement(),
+        ]
+
+    def pairs_query(
+        self,
+        band: int,
+        threshold: sql.Composable,
+        bands: sql.Composable | None = None,
+        signatures: sql.Composable | None = None,
+    ) -> sql.Composed:
+        """All pairs that band ``band`` finds and no earlier band does, verified; ``signatures``
+        names another table of the same columns (the representatives of identical rows)."""
+
+        def values(of: int) -> tuple[sql.Composable, sql.Composable]:
+            start = of * self.design.rows_per_band
+            return sql.Literal(start + 1), sql.Literal(start + self.design.rows_per_band)
+
+        earlier = [
+            sql.SQL("\n  AND a.signature[{0}:{1}] <> b.signature[{0}:{1}]").format(*values(b))
+            for b in range(band)
+        ]
+        low, high = values(band)
+        return statement(
+            "compact_pairs",
+            table=signatures if signatures is not None else self.table(),
+            column=self.columns[band],
+            num_perm=sql.Literal(float(self.num_perm)),
+            low=low,
+            high=high,
+            earlier=sql.Composed(earlier),
+            threshold=threshold,
+        )
+
+    def stored(self, values: NDArray[np.uint64]) -> tuple[NDArray[np.int32], NDArray[np.int32]]:
+        """(signatures, band keys) as stored, for (documents x num_perm) signature values."""
+        packed = packed_signatures(np.atleast_2d(values))
+        return packed, band_keys(self.design, packed)
+
+    def query_arguments(self, values: NDArray[np.uint64]) -> tuple[list[int], list[int]]:
+        packed, keys = self.stored(values[None, :])
+        return packed[0].tolist(), keys[0].tolist()
+
+    def copy(
+        self,
+        conn: PgConnection,
+        keys: Sequence[object],
+        values: NDArray[np.uint64],
+        staging: bool = False,
+    ) -> None:
+        packed, bands = self.stored(values)
+        lines = "".join(
+            f"{field(key)}\t{{{','.join(map(str, signature))}}}\t{chr(9).join(map(str, row))}\n"
+            for key, signature, row in zip(keys, packed.tolist(), bands.tolist(), strict=True)
+        )
+        query = statement(
+            "compact_copy", table=self.table(staging), columns=sql.SQL(", ").join(self.columns)
+        )
+        with conn.cursor().copy(query) as copy:
+            copy.write(lines)
+
+    def side_tables(self) -> list[sql.Identifier]:
+        return [self.table()]
+
+    def upsert(
+        self, conn: PgConnection, keys: Sequence[object], values: NDArray[np.uint64]
+    ) -> None:
+        """Replace the rows of ``keys`` (a delete and an insert)."""
+        if not keys:
+            return
+        self.delete(conn, keys)
+        register(conn)
+        packed, bands = self.stored(values)
+        num_bands = self.design.num_bands
+        band_values = sql.SQL(", ").join(
+            sql.SQL("h.b[(u.n - 1) * {} + {}]::integer").format(
+                sql.Literal(num_bands), sql.Literal(band + 1)
+            )
+            for band in range(num_bands)
+        )
+        conn.execute(
+            statement(
+                "compact_insert",
+                table=self.table(),
+                key_type=self._key_type(),
+                columns=sql.SQL(", ").join(self.columns),
+                num_perm=sql.Literal(self.num_perm),
+                band_values=band_values,
+            ),
+            {
+                "keys": key_array(conn, keys),
+                "values": BigintArray(packed.astype(np.int64)),
+                "bands": BigintArray(bands.astype(np.int64)),
+            },
+        )
+
+    def delete(self, conn: PgConnection, keys: Sequence[object]) -> None:
+        if keys:
+            conn.execute(
+                statement("compact_delete", table=self.table(), key_type=self._key_type()),
+                {"keys": key_array(conn, keys)},
+            )
+
+    def finish_statements(self, staging: bool = False) -> list[sql.Composed]:
+        indexes = [
+            statement(
+                "compact_create_band_index",
+                index=sql.Identifier(self._index_name(band, staging)),
+                table=self.table(staging),
+                column=column,
+            )
+            for band, column in enumerate(self.columns)
+        ]
+        return [*indexes, statement("analyze", table=self.table(staging))]
+
+    def swap_in_staging(self, conn: PgConnection) -> None:
+        conn.execute(statement("drop_table", table=self.table()))
+        conn.execute(
+            statement(
+                "rename_table",
+                table=self.table(staging=True),
+                name=sql.Identifier(self._name("minhash", False)),
+            )
+        )
+        renames = [
+            (self._index_name(b, True), self._index_name(b)) for b in range(len(self.columns))
+        ]
+        renames.append(
+            (self._name("minhash", True) + "_pkey", self._name("minhash", False) + "_pkey")
+        )
+        for old, new in renames:
+            conn.execute(
+                statement(
+                    "rename_index",
+                    index=sql.Identifier(self.schema, old),
+                    name=sql.Identifier(new),
+                )
+            )
+
+    def drop_staging(self, conn: PgConnection) -> None:
+        conn.execute(statement("drop_table", table=self.table(staging=True)))
+
+    def table_statements(self, staging: bool) -> list[sql.Composed]:
+        return [statement("drop_table", table=self.table(staging))]
+
+    def check_query(self, parts: dict[str, sql.Composable]) -> sql.Composed:
+        return statement(
+            "compact_check_rows",
+            table=self.table(),
+            band_columns=sql.SQL(", ").join(sql.SQL("g.{}").format(c) for c in self.columns),
+            **parts,
+        )
+
+    def stored_form(self, values: NDArray[np.uint64]) -> list[tuple[Any, ...]]:
+        if not len(values):
+            return []
+        packed, bands = self.stored(values)
+        return list(zip(packed.tolist(), bands.tolist(), strict=True))

@@ -1,0 +1,117 @@
+-- Storage format 2 of a MinHash index (simindex.core.packing): one row per document.
+
+-- name: compact_create_table
+-- The 32-bit signature, to verify candidates, and one 32-bit key per LSH band.
+CREATE TABLE {table} (
+    key {key_type} PRIMARY KEY,
+    signature integer[] NOT NULL,
+    {band_columns}
+)
+
+-- name: compact_create_band_index
+CREATE INDEX {index} ON {table} ({column})
+
+-- name: compact_copy
+COPY {table} (key, signature, {columns}) FROM STDIN
+
+-- name: compact_similar_function
+-- Candidates share a band key with the query (a BitmapOr of the band indexes: each row is read
+-- once); each is verified by its share of equal slots, identical signatures without a count.
+-- A text without features has NULL arrays: no candidates.
+CREATE FUNCTION {function}(
+    signature integer[],
+    band_keys integer[],
+    threshold double precision DEFAULT {threshold},
+    max_rows integer DEFAULT NULL
+)
+RETURNS TABLE (key {key_type}, similarity double precision)
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $body$
+BEGIN
+    PERFORM {usable}({index_name});
+    -- NaN sorts above every number, so it fails the upper bound.
+    IF $3 IS NULL OR NOT ($3 >= 0 AND $3 <= 1) THEN
+        RAISE EXCEPTION 'threshold must be from 0 to 1, got %', coalesce($3::text, 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    IF ($1 IS NULL) <> ($2 IS NULL)
+       OR cardinality($1) <> {num_perm}::integer OR cardinality($2) <> {num_bands} THEN
+        RAISE EXCEPTION 'a signature of % values and % band keys are needed (both NULL: a '
+            'text without features), got % and %', {num_perm}::integer, {num_bands},
+            coalesce(cardinality($1)::text, 'NULL'), coalesce(cardinality($2)::text, 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    IF $4 < 1 THEN
+        RAISE EXCEPTION 'max_rows must be at least 1, got %', $4 USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY
+    SELECT c.key, v.similarity
+    FROM {table} AS c
+    CROSS JOIN LATERAL (
+        SELECT CASE WHEN c.signature = $1 THEN 1.0::double precision ELSE (
+            SELECT count(*) FILTER (WHERE x = y)::double precision / {num_perm}
+            FROM unnest(c.signature, $1) AS u(x, y)
+        ) END AS similarity
+    ) AS v
+    WHERE ({any_band}) AND v.similarity >= $3
+    ORDER BY v.similarity DESC, c.key
+    LIMIT $4;
+END
+$body$
+
+-- name: compact_similar_key_function
+CREATE FUNCTION {function}(
+    key {key_type}, threshold double precision DEFAULT {threshold}, max_rows integer DEFAULT NULL
+)
+RETURNS TABLE (key {key_type}, similarity double precision)
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $body$
+    SELECT n.key, n.similarity
+    FROM {table} AS s
+    CROSS JOIN LATERAL {similar}(s.signature, ARRAY[{band_columns}], $2, $3 + 1) AS n
+    WHERE s.key = $1 AND n.key <> $1 AND {usable}({index_name})
+    ORDER BY n.similarity DESC, n.key
+    LIMIT $3
+$body$
+
+-- name: compact_pairs
+-- One band's share of all pairs: rows with the same band key and the same band values,
+-- verified by estimated Jaccard, each pair once (left < right) and only in the first band they
+-- share (the "earlier" conditions). The self-join reads only keys and band keys, so its hash
+-- table stays small; signatures are fetched for the candidate pairs alone.
+SELECT a.key AS left_key, b.key AS right_key, v.similarity
+FROM (
+    SELECT x.key AS left_key, y.key AS right_key
+    FROM {table} AS x
+    JOIN {table} AS y ON y.{column} = x.{column} AND x.key OPERATOR(pg_catalog.<) y.key
+    OFFSET 0
+) AS c
+JOIN {table} AS a ON a.key OPERATOR(pg_catalog.=) c.left_key
+JOIN {table} AS b ON b.key OPERATOR(pg_catalog.=) c.right_key
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN a.signature = b.signature THEN 1.0::double precision ELSE (
+        SELECT count(*) FILTER (WHERE x = y)::double precision / {num_perm}
+        FROM unnest(a.signature, b.signature) AS u(x, y)
+    ) END AS similarity
+) AS v
+WHERE a.signature[{low}:{high}] = b.signature[{low}:{high}]{earlier}
+  AND v.similarity >= {threshold}
+
+-- name: compact_insert
+-- The sync worker's write: the signatures as one flat array, num_perm values per key, and the
+-- band keys likewise, num_bands per key, in the keys' order (binary bigint arrays).
+INSERT INTO {table} (key, signature, {columns})
+SELECT u.key, (%(values)b::bigint[])[(u.n - 1) * {num_perm} + 1 : u.n * {num_perm}]::integer[],
+    {band_values}
+FROM unnest(%(keys)s::{key_type}[]) WITH ORDINALITY AS u (key, n)
+CROSS JOIN LATERAL (SELECT %(bands)b::bigint[] AS b) AS h
+
+-- name: compact_delete
+DELETE FROM {table} WHERE key OPERATOR(pg_catalog.=) ANY(%(keys)s::{key_type}[])
+
+-- name: compact_check_rows
+SELECT s.{key}, s.{text}::text, g.signature, ARRAY[{band_columns}]
+FROM {source} AS s {sample}
+LEFT JOIN {table} AS g ON g.key OPERATOR(pg_catalog.=) s.{key}

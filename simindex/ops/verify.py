@@ -1,0 +1,146 @@
+"""Verifying MinHash candidates: by the signatures' estimate in SQL, or exactly from the texts.
+
+``"estimate"``: the share of equal signature values, computed where the candidates are found
+(SQL); its standard error is ``sqrt(J (1 - J) / num_perm)``, ±0.035 at J = 0.8 with 128
+values, so pairs near the threshold fall on either side of it by chance.
+
+``"exact"``: the Jaccard similarity of the two shingle sets themselves, recomputed in Python
+from the source rows' texts (each text read and shingled once while it stays in a bounded
+cache). Candidates whose estimate is more than :data:`FLOOR_STANDARD_ERRORS` standard errors
+below the threshold are not read: a pair really at the threshold is dropped that way with
+probability 3e-5, and reading every band candidate's text would cost far more.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+from psycopg import sql
+
+from simindex.core.text import Shingling
+from simindex.db.connection import PgConnection
+from simindex.db.source import Source
+from simindex.db.statements import statement
+
+Verify = Literal["estimate", "exact"]
+VERIFY_MODES: tuple[Verify, ...] = ("estimate", "exact")
+DEFAULT_VERIFY: Verify = "exact"
+FLOOR_STANDARD_ERRORS = 4.0
+# Shingle hashes the cache of one call holds (8 bytes each): 128 MB.
+CACHE_FEATURES = 16_000_000
+_FETCH_ROWS = 5000
+
+
+def check_verify(verify: object) -> Verify:
+    """``verify`` if it names a mode; ValueError otherwise."""
+    if verify not in VERIFY_MODES:
+        raise ValueError(f"verify must be 'estimate' or 'exact', got {verify!r}")
+    return verify
+
+
+def exact_floor(threshold: float, num_perm: int) -> float:
+    """The lowest estimate exact verification still looks at, for pairs at ``threshold``."""
+    error = math.sqrt(threshold * (1.0 - threshold) / num_perm)
+    return max(0.0, threshold - FLOOR_STANDARD_ERRORS * error)
+
+
+def jaccard(first: NDArray[np.uint64], second: NDArray[np.uint64]) -> float:
+    """Jaccard similarity of two sorted arrays of distinct values (0 for two empty ones)."""
+    if len(first) == len(second) and np.array_equal(first, second):
+        return 1.0 if len(first) else 0.0
+    both = len(np.intersect1d(first, second, assume_unique=True))
+    return both / (len(first) + len(second) - both)
+
+
+class ShingleSets:
+    """Shingle sets of source rows by key: each text read and shingled once, then kept while
+    the cache has room (least recently used first out)."""
+
+    def __init__(
+        self,
+        conn: PgConnection,
+        source: Source,
+        shingling: Shingling,
+        *,
+        capacity: int = CACHE_FEATURES,
+    ) -> None:
+        self.conn = conn
+        self.shingling = shingling
+        self.capacity = capacity
+        self.texts_read = 0
+        self._sets: OrderedDict[Any, NDArray[np.uint64]] = OrderedDict()
+        self._size = 0
+        self._query = statement(
+            "source_texts_of_keys",
+            key=sql.Identifier(source.key_column),
+            text=sql.Identifier(source.text_column),
+            table=source.identifier,
+        )
+
+    def of_text(self, text: str | None) -> NDArray[np.uint64]:
+        """The set of a text's shingle hashes, sorted."""
+        return np.unique(self.shingling.hashes(text))
+
+    def lookup(self, keys: Iterable[Any]) -> dict[Any, NDArray[np.uint64]]:
+        """The sets of ``keys``, reading the rows not held yet (a row that is gone is left
+        out)."""
+        wanted = list(dict.fromkeys(keys))
+        found: dict[Any, NDArray[np.uint64]] = {}
+        missing = []
+        for key in wanted:
+            held = self._sets.get(key)
+            if held is None:
+                missing.append(key)
+            else:
+                self._sets.move_to_end(key)
+                found[key] = held
+        for start in range(0, len(missing), _FETCH_ROWS):
+            chunk = missing[start : start + _FETCH_ROWS]
+            for key, text in self.conn.execute(self._query, {"keys": chunk}).fetchall():
+                found[key] = self._put(key, self.of_text(text))
+                self.texts_read += 1
+        return found
+
+    def _put(self, key: Any, values: NDArray[np.uint64]) -> NDArray[np.uint64]:
+        self._sets[key] = values
+        self._size += len(values)
+        while self._size > self.capacity and self._sets:
+            _, dropped = self._sets.popitem(last=False)
+            self._size -= len(dropped)
+        return values
+
+
+def exact_scores(
+    sets: ShingleSets, query: NDArray[np.uint64], keys: Sequence[Any]
+) -> list[tuple[Any, float]]:
+    """(key, exact Jaccard with ``query``) of every key whose row still exists."""
+    found = sets.lookup(keys)
+    return [(key, jaccard(query, found[key])) for key in keys if key in found]
+
+
+def exact_pairs(
+    conn: PgConnection,
+    sets: ShingleSets,
+    candidates: sql.Composed,
+    threshold: float,
+    *,
+    chunk: int = 2000,
+) -> Iterator[tuple[Any, Any, float]]:
+    """(left, right, exact Jaccard) of the candidate pairs (``left_key``, ``right_key``, ...)
+    that reach ``threshold``. The candidates come through a server-side cursor, ``chunk`` at a
+    time, and the texts of a chunk are read between two fetches on the same connection."""
+    with conn.cursor(name="simindex_exact_pairs") as cursor:
+        cursor.itersize = chunk
+        cursor.execute(candidates)
+        while rows := cursor.fetchmany(chunk):
+            found = sets.lookup(key for row in rows for key in row[:2])
+            for left, right, *_ in rows:
+                if left in found and right in found:
+                    score = jaccard(found[left], found[right])
+                    if score >= threshold:
+                        yield left, right, score

@@ -1,0 +1,192 @@
+"""Exact and estimated verification of MinHash candidates, against oracles built from the
+stored signatures (which rows are candidates) and the texts (their exact Jaccard)."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+from psycopg import sql
+
+from simindex.core.spec import MinHash, SimHash
+from simindex.core.text import Shingling
+from simindex.db.catalog import ready_index, store_for
+from simindex.db.minhash_store import MinHashStore
+from simindex.errors import IndexNotFoundError, TokenizerError
+from simindex.index import Index, create_index, get_index
+from simindex.ops.pairs import exact_candidates
+from simindex.ops.verify import Verify, exact_pairs
+from simindex.sync import sync
+
+WORDS = [f"w{i}" for i in range(3000)]
+THRESHOLD = 0.7
+
+
+def edited_corpus(seed: int, originals: int) -> list[str]:
+    """Random texts, each followed by copies at edit rates that put their Jaccard similarity
+    on both sides of THRESHOLD."""
+    rng = random.Random(seed)
+    texts = []
+    for _ in range(originals):
+        words = [rng.choice(WORDS) for _ in range(150)]
+        texts.append(" ".join(words))
+        for rate in (0.02, 0.04, 0.05, 0.06, 0.08):
+            copy = list(words)
+            for position in rng.sample(range(len(copy)), round(rate * len(copy))):
+                copy[position] = rng.choice(WORDS)
+            texts.append(" ".join(copy))
+    return texts
+
+
+@pytest.fixture
+def notes(database_dsn: str) -> tuple[Index, list[str]]:
+    texts = edited_corpus(5, 40)
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute("CREATE TABLE notes (id integer PRIMARY KEY, body text)")
+        with conn.cursor().copy("COPY notes (id, body) FROM STDIN") as copy:
+            for key, text in enumerate(texts):
+                copy.write_row((key, text))
+    index = create_index(
+        database_dsn, "notes", "notes", "body", method=MinHash(threshold=THRESHOLD, num_perm=64)
+    )
+    index.build()
+    return index, texts
+
+
+def exact_jaccard(a: str, b: str) -> float:
+    first, second = (set(Shingling().hashes(text).tolist()) for text in (a, b))
+    return len(first & second) / len(first | second)
+
+
+def oracle(index: Index, dsn: str, texts: list[str]) -> dict[str, dict[tuple[int, int], float]]:
+    """Every pair each verification must report: band candidates (from the stored
+    signatures) whose estimate, or whose exact similarity above the estimate floor, reaches
+    the threshold."""
+    info = index.info()
+    store = store_for("simindex", "notes", info.source, info.spec)
+    assert isinstance(store, MinHashStore)
+    with psycopg.connect(dsn) as conn:
+        stored: dict[int, list[int]] = dict(
+            conn.execute(sql.SQL("SELECT key, signature FROM {}").format(store.signatures()))
+        )
+    signatures = {key: np.array(values) for key, values in stored.items()}
+    rows, bands = store.design.rows_per_band, store.design.num_bands
+    # Four standard errors of the estimate below the threshold.
+    floor = THRESHOLD - 4 * (THRESHOLD * (1 - THRESHOLD) / store.num_perm) ** 0.5
+    found: dict[str, dict[tuple[int, int], float]] = {"estimate": {}, "exact": {}, "rescued": {}}
+    for a, b in itertools.combinations(sorted(signatures), 2):
+        x, y = signatures[a], signatures[b]
+        if not any((x[i * rows : (i + 1) * rows] == y[i * rows : (i + 1) * rows]).all()
+                   for i in range(bands)):  # fmt: skip
+            continue
+        estimate = float(np.mean(x == y))
+        if estimate >= THRESHOLD:
+            found["estimate"][(a, b)] = estimate
+        if estimate >= floor and (exact := exact_jaccard(texts[a], texts[b])) >= THRESHOLD:
+            found["exact"][(a, b)] = exact
+            if estimate < THRESHOLD:
+                found["rescued"][(a, b)] = exact
+    return found
+
+
+def test_pairs_of_each_verification_are_their_oracles(
+    notes: tuple[Index, list[str]], database_dsn: str
+) -> None:
+    index, texts = notes
+    expected = oracle(index, database_dsn, texts)
+    verify: Verify
+    for verify in ("estimate", "exact"):
+        found = {(p.left, p.right): p.similarity for p in index.pairs(verify=verify)}
+        assert found == pytest.approx(expected[verify]), verify
+    default = {(p.left, p.right) for p in index.pairs()}
+    assert default == set(expected["exact"])
+    # Near the threshold the two disagree: exact finds pairs the estimate put below it.
+    assert expected["rescued"] and set(expected["exact"]) != set(expected["estimate"])
+    assert len(expected["exact"]) > 40
+
+
+def test_similar_by_text_and_key_are_their_oracles(
+    notes: tuple[Index, list[str]], database_dsn: str
+) -> None:
+    index, texts = notes
+    expected = oracle(index, database_dsn, texts)
+    verify: Verify
+    for verify in ("estimate", "exact"):
+        for key in range(0, len(texts), 7):
+            want = {
+                (b if a == key else a): score
+                for (a, b), score in expected[verify].items()
+                if key in (a, b)
+            }
+            by_key = index.similar(key=key, verify=verify)
+            assert {m.key: m.similarity for m in by_key} == pytest.approx(want)
+            scores = [m.similarity for m in by_key]
+            assert scores == sorted(scores, reverse=True)
+            by_text = index.similar(texts[key], verify=verify)
+            assert {m.key: m.similarity for m in by_text} == pytest.approx(want | {key: 1.0})
+    assert index.similar(key=0, exact=True) == index.similar(key=0, verify="exact")
+
+
+def test_exact_reads_each_text_once(notes: tuple[Index, list[str]]) -> None:
+    index, texts = notes
+    # Small chunks, so most rows are needed by many chunks: still each is read once.
+    with psycopg.connect(index.bind) as conn:  # type: ignore[arg-type]  # a DSN here
+        info, store = ready_index(conn, index.index_schema, index.name)
+        assert isinstance(store, MinHashStore)
+        sets, candidates, limit = exact_candidates(conn, info, store, None)
+        found = list(exact_pairs(conn, sets, candidates, limit, chunk=7))
+    assert found and sets.texts_read <= len(texts)
+
+
+def test_verify_is_refused_where_it_means_nothing(
+    notes: tuple[Index, list[str]], database_dsn: str
+) -> None:
+    index, _ = notes
+    with pytest.raises(ValueError, match="verify must be 'estimate' or 'exact'"):
+        index.similar(key=0, verify="roughly")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="contradicts"):
+        index.similar(key=0, verify="estimate", exact=True)
+    with pytest.raises(TypeError, match="leader clusters take no verify"):
+        index.clusters(method="leader", verify="exact")
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute("CREATE TABLE docs (id integer PRIMARY KEY, body text)")
+        conn.execute("INSERT INTO docs VALUES (1, 'a b c d'), (2, 'a b c d')")
+    simhash = create_index(database_dsn, "docs", "docs", "body", method=SimHash())
+    simhash.build()
+    with pytest.raises(TypeError, match="SimHash index: it has no verify"):
+        list(simhash.pairs(verify="exact"))
+    with pytest.raises(TypeError, match="SimHash index: it has no verify"):
+        simhash.clusters(verify="estimate")
+
+
+def test_an_index_with_its_own_tokenizer(database_dsn: str) -> None:
+    texts = ["Fish, chips & peas.", "fish, chips & peas.", "FISH CHIPS AND PEAS", "other words"]
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute("CREATE TABLE notes (id integer PRIMARY KEY, body text)")
+        conn.cursor().executemany("INSERT INTO notes VALUES (%s, %s)", list(enumerate(texts)))
+    shingling = Shingling(size=1, tokenizer="tests.unit.tokenizers:words")
+    method = MinHash(threshold=0.5, num_perm=64, shingling=shingling)
+    index = create_index(database_dsn, "notes", "notes", "body", method=method)
+    index.build(workers=2)  # the tokenizer is imported by the build's worker processes too
+    # Tokens keep their punctuation: rows 0 and 1 are the same, row 2 shares nothing with them.
+    assert [(m.key, m.similarity) for m in index.similar(key=0)] == [(1, 1.0)]
+    stored: Any = get_index(database_dsn, "notes").info().spec.method
+    assert stored.shingling == shingling
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute("INSERT INTO notes VALUES (9, 'FISH, CHIPS & PEAS.')")
+    sync(database_dsn, ["notes"])
+    assert {m.key for m in index.similar(key=0)} == {1, 9}
+
+
+def test_a_tokenizer_that_does_not_import_stops_create(database_dsn: str) -> None:
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute("CREATE TABLE notes (id integer PRIMARY KEY, body text)")
+    method = MinHash(shingling=Shingling(tokenizer="myapp_missing.text:tokens"))
+    with pytest.raises(TokenizerError, match="No module named 'myapp_missing'"):
+        create_index(database_dsn, "notes", "notes", "body", method=method)
+    with pytest.raises(IndexNotFoundError):
+        get_index(database_dsn, "notes")
