@@ -112,8 +112,8 @@ def describe(
     if not _comparable(conn, found_key.type):
         raise SourceError(
             f"key column {key_column!r} is {found_key.type}, whose = and < operators are not "
-            "in pg_catalog (nor reachable through an implicit cast), where simindex's SQL "
-            "functions look; key the index on a built-in type, e.g. a generated text column"
+            "in pg_catalog (nor reachable through exactly one implicit cast), where simindex's "
+            "SQL functions look; key the index on a built-in type, e.g. a generated text column"
         )
     if not found_key.not_null:
         # A NULL key names no row: its row could be neither queued nor found again.
@@ -155,9 +155,9 @@ def _comparable(conn: PgConnection, key_type: str) -> bool:
     try:
         with conn.transaction():  # a savepoint: the failed probe leaves the transaction usable
             conn.execute(statement("source_key_comparable", key_type=sql.SQL(key_type)))
+            conn.execute(statement("source_key_unprepare"))
     except (psycopg.errors.UndefinedFunction, psycopg.errors.AmbiguousFunction):
         return False
-    conn.execute(statement("source_key_unprepare"))
     return True
 
 

@@ -336,6 +336,30 @@ def test_no_statement_compares_keys_with_the_table_owners_operator(
     assert not is_superuser(database_dsn, alice)
 
 
+def test_create_refuses_a_key_type_whose_comparison_could_reach_the_owners_cast(
+    database_dsn: str, make_role: MakeRole
+) -> None:
+    # An enum of the table owner's with an implicit cast of theirs to integer: pg_catalog's =
+    # could mean either, so the key is refused, and nothing of theirs runs while create checks.
+    alice = make_role("alice")
+    superuser(database_dsn, f"GRANT CREATE ON SCHEMA public TO {alice.name}")
+    alice.run(
+        OWNER_EVIL_TYPES,
+        "CREATE TYPE public.kind AS ENUM ('a', 'b')",
+        "CREATE FUNCTION public.kind_to_int(public.kind) RETURNS integer LANGUAGE plpgsql "
+        "AS $f$ BEGIN PERFORM public.log_and_escalate(); RETURN 1; END $f$",
+        "CREATE CAST (public.kind AS integer) WITH FUNCTION public.kind_to_int(public.kind) "
+        "AS IMPLICIT",
+    )
+    owned_table(
+        database_dsn, alice, "CREATE TABLE docs (id public.kind PRIMARY KEY, body text)", rows=0
+    )
+    with pytest.raises(SourceError, match="= and < operators"):
+        create_index(database_dsn, "docs", "docs", "body")
+    assert scalar(database_dsn, CAST_LOG) == []
+    assert not is_superuser(database_dsn, alice)
+
+
 def test_an_admin_cannot_create_an_index_whose_key_type_the_owner_role_cannot_use(
     database_dsn: str, make_role: MakeRole
 ) -> None:
