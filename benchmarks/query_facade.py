@@ -126,7 +126,12 @@ def facade_parts(dsn: str, name: str, spec: IndexSpec) -> dict[str, Any]:
     """The pieces of a facade call measured alone: the catalog read and the spec parsing."""
     catalog = sql.Identifier("simindex", "indexes")
     with psycopg.connect(dsn, autocommit=True) as conn:
-        query = statement("catalog_get", catalog=catalog).as_bytes(conn)
+        query = statement(
+            "catalog_get",
+            catalog=catalog,
+            drift=sql.Identifier("simindex", "drift_v1"),
+            lock=sql.SQL(""),
+        ).as_bytes(conn)
         for _ in range(50):
             conn.execute(query, {"name": name}, prepare=True).fetchone()
         seconds, _ = timed_calls(

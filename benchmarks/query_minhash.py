@@ -71,8 +71,8 @@ def minhash_part(server: Server, dataset: Dataset, plan: Plan) -> dict[str, Any]
     with psycopg.connect(dsn, autocommit=True) as conn:
         nested = nested_plans(conn, query, (keys[0], MINHASH_THRESHOLD))
     functions = [
-        sql.SQL("{}(bigint, double precision)").format(store.similar_key_function),
-        sql.SQL("{}(bigint[], bigint[], double precision)").format(store.similar_function),
+        store.similar_key_function,
+        store.similar_function,
     ]
     with generic_plans(dsn, functions):
         generic_seconds, generic_found = run_similar_sql(dsn, query, keys)

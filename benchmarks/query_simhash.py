@@ -329,7 +329,7 @@ def simhash_part(
     series = run_near_sql(dsn, "docs", queries, ("", GENERIC, GENERIC + ",enable_hashagg=off"))
     (sql_seconds, sql_found), (session_seconds, session_found), (sort_seconds, sort_found) = series
     log("the same with the function set to plan_cache_mode = force_generic_plan")
-    with generic_plans(dsn, [sql.SQL("{}(bigint, integer)").format(store.near_function)]):
+    with generic_plans(dsn, [store.near_function]):
         ((generic_seconds, generic_found),) = run_near_sql(dsn, "docs", queries)
     log("simindex candidates query sent directly")
     raw_seconds, raw_found = run_candidates_sql(dsn, store, queries)
@@ -397,7 +397,7 @@ def simhash_part(
             "recall": compare(sort_found, truth),
         },
         "sql_function_generic_plan": {
-            "setting": "ALTER FUNCTION simindex.docs_near_v1(bigint, integer) SET "
+            "setting": "ALTER FUNCTION simindex.docs_near_v1 SET "
             "plan_cache_mode = force_generic_plan, then the same prepared call: plpgsql keeps "
             "one generic plan instead of planning the UNION on every call (proposed fix)",
             "latency": latency_ms(generic_seconds),
