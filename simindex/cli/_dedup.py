@@ -93,6 +93,14 @@ def add_pairs(commands: Subparsers, common: argparse.ArgumentParser) -> None:
         choices=FORMATS,
         help="csv (default), jsonl, or an aligned table (widths from the first 1,000 pairs)",
     )
+    parser.add_argument(
+        "--groups",
+        action="store_true",
+        help="write a group of m identical rows as m-1 lines (its first key beside each other "
+        "member, marked identical) instead of its m(m-1)/2 pairs, and the pairs between groups "
+        "by their first keys: for template-heavy tables (MinHash: verified by the estimate "
+        "unless --verify says otherwise)",
+    )
     parser.add_argument("--output", metavar="PATH", help="write to PATH instead of stdout")
     add_show_option(parser, "both keys of a pair (as left_COLUMN and right_COLUMN)")
     parser.set_defaults(run=run_pairs)
@@ -100,7 +108,7 @@ def add_pairs(commands: Subparsers, common: argparse.ArgumentParser) -> None:
 
 def run_pairs(args: argparse.Namespace) -> int:
     from simindex.index import Index
-    from simindex.ops.pairs import NearPair
+    from simindex.ops.pairs import IdenticalGroup, NearPair
 
     form = args.format or "csv"
     if getattr(args, "json", False):
@@ -125,21 +133,37 @@ def run_pairs(args: argparse.Namespace) -> int:
         total = parts_total or total
         shown(f"{done}/{total} {parts}, {found:,} pairs", done, total, now=now)
 
-    def rows() -> Iterator[tuple[Any, Any, int | float]]:
+    same: int | float = 0 if simhash else 1.0
+
+    def rows() -> Iterator[tuple[Any, ...]]:
         nonlocal found
         for pair in index.pairs(
             max_distance=args.max_distance,
             threshold=args.threshold,
             verify=args.verify,
             progress=show,
+            groups=args.groups,
         ):
             found += 1
             if found % _COUNT_EVERY == 0:
                 show()
+            if isinstance(pair, IdenticalGroup):
+                first = pair.keys[0]
+                yield from ((first, member, same, True) for member in pair.keys[1:])
+                continue
             score = pair.distance if isinstance(pair, NearPair) else pair.similarity
-            yield pair.left, pair.right, score
+            yield (
+                (pair.left, pair.right, score, False)
+                if args.groups
+                else (
+                    pair.left,
+                    pair.right,
+                    score,
+                )
+            )
 
     headers = ["left", "right", "distance" if simhash else "similarity"]
+    headers += ["identical"] if args.groups else []
     headers += [f"{side}_{column}" for side in ("left", "right") for column in args.show]
     columns = Shown(dsn, info, args.show)
     written: Iterable[Sequence[Any]] = columns.extended(rows(), (0, 1)) if args.show else rows()
@@ -152,7 +176,8 @@ def run_pairs(args: argparse.Namespace) -> int:
         shown.close()
     where = f" to {args.output}" if args.output else ""
     seconds = terminal.duration(time.perf_counter() - started)
-    progress(f"{_count(found, 'pair')} of {args.name}{where} in {seconds}")
+    counted = f"{found:,} groups and pairs" if args.groups else _count(found, "pair")
+    progress(f"{counted} of {args.name}{where} in {seconds}")
     return OK
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from simindex.core.spec import MinHash, SimHash
 from simindex.index import Index, create_index
-from simindex.ops.pairs import NearPair, SimilarPair
+from simindex.ops.pairs import IdenticalGroup, NearPair, SimilarPair
 from tests.acceptance.test_cli import environment, one_error_line, simindex
 
 BASE = (
@@ -305,3 +305,30 @@ def test_a_threshold_below_the_tuned_one_is_a_warning_line(minhash: Index, table
     assert result.returncode == 0, result.stderr
     warning = [line for line in result.stderr.splitlines() if "warning" in line]
     assert len(warning) == 1 and warning[0].startswith("simindex: warning: threshold 0.3 is below")
+
+
+def test_pairs_by_groups_of_identical_rows(table: str) -> None:
+    with psycopg.connect(table) as conn:  # three more copies of row 1: a group of four
+        conn.execute("INSERT INTO docs (id, body) SELECT n, body FROM docs, generate_series(40, "
+                     "42) AS n WHERE id = 1")  # fmt: skip
+    index = create_index(table, "docs", "docs", "body", method=SimHash(max_distance=6))
+    index.build()
+    expected: list[dict[str, object]] = []
+    for found in index.pairs(groups=True):
+        if isinstance(found, IdenticalGroup):
+            first, *others = found.keys
+            expected += [
+                {"left": first, "right": other, "distance": 0, "identical": True}
+                for other in others
+            ]
+        else:
+            assert isinstance(found, NearPair)
+            pair = {"left": found.left, "right": found.right, "distance": found.distance}
+            expected.append(pair | {"identical": False})
+    assert {"left": 1, "right": 40, "distance": 0, "identical": True} in expected
+    result = run("pairs", "docs", "--groups", "--json", dsn=table)
+    assert [json.loads(line) for line in result.stdout.splitlines()] == expected
+    assert re.search(r"simindex: [\d,]+ groups and pairs of docs in ", result.stderr)
+    rows = csv_rows(run("pairs", "docs", "--groups", dsn=table).stdout)
+    assert rows[0] == ["left", "right", "distance", "identical"]
+    assert ["1", "40", "0", "true"] in rows
