@@ -409,10 +409,12 @@ class Index:
 
         Found by self-joins in SQL and streamed as PostgreSQL sends them, in one
         transaction held open while you iterate. Identical rows are collapsed to one before
-        the joins (not under exact verification of MinHash pairs, which reads every text).
-        ``groups=True`` yields each set of identical rows once as an :class:`IdenticalGroup`
-        (instead of its m(m-1)/2 pairs), first, and then the pairs between groups and single
-        rows, a group named by its first (smallest) key; it verifies by the estimate.
+        the joins; exact verification of MinHash pairs then compares classes of equal shingle
+        sets, not rows. ``groups=True`` yields each set of identical rows once as an
+        :class:`IdenticalGroup` (instead of its m(m-1)/2 pairs), first, and then the pairs
+        between groups and single rows, a group named by its first (smallest) key; it
+        verifies by the estimate (identical signatures) unless ``verify="exact"`` (identical
+        shingle sets; integer or uuid keys).
         ``progress`` is called after each part (Manku table or band) with (parts done, parts
         in all); with exact verification, once all candidate pairs are found. Yields
         :class:`NearPair`, :class:`SimilarPair` or :class:`IdenticalGroup`.

@@ -416,10 +416,9 @@ def _report_text(
         f"the largest {report.largest:,})"
     )
     if report.method != "bottom_k":
-        # SimHash rows with equal fingerprints are one node: `pairs` counts the pairs among
-        # them too, so it finds more than the clustering needed.
-        distinct = " of distinct fingerprints" if kind == "simhash" else ""
-        text += f"; {_count(report.pairs, 'pair')}{distinct} joined them"
+        # Identical rows are one node: `pairs` counts the pairs among them too, so it finds
+        # more than the clustering needed.
+        text += f"; {_count(report.pairs, 'pair')} of distinct rows joined them"
         text += f" in {_count(report.rounds, 'round')}"
     text += f"; {terminal.duration(report.seconds)}"
     if not largest:

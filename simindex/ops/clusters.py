@@ -36,6 +36,7 @@ from simindex.db.privileges import back_to_caller, become_owner
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.statements import run, statement
 from simindex.errors import IndexNotReadyError
+from simindex.ops.exact_classes import class_pairs, node_classes
 from simindex.ops.pairs import collapse, collapsible, exact_candidates, pairs_queries
 from simindex.ops.similar import verify_mode
 from simindex.ops.verify import Verify, exact_pairs
@@ -51,9 +52,10 @@ _COPY_EDGES = 10_000
 
 @dataclass(frozen=True, slots=True)
 class ClusterReport:
-    """What a clustering run wrote. ``pairs``: the pairs that joined rows into clusters; for
-    SimHash, pairs of distinct fingerprints (rows with equal fingerprints are one node), so
-    fewer than :func:`simindex.ops.pairs.pairs` finds among the rows themselves."""
+    """What a clustering run wrote. ``pairs``: the edges that joined rows into clusters.
+    Identical rows are one node (equal fingerprints, or signatures verified by the estimate),
+    or, verified exactly, rows of equal texts join their first one and each two such groups
+    join once: fewer than the pairs :func:`simindex.ops.pairs.pairs` finds among the rows."""
 
     method: str
     rows: int
@@ -104,8 +106,8 @@ def clusters(
         rows = _bottom_k(conn, info, target, key_type, reader, bottom_k, report)
         edges = rounds = 0
     else:
-        # Exact verification reads every candidate's text: rows are not collapsed by their
-        # signatures then (an estimate), as in pairs().
+        # Exact verification collapses rows itself, into classes of equal shingle sets
+        # (_exact_links), and labels every row of the signatures table.
         exact = (
             isinstance(store, MinHashStore) and method == "pairs" and verify_mode(verify) == "exact"
         )
@@ -324,7 +326,6 @@ def _exact_edges(
     edges, simindex's, are written as its owner."""
     run(conn, back_to_caller())
     lock_source(conn, info)
-    sets, candidates, limit = exact_candidates(conn, info, store, threshold)
     lines: list[str] = []
     edges = 0
 
@@ -335,7 +336,7 @@ def _exact_edges(
         run(conn, back_to_caller())
         lines.clear()
 
-    for left, right, score in exact_pairs(conn, sets, candidates, limit):
+    for left, right, score in _exact_links(conn, info, store, threshold):
         lines.append(f"{field(left)}\t{field(right)}\t{-score!r}\n")
         edges += 1
         if len(lines) >= _COPY_EDGES:
@@ -344,6 +345,27 @@ def _exact_edges(
         flush()
     run(conn, become_owner())
     return edges
+
+
+def _exact_links(
+    conn: PgConnection, info: IndexInfo, store: MinHashStore, threshold: float | None
+) -> Iterator[tuple[Any, Any, float]]:
+    """Exactly verified edges enough to connect what every verified pair connects. Over
+    collapsed rows (format 2): each class of identical rows as a star on its first key, and
+    one edge per pair of classes (:mod:`.exact_classes`); otherwise every verified pair."""
+    if not collapsible(store):
+        sets, candidates, limit = exact_candidates(conn, info, store, threshold)
+        yield from exact_pairs(conn, sets, candidates, limit)
+        return
+    sets, candidates, limit = exact_candidates(
+        conn, info, store, threshold, side=collapse(conn, store)
+    )
+    classes = node_classes(conn, sets)
+    for found in classes.values():
+        for each in found:
+            yield from ((each.keys[0], key, 1.0) for key in each.keys[1:])
+    for pair in class_pairs(conn, sets, classes, candidates, limit):
+        yield pair.left.keys[0], pair.right.keys[0], pair.similarity
 
 
 def _bottom_k(

@@ -12,8 +12,10 @@ fingerprints, MinHash rows (storage format 2) with identical signatures, compare
 self-joins then run over one row per node; a pair of nodes stands for every pair of their rows,
 and the rows of one node are pairs among themselves. ``groups=True`` reports those as
 :class:`IdenticalGroup` values instead of m(m-1)/2 pairs, and node pairs by their smallest keys.
-Equal signatures are an estimate of equal texts, so exact verification of MinHash pairs does
-not collapse rows: it reads every candidate's text, as over a format-1 index.
+Equal signatures are an estimate of equal texts: exact verification of MinHash pairs splits
+each node into classes of equal shingle sets and compares classes, not rows
+(:mod:`.exact_classes`), where keys order in Python as in PostgreSQL (integers, uuid); with
+other keys, and over a format-1 index, it verifies every candidate row pair.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from simindex.db.connection import PgConnection
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.statements import statement
+from simindex.ops.exact_classes import class_pairs, node_classes
 from simindex.ops.near import check_distance
 from simindex.ops.similar import check_threshold, verify_mode
 from simindex.ops.verify import ShingleSets, Verify, exact_floor, exact_pairs
@@ -120,34 +123,48 @@ def pairs_queries(
 
 
 def exact_candidates(
-    conn: PgConnection, info: IndexInfo, store: MinHashStore, threshold: float | None
+    conn: PgConnection,
+    info: IndexInfo,
+    store: MinHashStore,
+    threshold: float | None,
+    side: sql.Composable | None = None,
 ) -> tuple[ShingleSets, sql.Composed, float]:
     """What exact verification of a MinHash index's pairs needs: the cache of shingle sets,
-    every candidate pair down to the estimate floor (ordered by left key, so each left row's
-    set is read once), and the threshold."""
+    every candidate pair (of ``side``'s rows, the collapsed ones, when given) down to the
+    estimate floor, ordered by left key so each left row's set is read once, and the
+    threshold."""
     limit = check_threshold(info.spec, threshold)
     floor = exact_floor(limit, store.num_perm)
-    queries = pairs_queries(info, store, max_distance=None, threshold=limit, floor=floor)
+    queries = pairs_queries(info, store, max_distance=None, threshold=limit, side=side, floor=floor)
     ordered = statement("pairs_ordered", pairs=sql.SQL("\nUNION ALL\n").join(queries))
     return ShingleSets(conn, info.source, info.spec.method.shingling), ordered, limit
 
 
-def exact_verified(store: Store, verify: Verify | None, *, groups: bool = False) -> bool:
+def exact_in_classes(info: IndexInfo, store: Store) -> bool:
+    """Whether exact verification of this index's pairs runs over collapsed rows split into
+    classes of equal shingle sets (:mod:`.exact_classes`): format 2, and keys Python orders as
+    PostgreSQL does (a class pair's rows are paired here)."""
+    return collapsible(store) and info.source.key_type in _PYTHON_ORDERED_KEYS
+
+
+def exact_verified(
+    info: IndexInfo, store: Store, verify: Verify | None, *, groups: bool = False
+) -> bool:
     """Whether pairs of ``store`` are verified exactly from the texts. ``groups=True`` groups
-    rows by identical signatures, an estimate: it verifies by the estimate unless told
-    otherwise, and refuses ``verify="exact"``."""
+    rows by identical signatures, an estimate, unless told ``verify="exact"``: then by
+    identical shingle sets, where :func:`exact_in_classes` allows it."""
     if isinstance(store, SimHashStore):
         if verify is not None:
             raise TypeError("a SimHash index has no verify")
         return False
     if groups:
-        if verify == "exact":
+        if verify == "exact" and not exact_in_classes(info, store):
             raise ValueError(
-                "groups=True groups rows by identical signatures, an estimate: "
-                "give verify='estimate' (or leave it out)"
+                f"groups=True with verify='exact' needs a format-2 index keyed by an integer "
+                f"or uuid; index {info.name!r} is keyed by {info.source.key_type}: give "
+                "verify='estimate' (or leave it out)"
             )
-        verify_mode(verify)
-        return False
+        return verify_mode(verify) == "exact" if verify is not None else False
     return verify_mode(verify) == "exact"
 
 
@@ -171,8 +188,14 @@ def pairs(
     queries = pairs_queries(info, store, max_distance=max_distance, threshold=threshold)
     if isinstance(store, SimHashStore) and verify is not None:
         raise TypeError(f"index {info.name!r} is a SimHash index: it has no verify")
-    exact = exact_verified(store, verify, groups=groups)
+    exact = exact_verified(info, store, verify, groups=groups)
     conn.execute(statement("pairs_work_mem"))
+    if exact and exact_in_classes(info, store):
+        assert isinstance(store, MinHashStore)
+        yield from _exact_by_classes(conn, info, store, threshold, groups=groups)
+        if progress is not None:
+            progress(len(queries), len(queries))
+        return
     if exact:
         assert isinstance(store, MinHashStore)
         sets, candidates, limit = exact_candidates(conn, info, store, threshold)
@@ -247,3 +270,39 @@ def _expanded(
                     yield make(a, b, score) if a < b else make(b, a, score)
         if progress is not None:
             progress(done, len(queries))
+
+
+def _exact_by_classes(
+    conn: PgConnection,
+    info: IndexInfo,
+    store: MinHashStore,
+    threshold: float | None,
+    *,
+    groups: bool,
+) -> Iterator[SimilarPair | IdenticalGroup]:
+    """Exactly verified pairs over collapsed rows (:mod:`.exact_classes`): each class of
+    identical rows as its pairs at 1.0 (or, with ``groups``, once as a group), then each pair
+    of classes as its rows' pairs (or, with ``groups``, as the pair of their first keys)."""
+    sets, candidates, limit = exact_candidates(
+        conn, info, store, threshold, side=collapse(conn, store)
+    )
+    classes = node_classes(conn, sets)
+    for found in classes.values():
+        for each in found:
+            if groups:
+                if len(each.keys) > 1:
+                    yield IdenticalGroup(each.keys)
+                continue
+            for left, right in itertools.combinations(each.keys, 2):
+                yield SimilarPair(left, right, 1.0)
+    for pair in class_pairs(conn, sets, classes, candidates, limit):
+        lefts, rights = pair.left.keys, pair.right.keys
+        if groups:
+            lefts, rights = lefts[:1], rights[:1]
+        for a in lefts:
+            for b in rights:
+                yield (
+                    SimilarPair(a, b, pair.similarity)
+                    if a < b
+                    else SimilarPair(b, a, pair.similarity)
+                )

@@ -150,7 +150,7 @@ def test_clusters_report_as_text_and_json(simhash: Index, table: str) -> None:
     assert ids[:2] == [1, 4]  # the three copies of BASE, then the two of OTHER
     assert text.startswith("clustered docs (pairs): 11 rows in ")
     # Its pair count is not the number `pairs` prints: it says which pairs it counts.
-    assert re.search(r"; \d+ pairs? of distinct fingerprints joined them in \d+ rounds?;", text)
+    assert re.search(r"; \d+ pairs? of distinct rows joined them in \d+ rounds?;", text)
     shown = [line.split(None, 2) for line in text.splitlines()[-len(ids) :]]
     assert shown == [
         [str(cluster_id), str(sum(m.cluster_id == cluster_id for m in members)),
@@ -196,9 +196,12 @@ def test_minhash_clusters_as_json_lines(minhash: Index, table: str, verify: str)
         for m in minhash.cluster_members()
     ]
     report = minhash.clusters(threshold=0.6, verify=verify)  # type: ignore[arg-type]
-    # Estimated, identical rows collapse first: the report counts the pairs between groups.
-    found = minhash.pairs(threshold=0.6, verify=verify, groups=verify == "estimate")  # type: ignore[arg-type]
-    assert report.pairs == sum(isinstance(pair, SimilarPair) for pair in found)
+    # Identical rows collapse first: the report counts the pairs between groups; verified
+    # exactly, also the edges joining each group's rows to its first one.
+    found = list(minhash.pairs(threshold=0.6, verify=verify, groups=True))  # type: ignore[arg-type]
+    joined = sum(len(g.keys) - 1 for g in found if isinstance(g, IdenticalGroup))
+    between = sum(isinstance(pair, SimilarPair) for pair in found)
+    assert report.pairs == between + (joined if verify == "exact" else 0)
 
 
 @pytest.mark.parametrize(

@@ -221,7 +221,9 @@ def test_minhash_clusters_are_the_components_of_brute_force_pairs(database_dsn: 
         str(key): str(cluster) for key, cluster in stored_clusters(database_dsn, "notes").items()
     }
     assert found == components(sorted(keys), exact)
-    assert report.pairs == len(exact) > 20
+    # Rows of equal texts join their class's first row, and classes join once: fewer edges.
+    assert len(exact) > 20
+    assert 0 < report.pairs < len(exact)
 
 
 def test_bottom_k_clusters_group_equal_keys(simhash_index: Index, database_dsn: str) -> None:
