@@ -23,6 +23,7 @@ from simindex.db.copytext import field
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.pg_array import BigintArray, key_array, register
 from simindex.db.statements import statement
+from simindex.db.swap_guard import swap_guard
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +72,9 @@ class CompactMinHashStore(MinHashStore):
             statement(
                 "compact_similar_function",
                 **usable,
+                guard=swap_guard(
+                    self.schema, self._name("minhash", False), self.similar_function, 4, self.name
+                ),
                 function=self.similar_function,
                 key_type=self._key_type(),
                 threshold=sql.Literal(self.threshold),

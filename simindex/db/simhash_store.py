@@ -24,6 +24,7 @@ from simindex.db.connection import PgConnection
 from simindex.db.copytext import field
 from simindex.db.pg_array import BigintArray, key_array, register
 from simindex.db.statements import run, statement
+from simindex.db.swap_guard import swap_guard
 
 _TOP_BIT = 1 << (BITS - 1)
 
@@ -113,6 +114,7 @@ class SimHashStore:
             statement(
                 "simhash_near_function",
                 **usable,
+                guard=swap_guard(self.schema, self._table_name(), self.near_function, 3, self.name),
                 function=self.near_function,
                 key_type=self._key_type(),
                 default_distance=sql.Literal(self.design.max_distance),

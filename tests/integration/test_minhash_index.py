@@ -152,7 +152,7 @@ def test_band_keys_are_read_by_index_scans(database_dsn: str) -> None:
         assert isinstance(store, CompactMinHashStore)
         # The very query of the SQL function, prepared with its parameters.
         created = store.function_statements()[0].as_string(conn)
-        body = created.split("$body$")[1].split("RETURN QUERY")[1].split(";\nEND")[0]
+        body = created.split("$body$")[1].split("RETURN QUERY")[-1].split(";\nEND")[0]
         conn.execute(
             f"PREPARE similar_query(integer[], integer[], double precision, integer) AS {body}"
         )

@@ -22,3 +22,28 @@ SELECT pg_catalog.pg_total_relation_size(%(table)s::regclass)
 -- name: synchronous_commit_local
 SET LOCAL synchronous_commit = on
 
+
+-- name: query_swap_guard
+-- The first statement of a query function (VOLATILE, so each of its statements takes its own
+-- snapshot). A rebuild swaps new side tables in (DROP and RENAME, in its transaction): a query
+-- that meets the swap waits for the table's lock, and a statement whose snapshot was taken
+-- before the rebuild committed would then read the new table and find it empty. This one takes
+-- the lock (the scalar subquery's scan is never run) and asks whether its snapshot sees the
+-- table it locked. Not seen: under READ COMMITTED the call is made again, by name, so it runs
+-- the function as the rebuild wrote it with snapshots taken after the wait; in a REPEATABLE
+-- READ or SERIALIZABLE transaction, whose snapshot cannot move, it fails as a serialization
+-- failure, to be retried like one.
+SELECT EXISTS (
+    SELECT FROM pg_catalog.pg_class AS c WHERE c.oid = pg_catalog.to_regclass({table_name})
+) OR (SELECT true FROM {table} LIMIT 0)
+INTO simindex_current;
+IF simindex_current IS NOT TRUE THEN
+    IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION USING ERRCODE = '40001',
+            MESSAGE = 'simindex: index ' || {index_name}
+                || ' was rebuilt after this transaction''s snapshot was taken',
+            HINT = 'Run the transaction again.';
+    END IF;
+    RETURN QUERY SELECT * FROM {function}({arguments});
+    RETURN;
+END IF

@@ -25,10 +25,13 @@ CREATE FUNCTION {function}(
     max_rows integer DEFAULT NULL
 )
 RETURNS TABLE (key {key_type}, similarity double precision)
-LANGUAGE plpgsql STABLE PARALLEL SAFE
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $body$
+DECLARE
+    simindex_current boolean;
 BEGIN
+    {guard};
     PERFORM {usable}({index_name});
     -- NaN sorts above every number, so it fails the upper bound.
     IF $3 IS NULL OR NOT ($3 >= 0 AND $3 <= 1) THEN
@@ -65,9 +68,15 @@ CREATE FUNCTION {function}(
     key {key_type}, threshold double precision DEFAULT {threshold}, max_rows integer DEFAULT NULL
 )
 RETURNS TABLE (key {key_type}, similarity double precision)
-LANGUAGE sql STABLE PARALLEL SAFE
+LANGUAGE sql VOLATILE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $body$
+    -- The table's lock first (a rebuild's swap is waited for here), then the query
+    -- function's guard alone, no signature: the next statement's snapshot sees the rebuilt
+    -- table, or the guard fails where the transaction's cannot (see common.sql). In this
+    -- order, the query function is looked up after the wait: the one the rebuild wrote.
+    SELECT (SELECT count(*) FROM {table} WHERE false),
+           (SELECT count(*) FROM {similar}(NULL::integer[], NULL::integer[], $2, 1));
     SELECT n.key, n.similarity
     FROM {table} AS s
     CROSS JOIN LATERAL {similar}(s.signature, ARRAY[{band_columns}], $2, $3 + 1) AS n

@@ -42,7 +42,7 @@ CREATE FUNCTION {function}(
     max_rows integer DEFAULT NULL
 )
 RETURNS TABLE (key {key_type}, distance integer)
-LANGUAGE plpgsql STABLE PARALLEL SAFE
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 -- The query's shape never changes: plan it once per session, not per call (planning cost
 -- more than running it), and dedupe the few rows by sorting, not by a hash table sized for
@@ -51,7 +51,10 @@ SET plan_cache_mode = force_generic_plan
 SET enable_hashagg = off
 AS $body$
 #variable_conflict use_column
+DECLARE
+    simindex_current boolean;
 BEGIN
+    {guard};
     PERFORM {usable}({index_name});
     IF max_distance IS NULL OR max_distance < 0 OR max_distance > {default_distance} THEN
         RAISE EXCEPTION 'max_distance must be from 0 to %, got %', {default_distance}, max_distance
@@ -67,9 +70,15 @@ CREATE FUNCTION {function}(
     key {key_type}, max_distance integer DEFAULT {default_distance}, max_rows integer DEFAULT NULL
 )
 RETURNS TABLE (key {key_type}, distance integer)
-LANGUAGE sql STABLE PARALLEL SAFE
+LANGUAGE sql VOLATILE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $body$
+    -- The table's lock first (a rebuild's swap is waited for here), then the query
+    -- function's guard alone, no fingerprint: the next statement's snapshot sees the rebuilt
+    -- table, or the guard fails where the transaction's cannot (see common.sql). In this
+    -- order, the query function is looked up after the wait: the one the rebuild wrote.
+    SELECT (SELECT count(*) FROM {table} WHERE false),
+           (SELECT count(*) FROM {near}(NULL::bigint, $2, 1));
     SELECT n.key, n.distance
     FROM {table} AS s, {near}(s.fingerprint, $2, $3 + 1) AS n
     WHERE s.key = $1 AND n.key <> $1 AND {usable}({index_name})
