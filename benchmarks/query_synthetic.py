@@ -28,8 +28,9 @@ from simindex.core.bits import to_signed
 from simindex.core.design import MankuDesign
 from simindex.core.spec import SimHash
 from simindex.db.catalog import store_for
+from simindex.db.privileges import back_to_caller, become_owner
 from simindex.db.simhash_store import SimHashStore
-from simindex.db.statements import statement
+from simindex.db.statements import run, statement
 from simindex.index import Index, create_index
 
 
@@ -69,7 +70,9 @@ def load_synthetic(
     phases: dict[str, Any] = {}
     with psycopg.connect(dsn) as conn:
         # The build's own path: a staging table created in this transaction (so, at
-        # wal_level=minimal, COPY and CREATE INDEX write no WAL), swapped in at the end.
+        # wal_level=minimal, COPY and CREATE INDEX write no WAL), swapped in at the end, as
+        # simindex's owner role (whose tables clusters and sync write).
+        run(conn, become_owner())
         store.create(conn, staging=True)
         started = time.perf_counter()
         batch = 500_000
@@ -88,6 +91,7 @@ def load_synthetic(
             statement("catalog_built", catalog=sql.Identifier("simindex", "indexes")),
             {"name": name, "row_count": rows, "skipped_count": 0},
         )
+        run(conn, back_to_caller())
         conn.commit()
         conn.autocommit = True
         started = time.perf_counter()
