@@ -210,6 +210,70 @@ CREATE CAST (public.evil_text AS text) WITH FUNCTION public.evil_to_text(public.
 CAST_LOG = "SELECT coalesce(array_agg(who), '{}') FROM public.cast_log"
 
 
+# Operators of the table owner's for the types simindex's SECURITY DEFINER functions compare
+# (text, oid, integer) and its concatenation: found first on a search_path that puts public
+# before pg_catalog, each logs who ran it (in OWNER_EVIL_TYPES's log, by an INSERT, which no
+# operator of theirs can reach) and then does its work.
+SEARCH_PATH_OPERATORS = [
+    statement
+    for name, left, right, result, body in (
+        ("eq_text", "text", "text", "boolean", "$1 OPERATOR(pg_catalog.=) $2"),
+        ("eq_oid", "oid", "oid", "boolean", "$1 OPERATOR(pg_catalog.=) $2"),
+        ("eq_int", "integer", "integer", "boolean", "$1 OPERATOR(pg_catalog.=) $2"),
+        ("concat", "text", "text", "text", "$1 OPERATOR(pg_catalog.||) $2"),
+    )
+    for statement in (
+        f"CREATE FUNCTION public.evil_{name}({left}, {right}) RETURNS {result} LANGUAGE plpgsql "
+        f"AS $f$ BEGIN INSERT INTO public.cast_log VALUES (current_user); RETURN {body}; "
+        "END $f$",
+        f"CREATE OPERATOR public.{'||' if name == 'concat' else '='} (LEFTARG = {left}, "
+        f"RIGHTARG = {right}, FUNCTION = public.evil_{name})",
+    )
+]
+
+
+def test_no_security_definer_function_runs_an_operator_on_the_callers_search_path(
+    database_dsn: str, make_role: MakeRole
+) -> None:
+    # The table's owner writes, alters and drops the indexed table with their operators first
+    # on the search_path: the trigger function and both event trigger functions run, as
+    # simindex's owner role, and none of them calls an operator of theirs.
+    alice = make_role("alice")
+    owned_table(database_dsn, alice, DOCS)
+    alice.run(OWNER_EVIL_TYPES, *SEARCH_PATH_OPERATORS)
+    create_index(database_dsn, "docs", "docs", "body").build()
+    # The operators are theirs to use: with public first, plain SQL calls them.
+    alice.run("SET search_path = public, pg_catalog", "SELECT 'a'::text = 'a'::text")
+    assert scalar(database_dsn, CAST_LOG) == [alice.name]
+    superuser(database_dsn, "TRUNCATE public.cast_log")
+    alice.run(
+        "SET search_path = public, pg_catalog",
+        "INSERT INTO public.docs VALUES (100, 'a new text'), (101, 'another new text')",
+        "UPDATE public.docs SET body = body OPERATOR(pg_catalog.||) ' (edited)' "
+        "WHERE id OPERATOR(pg_catalog.=) 100",
+        "DELETE FROM public.docs WHERE id OPERATOR(pg_catalog.=) 101",
+        "ALTER TABLE public.docs RENAME COLUMN body TO content",
+        "ALTER TABLE public.docs ALTER COLUMN content TYPE varchar(500)",
+        "DROP TABLE public.docs",
+    )
+    assert scalar(database_dsn, CAST_LOG) == []
+    assert not is_superuser(database_dsn, alice)
+    # The event triggers ran and recorded the drop, all the same.
+    assert get_index(database_dsn, "docs").info().state == "source_dropped"
+
+
+@pytest.mark.parametrize("function", ["docs_trigger_v1", "on_sql_drop_v1", "on_alter_table_v1"])
+def test_no_role_may_call_a_security_definer_function(
+    database_dsn: str, index: Index, make_role: MakeRole, function: str
+) -> None:
+    # USAGE on the schema, as a reader has: the functions themselves stay out of reach.
+    mallory = make_role("mallory")
+    superuser(database_dsn, f"GRANT USAGE ON SCHEMA simindex TO {mallory.name}")
+    denied = "permission denied for function"
+    with pytest.raises(psycopg.errors.InsufficientPrivilege, match=denied):
+        mallory.run(f"SELECT simindex.{function}()")
+
+
 def test_the_table_owner_cannot_escalate_by_renaming_the_key_column(
     database_dsn: str, make_role: MakeRole
 ) -> None:
