@@ -152,15 +152,8 @@ def run_pairs(args: argparse.Namespace) -> int:
                 yield from ((first, member, same, True) for member in pair.keys[1:])
                 continue
             score = pair.distance if isinstance(pair, NearPair) else pair.similarity
-            yield (
-                (pair.left, pair.right, score, False)
-                if args.groups
-                else (
-                    pair.left,
-                    pair.right,
-                    score,
-                )
-            )
+            row = (pair.left, pair.right, score)
+            yield (*row, False) if args.groups else row
 
     headers = ["left", "right", "distance" if simhash else "similarity"]
     headers += ["identical"] if args.groups else []

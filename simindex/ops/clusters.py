@@ -36,8 +36,13 @@ from simindex.db.privileges import back_to_caller, become_owner
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.statements import run, statement
 from simindex.errors import IndexNotReadyError
-from simindex.ops.exact_classes import class_pairs, node_classes
-from simindex.ops.pairs import collapse, collapsible, exact_candidates, pairs_queries
+from simindex.ops.pairs import (
+    collapse,
+    collapsible,
+    exact_candidates,
+    pairs_queries,
+    verified_classes,
+)
 from simindex.ops.similar import verify_mode
 from simindex.ops.verify import Verify, exact_pairs
 
@@ -357,14 +362,10 @@ def _exact_links(
         sets, candidates, limit = exact_candidates(conn, info, store, threshold)
         yield from exact_pairs(conn, sets, candidates, limit)
         return
-    sets, candidates, limit = exact_candidates(
-        conn, info, store, threshold, side=collapse(conn, store)
-    )
-    classes = node_classes(conn, sets)
-    for found in classes.values():
-        for each in found:
-            yield from ((each.keys[0], key, 1.0) for key in each.keys[1:])
-    for pair in class_pairs(conn, sets, classes, candidates, limit):
+    classes, class_pairs = verified_classes(conn, info, store, threshold)
+    for each in classes:
+        yield from ((each.keys[0], key, 1.0) for key in each.keys[1:])
+    for pair in class_pairs:
         yield pair.left.keys[0], pair.right.keys[0], pair.similarity
 
 

@@ -33,7 +33,7 @@ from simindex.db.connection import PgConnection
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.statements import statement
-from simindex.ops.exact_classes import class_pairs, node_classes
+from simindex.ops.exact_classes import ClassPair, ExactClass, class_pairs, node_classes
 from simindex.ops.near import check_distance
 from simindex.ops.similar import check_threshold, verify_mode
 from simindex.ops.verify import ShingleSets, Verify, exact_floor, exact_pairs
@@ -138,6 +138,19 @@ def exact_candidates(
     queries = pairs_queries(info, store, max_distance=None, threshold=limit, side=side, floor=floor)
     ordered = statement("pairs_ordered", pairs=sql.SQL("\nUNION ALL\n").join(queries))
     return ShingleSets(conn, info.source, info.spec.method.shingling), ordered, limit
+
+
+def verified_classes(
+    conn: PgConnection, info: IndexInfo, store: MinHashStore, threshold: float | None
+) -> tuple[list[ExactClass], Iterator[ClassPair]]:
+    """Exact verification over collapsed rows (:mod:`.exact_classes`): every class of rows
+    with equal shingle sets, and the pairs of classes at the threshold (read as iterated)."""
+    sets, candidates, limit = exact_candidates(
+        conn, info, store, threshold, side=collapse(conn, store)
+    )
+    classes = node_classes(conn, sets)
+    every = [each for found in classes.values() for each in found]
+    return every, class_pairs(conn, sets, classes, candidates, limit)
 
 
 def exact_in_classes(info: IndexInfo, store: Store) -> bool:
@@ -283,19 +296,15 @@ def _exact_by_classes(
     """Exactly verified pairs over collapsed rows (:mod:`.exact_classes`): each class of
     identical rows as its pairs at 1.0 (or, with ``groups``, once as a group), then each pair
     of classes as its rows' pairs (or, with ``groups``, as the pair of their first keys)."""
-    sets, candidates, limit = exact_candidates(
-        conn, info, store, threshold, side=collapse(conn, store)
-    )
-    classes = node_classes(conn, sets)
-    for found in classes.values():
-        for each in found:
-            if groups:
-                if len(each.keys) > 1:
-                    yield IdenticalGroup(each.keys)
-                continue
-            for left, right in itertools.combinations(each.keys, 2):
-                yield SimilarPair(left, right, 1.0)
-    for pair in class_pairs(conn, sets, classes, candidates, limit):
+    classes, class_pairs_ = verified_classes(conn, info, store, threshold)
+    for each in classes:
+        if groups:
+            if len(each.keys) > 1:
+                yield IdenticalGroup(each.keys)
+            continue
+        for left, right in itertools.combinations(each.keys, 2):
+            yield SimilarPair(left, right, 1.0)
+    for pair in class_pairs_:
         lefts, rights = pair.left.keys, pair.right.keys
         if groups:
             lefts, rights = lefts[:1], rights[:1]

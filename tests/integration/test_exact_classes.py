@@ -22,6 +22,7 @@ from simindex.db.minhash_store import MinHashStore
 from simindex.index import Index, create_index
 from simindex.ops.pairs import IdenticalGroup, SimilarPair, exact_candidates
 from simindex.ops.verify import exact_pairs, jaccard
+from tests.integration.test_clusters import components
 
 WORDS = [f"w{i}" for i in range(600)]
 THRESHOLD = 0.7
@@ -123,17 +124,7 @@ def test_clusters_over_classes_are_the_components_of_every_verified_pair(
         clusters: dict[Any, Any] = dict(
             conn.execute("SELECT key, cluster_id FROM simindex.notes_clusters")
         )
-    parent = {key: key for key in clusters}
-
-    def root(key: int) -> int:
-        while parent[key] != key:
-            key = parent[key]
-        return key
-
-    for a, b in expected:
-        first, second = sorted((root(a), root(b)))
-        parent[second] = first
-    assert clusters == {key: root(key) for key in clusters}
+    assert clusters == components(sorted(clusters), list(expected))
     assert len(set(clusters.values())) < len(clusters) - 40
 
 

@@ -48,6 +48,9 @@ BEGIN
     IF $4 < 1 THEN
         RAISE EXCEPTION 'max_rows must be at least 1, got %', $4 USING ERRCODE = '22023';
     END IF;
+    IF $1 IS NULL THEN  -- no signature, no row (similar_key's call of the guard alone)
+        RETURN;
+    END IF;
     RETURN QUERY
     SELECT c.key, v.similarity
     FROM {table} AS c

@@ -60,6 +60,9 @@ BEGIN
         RAISE EXCEPTION 'max_distance must be from 0 to %, got %', {default_distance}, max_distance
             USING ERRCODE = '22023';
     END IF;
+    IF $1 IS NULL THEN  -- no fingerprint, no row (near_key's call of the guard alone)
+        RETURN;
+    END IF;
     -- LIMIT NULL: every row.
     RETURN QUERY {query} ORDER BY 2, 1 LIMIT max_rows;
 END
