@@ -257,6 +257,10 @@ def spec(index_spec: IndexSpec) -> str:
     options += [name for name in ("identifiers", "strip_markup") if getattr(shingling, name)]
     if options:
         shingles += f" ({', '.join(options)})"
+    if method.ignore_common is not None:
+        shingles += f", ignoring shingles in more than {method.ignore_common:.2%} of rows"
+    if isinstance(method, SimHash) and method.idf:
+        shingles += ", IDF weights"
     if isinstance(method, SimHash):
         assert isinstance(design, MankuDesign)
         text = (

@@ -57,9 +57,10 @@ _KEY_TYPE = re.compile(r'[A-Za-z_"][\w ."]*(\(\d+(, ?\d+)?\))?')
 
 class MethodOptions(TypedDict, total=False):
     """Options of ``method="simhash"`` (:class:`~simindex.SimHash`: ``max_distance``,
-    ``num_blocks``, ``top_n``, ``expected_rows``, ``shingling``) or of ``method="minhash"``
-    (:class:`~simindex.MinHash`: ``threshold``, ``num_perm``, ``scheme``, ``seed``,
-    ``num_bands``, ``rows_per_band``, ``shingling``)."""
+    ``num_blocks``, ``top_n``, ``expected_rows``, ``idf``, ``ignore_common``, ``shingling``)
+    or of ``method="minhash"`` (:class:`~simindex.MinHash`: ``threshold``, ``num_perm``,
+    ``scheme``, ``seed``, ``num_bands``, ``rows_per_band``, ``ignore_common``,
+    ``shingling``)."""
 
     max_distance: int
     num_blocks: int
@@ -71,6 +72,8 @@ class MethodOptions(TypedDict, total=False):
     seed: int
     num_bands: int
     rows_per_band: int
+    idf: bool
+    ignore_common: float
     shingling: Shingling
 
 

@@ -35,6 +35,8 @@ _METHOD_OPTIONS: tuple[tuple[str, str, dict[str, Any], str], ...] = (
     ("simhash", "--top-n", {"type": positive_int}, "sparse SimHash: set exactly N bits"),
     ("simhash", "--expected-rows", {"type": positive_int},
      "the table size the blocks are chosen for"),
+    ("simhash", "--idf", {"action": "store_true"},
+     "weigh each shingle by its rarity in the table (IDF), learned by each build"),
     ("minhash", "--threshold", {"type": number, "metavar": "J"},
      "the Jaccard similarity the LSH bands are tuned for, in (0, 1)"),
     ("minhash", "--num-perm", {"type": positive_int}, "values per signature"),
@@ -45,6 +47,9 @@ _METHOD_OPTIONS: tuple[tuple[str, str, dict[str, Any], str], ...] = (
      "LSH bands (default: chosen for --threshold)"),
     ("minhash", "--rows-per-band", {"type": positive_int},
      "signature values per band (with --num-bands)"),
+    ("either method", "--ignore-common", {"type": number, "metavar": "SHARE"},
+     "ignore shingles held by more than SHARE of the rows (boilerplate), learned by each "
+     "build; 0.01 splits clusters that only a template joins"),
     ("shingling", "--shingle-unit", {"choices": ("word", "char")},
      "word n-grams or character n-grams"),
     ("shingling", "--shingle-size", {"type": positive_int}, "units per shingle"),
@@ -88,7 +93,12 @@ def add_create(commands: Subparsers, common: argparse.ArgumentParser) -> None:
         help="simhash: Hamming distance of 64-bit SimHashes, exact; minhash: Jaccard "
         "similarity of shingle sets, by LSH bands (default: %(default)s)",
     )
-    defaults = {"simhash": SimHash(), "minhash": MinHash(), "shingling": Shingling()}
+    defaults = {
+        "simhash": SimHash(),
+        "minhash": MinHash(),
+        "either method": MinHash(),
+        "shingling": Shingling(),
+    }
     groups = {method: parser.add_argument_group(f"{method} options") for method in defaults}
     for method, option, keywords, help_text in _METHOD_OPTIONS:
         default = getattr(defaults[method], _field(option))
@@ -133,7 +143,12 @@ def _method(args: argparse.Namespace) -> Method:
     from simindex.core.spec import MinHash, SimHash
     from simindex.core.text import Shingling
 
-    given: dict[str, dict[str, Any]] = {"simhash": {}, "minhash": {}, "shingling": {}}
+    given: dict[str, dict[str, Any]] = {
+        "simhash": {},
+        "minhash": {},
+        "either method": {},
+        "shingling": {},
+    }
     for method, option, _, _ in _METHOD_OPTIONS:
         value = getattr(args, option[2:].replace("-", "_"))
         if value is not None:
@@ -144,7 +159,7 @@ def _method(args: argparse.Namespace) -> Method:
         raise UsageError(f"{refused}: an option of --method {other}, not {args.method}")
     shingling = Shingling(**given["shingling"])
     kind = SimHash if args.method == "simhash" else MinHash
-    return kind(shingling=shingling, **given[args.method])
+    return kind(shingling=shingling, **given[args.method], **given["either method"])
 
 
 def _field(option: str) -> str:

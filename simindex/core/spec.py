@@ -11,13 +11,17 @@ chosen for the source's row count when the index is created, and chosen again fo
 count by every build (:func:`refreshed`). A MinHash spec records its storage format
 (:mod:`simindex.core.packing`): a spec without one is format 1, and a build moves it to the
 current format.
+
+Either method may ignore the shingles common in the table, and SimHash may weigh features by
+IDF (:mod:`simindex.core.frequency`): the counts are learned from a sample by every build and
+kept in the spec, so every later fingerprint of the index drops and weighs the same shingles.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -25,19 +29,21 @@ from numpy.typing import NDArray
 
 from simindex.core.cost import Cost, minhash_cost, simhash_cost
 from simindex.core.design import LshDesign, MankuDesign, choose_lsh, choose_manku
+from simindex.core.frequency import ShingleCounts, check_share, without_common
 from simindex.core.minhash import MinHasher, Scheme, SchemeName
 from simindex.core.packing import CURRENT, FORMATS, WIDE
 from simindex.core.simhash import check_top_n, simhash_batch
 from simindex.core.text import Shingling
 from simindex.core.tokens import load_tokenizer
 
-SPEC_VERSION = 2
+SPEC_VERSION = 3
 """The newest spec version. Version 2 adds the MinHash storage format, SimHash designs sized to
-the table and the token options of the shingling; a spec that uses none of them is still written
-as version 1, byte for byte as before (:attr:`IndexSpec.version`), and a release that reads only
-version 1 refuses the others instead of misreading them. Version 1 specs are read with those
-options at their defaults."""
-READABLE_SPEC_VERSIONS = (1, 2)
+the table and the token options of the shingling; version 3 the common shingles and IDF weights
+learned from the table. A spec that uses none of them is still written as version 1, byte for
+byte as before (:attr:`IndexSpec.version`), and a release that reads only older versions
+refuses the newer ones instead of misreading them. Older specs are read with those options at
+their defaults."""
+READABLE_SPEC_VERSIONS = (1, 2, 3)
 _TOKEN_OPTIONS = ("punctuation", "identifiers", "numbers", "strip_markup", "tokenizer")
 DEFAULT_EXPECTED_ROWS = 1_000_000
 
@@ -53,6 +59,9 @@ class SimHash:
         top_n: the sparse variant: set exactly this many bits.
         expected_rows: the table size to choose the design for, fixed; by default the
             source's real row count at create and at every build.
+        ignore_common: shingles held by more than this share of the table's rows are no
+            features (boilerplate); learned by each build.
+        idf: weigh each feature by how rare it is in the table (IDF), learned by each build.
     """
 
     max_distance: int = 3
@@ -60,6 +69,8 @@ class SimHash:
     num_blocks: int | None = None
     top_n: int | None = None
     expected_rows: int | None = None
+    ignore_common: float | None = None
+    idf: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +84,8 @@ class MinHash:
         seed: selects the hash functions.
         shingling: how text becomes features.
         num_bands, rows_per_band: override the bands chosen for ``threshold``.
+        ignore_common: shingles held by more than this share of the table's rows are no
+            features (boilerplate); learned by each build.
     """
 
     threshold: float = 0.8
@@ -82,6 +95,7 @@ class MinHash:
     shingling: Shingling = field(default_factory=Shingling)
     num_bands: int | None = None
     rows_per_band: int | None = None
+    ignore_common: float | None = None
 
 
 Method = SimHash | MinHash
@@ -93,12 +107,14 @@ class IndexSpec:
 
     ``storage``: the MinHash storage format (:mod:`simindex.core.packing`; 1 for SimHash).
     ``sized_rows``: the row count a design sized to the table was chosen for, else None.
+    ``counts``: the shingle counts the last build learned, for a method that uses them.
     """
 
     method: Method
     design: MankuDesign | LshDesign
     storage: int = WIDE
     sized_rows: int | None = None
+    counts: ShingleCounts | None = None
 
     @property
     def version(self) -> int:
@@ -106,11 +122,19 @@ class IndexSpec:
         storage format, a SimHash design sized to the table, a token option), else 1, which
         every release reads."""
         method = self.method
+        if self.learns:
+            return 3
         if not method.shingling.plain:
             return 2
         if isinstance(method, MinHash):
             return 1 if self.storage == WIDE else 2
         return 1 if method.expected_rows is not None and self.sized_rows is None else 2
+
+    @property
+    def learns(self) -> bool:
+        """Whether builds learn shingle counts for this method (common shingles, IDF)."""
+        method = self.method
+        return method.ignore_common is not None or (isinstance(method, SimHash) and method.idf)
 
     @property
     def sized_to_table(self) -> bool:
@@ -147,21 +171,36 @@ class IndexSpec:
         if self.method.shingling.tokenizer is not None:
             load_tokenizer(self.method.shingling.tokenizer)
 
+    def features(self, texts: Sequence[str | None]) -> list[NDArray[np.uint64]]:
+        """The feature hashes of each text: its shingles (one per occurrence), without the
+        common ones when the method ignores them (:func:`~simindex.core.frequency.without_common`).
+        Every fingerprint and every exact verification of the index starts here."""
+        shingling = self.method.shingling
+        share = self.method.ignore_common
+        if share is None or self.counts is None:
+            return [shingling.hashes(text) for text in texts]
+        common = self.counts.common(share)
+        return [without_common(shingling.hashes(text), common) for text in texts]
+
     def simhash_values(
         self, texts: Sequence[str | None]
     ) -> tuple[NDArray[np.uint64], NDArray[np.bool_]]:
         """SimHash of each text, and which texts had features (see :mod:`simindex.core.text`)."""
-        if not isinstance(self.method, SimHash):
+        method = self.method
+        if not isinstance(method, SimHash):
             raise TypeError("simhash_values needs a SimHash spec")
-        hashes = [self.method.shingling.hashes(text) for text in texts]
-        return simhash_batch(hashes, top_n=self.method.top_n)
+        hashes = self.features(texts)
+        counts = self.counts
+        if method.idf and counts is not None:
+            weights = [counts.idf(row) for row in hashes]
+            return simhash_batch(hashes, weights, top_n=method.top_n)
+        return simhash_batch(hashes, top_n=method.top_n)
 
     def minhash_values(
         self, texts: Sequence[str | None]
     ) -> tuple[NDArray[np.uint64], NDArray[np.int64]]:
         """(texts x num_perm) signatures and their lengths (0: no features)."""
-        hashes = [self.method.shingling.hashes(text) for text in texts]
-        return self.hasher.signature_matrix(hashes)
+        return self.hasher.signature_matrix(self.features(texts))
 
     def to_json(self) -> str:
         """The stored form: stable key order, with the spec version."""
@@ -179,11 +218,23 @@ class IndexSpec:
             )
         shingling = Shingling(**data["shingling"])
         method: Method
+        common = data.get("ignore_common")
+        counts = None
+        if "shingle_counts" in data:
+            counts = ShingleCounts.from_dict(data["shingle_counts"])
         if data["kind"] == "simhash" and "sized_rows" in data:
-            method = SimHash(data["max_distance"], shingling, None, data["top_n"], None)
+            method = SimHash(
+                data["max_distance"],
+                shingling,
+                None,
+                data["top_n"],
+                None,
+                common,
+                data.get("idf", False),
+            )
             check_top_n(method.top_n)
             design = MankuDesign(data["max_distance"], data["num_blocks"])
-            return IndexSpec(method, design, sized_rows=int(data["sized_rows"]))
+            return IndexSpec(method, design, sized_rows=int(data["sized_rows"]), counts=counts)
         if data["kind"] == "simhash":
             method = SimHash(
                 data["max_distance"],
@@ -191,6 +242,8 @@ class IndexSpec:
                 data["num_blocks"],
                 data["top_n"],
                 data["expected_rows"],
+                common,
+                data.get("idf", False),
             )
         elif data["kind"] == "minhash":
             method = MinHash(
@@ -201,10 +254,11 @@ class IndexSpec:
                 shingling,
                 data["num_bands"],
                 data["rows_per_band"],
+                common,
             )
         else:
             raise ValueError(f"unknown index kind {data['kind']!r}")
-        spec = resolve(method)
+        spec = replace(resolve(method), counts=counts)
         if isinstance(method, MinHash):
             storage = data.get("storage", WIDE)
             if storage not in FORMATS:
@@ -212,7 +266,7 @@ class IndexSpec:
                     f"MinHash storage format {storage!r} is not supported by this release "
                     f"(it reads {', '.join(map(str, FORMATS))})"
                 )
-            spec = IndexSpec(method, spec.design, storage)
+            spec = IndexSpec(method, spec.design, storage, counts=counts)
         return spec
 
 
@@ -231,6 +285,12 @@ def _as_dict(spec: IndexSpec) -> dict[str, Any]:
     if not shingling.plain:
         data["shingling"] |= {name: getattr(shingling, name) for name in _TOKEN_OPTIONS}
     method = spec.method
+    if method.ignore_common is not None:
+        data["ignore_common"] = method.ignore_common
+    if isinstance(method, SimHash) and method.idf:
+        data["idf"] = True
+    if spec.counts is not None:
+        data["shingle_counts"] = spec.counts.to_dict()
     if isinstance(method, SimHash):
         assert isinstance(spec.design, MankuDesign)
         data |= {
@@ -270,6 +330,9 @@ def resolve(method: Method, rows: int | None = None) -> IndexSpec:
         )
     if not isinstance(method.shingling, Shingling):
         raise TypeError(f"shingling must be a Shingling, got {type(method.shingling).__name__}")
+    check_share(method.ignore_common)
+    if isinstance(method, SimHash) and not isinstance(method.idf, bool):
+        raise TypeError(f"idf must be a bool, got {type(method.idf).__name__}")
     if isinstance(method, SimHash):
         expected = method.expected_rows
         if expected is not None and (isinstance(expected, bool) or not isinstance(expected, int)):
@@ -303,12 +366,13 @@ def resolve(method: Method, rows: int | None = None) -> IndexSpec:
     raise TypeError(f"method must be SimHash(...) or MinHash(...), got {type(method).__name__}")
 
 
-def refreshed(spec: IndexSpec, rows: int) -> IndexSpec:
+def refreshed(spec: IndexSpec, rows: int, counts: ShingleCounts | None = None) -> IndexSpec:
     """The spec a build of ``rows`` source rows writes: a SimHash design sized to the table is
-    chosen again for ``rows``; a MinHash index moves to the current storage format. Anything
-    the user fixed stays."""
+    chosen again for ``rows``; a MinHash index moves to the current storage format; a method
+    that learns shingle counts takes the build's ``counts``. Anything the user fixed stays."""
+    learned = counts if spec.learns else None
     if spec.sized_to_table:
-        return resolve(spec.method, rows)
+        return replace(resolve(spec.method, rows), counts=learned)
     if isinstance(spec.method, MinHash) and spec.storage != CURRENT:
-        return IndexSpec(spec.method, spec.design, CURRENT)
-    return spec
+        return IndexSpec(spec.method, spec.design, CURRENT, counts=learned)
+    return replace(spec, counts=learned)

@@ -4,8 +4,10 @@ The new side tables are built beside the live ones and swapped in at the end, in
 transaction: queries keep answering from the old index during a rebuild, and a failed build
 leaves it as it was. A build first counts the source: a SimHash design sized to the table is
 chosen again for that count, and a MinHash index moves to the current storage format
-(:func:`simindex.core.spec.refreshed`); the swap then replaces the query functions and the
-delete triggers too, since the side tables' columns may have changed.
+(:func:`simindex.core.spec.refreshed`), and a method that ignores common shingles or weighs
+by IDF learns their counts from a sample of the rows (:func:`learn_counts`); the swap then
+replaces the query functions and the delete triggers too, since the side tables' columns may
+have changed.
 
 Memory stays bounded: at most ``workers + 1`` batches are in flight. Queue entries the
 build's read covered are removed with the swap (see :func:`_dequeue`), so a build after
@@ -25,7 +27,8 @@ from numpy.typing import NDArray
 from psycopg import sql
 from sqlalchemy.engine import Connection
 
-from simindex.core.spec import refreshed
+from simindex.core.frequency import SAMPLE_ROWS, ShingleCounts, count_shingles
+from simindex.core.spec import IndexSpec, refreshed
 from simindex.db.catalog import IndexInfo, Store, catalog, lock_source, read_index, store_for
 from simindex.db.connection import Bind, PgConnection, connect, transaction
 from simindex.db.objects import create_statements, drop_statements
@@ -95,7 +98,8 @@ def build(
         if workers is None:
             parallel = estimate >= _PARALLEL_FROM_ROWS
             workers = (os.cpu_count() or 1) if parallel else 1
-        spec = refreshed(info.spec, estimate)
+        counts = learn_counts(conn, source, info.spec, estimate) if info.spec.learns else None
+        spec = refreshed(info.spec, estimate, counts)
         live = store_for(index_schema, name, source, info.spec)
         store = store_for(index_schema, name, source, spec)
         triggers = Triggers(index_schema, name, source, store)
@@ -147,6 +151,20 @@ def build(
     if not isinstance(bind, Connection):
         _vacuum(bind, store)
     return BuildReport(indexed, skipped, time.perf_counter() - started, dequeued)
+
+
+def learn_counts(conn: PgConnection, source: Source, spec: IndexSpec, rows: int) -> ShingleCounts:
+    """Count the shingles of about :data:`~simindex.core.frequency.SAMPLE_ROWS` rows of the
+    source (all of a table that small), read with the caller's rights."""
+    percent = 100.0 if rows <= SAMPLE_ROWS else 100.0 * SAMPLE_ROWS / rows
+    shingling = spec.method.shingling
+    texts = conn.execute(
+        statement(
+            "source_sample", text=sql.Identifier(source.text_column), table=source.identifier
+        ),
+        {"percent": percent},
+    )
+    return count_shingles(shingling.hashes(text) for (text,) in texts)
 
 
 def _dequeue(conn: PgConnection, triggers: Triggers, snapshot: str) -> int:

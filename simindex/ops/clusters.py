@@ -379,15 +379,15 @@ def _bottom_k(
     progress: ClusterProgress,
 ) -> int:
     """Compute every row's bottom-k key from its text and group rows by it."""
-    shingling = info.spec.method.shingling
     conn.execute(statement("clusters_bottom_k_keys", key_type=key_type))
     read = 0
     with reader:
         # A COPY cannot run while the cursor is mid-fetch: one short COPY per batch.
         while batch := reader.fetchmany(_READ_ROWS):
             lines = []
-            for key, text in batch:
-                value = bottom_k_key(shingling.hashes(text), k)
+            features = info.spec.features([text for _, text in batch])
+            for (key, _), hashes in zip(batch, features, strict=True):
+                value = bottom_k_key(hashes, k)
                 if value is not None:
                     lines.append(f"{field(key)}\t{to_signed(value)}\n")
             with conn.cursor().copy(statement("clusters_bottom_k_copy")) as copy:

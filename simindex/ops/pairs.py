@@ -137,7 +137,7 @@ def exact_candidates(
     floor = exact_floor(limit, store.num_perm)
     queries = pairs_queries(info, store, max_distance=None, threshold=limit, side=side, floor=floor)
     ordered = statement("pairs_ordered", pairs=sql.SQL("\nUNION ALL\n").join(queries))
-    return ShingleSets(conn, info.source, info.spec.method.shingling), ordered, limit
+    return ShingleSets(conn, info.source, info.spec), ordered, limit
 
 
 def verified_classes(

@@ -112,7 +112,7 @@ def similar(
     # The texts are read with the source locked and checked (lock_source), which holds until
     # the transaction ends: one of its own on an autocommit connection.
     with conn.transaction():
-        sets = ShingleSets(conn, lock_source(conn, info), info.spec.method.shingling)
+        sets = ShingleSets(conn, lock_source(conn, info), info.spec)
         if by_key:
             query = sets.lookup([key]).get(key)
             if query is None:  # the row went since it was indexed

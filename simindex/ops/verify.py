@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 from psycopg import sql
 
-from simindex.core.text import Shingling
+from simindex.core.spec import IndexSpec
 from simindex.db.connection import PgConnection
 from simindex.db.source import Source
 from simindex.db.statements import statement
@@ -65,12 +65,12 @@ class ShingleSets:
         self,
         conn: PgConnection,
         source: Source,
-        shingling: Shingling,
+        spec: IndexSpec,
         *,
         capacity: int = CACHE_FEATURES,
     ) -> None:
         self.conn = conn
-        self.shingling = shingling
+        self.spec = spec
         self.capacity = capacity
         self.texts_read = 0
         self._sets: OrderedDict[Any, NDArray[np.uint64]] = OrderedDict()
@@ -83,8 +83,8 @@ class ShingleSets:
         )
 
     def of_text(self, text: str | None) -> NDArray[np.uint64]:
-        """The set of a text's shingle hashes, sorted."""
-        return np.unique(self.shingling.hashes(text))
+        """The set of a text's features (its shingle hashes as the index sees them), sorted."""
+        return np.unique(self.spec.features([text])[0])
 
     def lookup(self, keys: Iterable[Any]) -> dict[Any, NDArray[np.uint64]]:
         """The sets of ``keys``, reading the rows not held yet (a row that is gone is left

@@ -7,6 +7,7 @@ fingerprints change: only with a new spec version and a migration path for users
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import xxhash
 from simindex.core.batch import fingerprint_batch
 from simindex.core.bits import to_signed
 from simindex.core.design import LshDesign, MankuDesign
+from simindex.core.frequency import count_shingles
 from simindex.core.minhash import MinHasher
 from simindex.core.packing import WIDE, band_keys, packed_signatures
 from simindex.core.simhash import simhash
@@ -168,6 +170,26 @@ SPECS: dict[str, IndexSpec] = {
     ),
     # What MinHash(0.8) is now: the recall-first design in storage format 2.
     "minhash_0.8_recall_first_format_2": resolve(MinHash(0.8)),
+}
+
+
+def _learned(method: MinHash | SimHash) -> IndexSpec:
+    """``method`` with the shingle counts of the inputs plus three more copies of "sentence",
+    whose shingles are then common (in 4 of 29 rows), as a build would learn them (spec 3)."""
+    texts = [*INPUTS.values(), *[INPUTS["sentence"]] * 3]
+    counts = count_shingles(method.shingling.hashes(text) for text in texts)
+    return replace(resolve(method), counts=counts)
+
+
+# Added with the common-shingle filter and IDF weights (spec version 3).
+SPECS |= {
+    "minhash_0.8_ignore_common_0.1": _learned(MinHash(0.8, ignore_common=0.1)),
+    "simhash_k3_4_blocks_idf": _learned(
+        SimHash(max_distance=3, num_blocks=4, expected_rows=1_000_000, idf=True)
+    ),
+    "simhash_k3_4_blocks_idf_ignore_common_0.1": _learned(
+        SimHash(max_distance=3, num_blocks=4, expected_rows=1_000_000, idf=True, ignore_common=0.1)
+    ),
 }
 
 

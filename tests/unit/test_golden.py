@@ -72,9 +72,10 @@ def test_the_batch_path_equals_one_text_at_a_time() -> None:
         values, present = fingerprint_batch(spec.to_json(), texts)
         method = spec.method
         for i, text in enumerate(texts):
-            hashes = method.shingling.hashes(text)
+            hashes = spec.features([text])[0]
             if isinstance(method, SimHash):
-                alone = simhash(hashes, top_n=method.top_n)
+                weights = spec.counts.idf(hashes) if method.idf and spec.counts else None
+                alone = simhash(hashes, weights, top_n=method.top_n)
                 assert (int(values[i]) if present[i] else None) == alone, text
                 continue
             assert isinstance(method, MinHash)

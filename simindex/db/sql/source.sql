@@ -95,6 +95,11 @@ SELECT count(*) FROM {table}
 -- The build's read: a server-side cursor over key and text.
 SELECT {key}, {text} FROM {table}
 
+-- name: source_sample
+-- The texts a build counts shingles in: a Bernoulli sample of the table, the same rows each time
+-- while the table is unchanged.
+SELECT {text} FROM {table} TABLESAMPLE BERNOULLI (%(percent)s) REPEATABLE (0)
+
 -- name: source_texts_of_keys
 SELECT {key}, {text} FROM {table} WHERE {key} OPERATOR(pg_catalog.=) ANY(%(keys)s)
 
