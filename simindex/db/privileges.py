@@ -60,10 +60,19 @@ def back_to_caller() -> list[sql.Composed]:
     return [statement("role_restore")]
 
 
+_warned: set[tuple[str, str, int, str, str]] = set()
+
+
 def warn_if_superuser(conn: PgConnection, what: str) -> None:
-    """Log a warning when ``what`` (sync, build) runs as a superuser: it needs far less."""
+    """Log a warning when ``what`` (sync, build) runs as a superuser: it needs far less. Once
+    per process for each database and role, so a loop of builds does not repeat it."""
+    info = conn.info
+    seen = (what, info.host, info.port, info.dbname, info.user)
+    if seen in _warned:
+        return
     row = conn.execute(statement("role_is_superuser")).fetchone()
     if row and row[0]:
+        _warned.add(seen)
         _log.warning(
             "simindex %s runs as a superuser; an ordinary role with the %s right is enough "
             "(simindex grant ROLE --%s)",
