@@ -5,8 +5,10 @@ sentences between rows that are otherwise unrelated, and a near-duplicate index 
 them into one cluster. Two cures use the same counts:
 
 * **ignore common shingles** (``ignore_common`` of either method): a shingle held by more than
-  that share of the sampled rows is no feature. A row whose every shingle is common keeps them
-  all, so identical copies of a template still find each other.
+  that share of the sampled rows, and by more than :data:`MIN_COMMON_ROWS` of them, is no
+  feature (the floor keeps a small table's near-duplicates: in 100 rows, 1% is one row). A row
+  whose every shingle is common keeps them all, so identical copies of a template still find
+  each other.
 * **IDF weights** (``idf=True`` of SimHash): each feature weighs ``1 + ln((1 + n) / (1 + df))``
   for a sample of ``n`` rows, ``df`` of which hold it; a shingle not among the counted ones
   weighs as if one row held it.
@@ -29,6 +31,8 @@ from numpy.typing import NDArray
 
 SAMPLE_ROWS = 20_000
 """Rows a build samples to count shingles (a table this small or smaller is read whole)."""
+MIN_COMMON_ROWS = 10
+"""A shingle held by this many sampled rows or fewer is never common."""
 KEPT_SHINGLES = 8192
 """The most common shingles a spec keeps the counts of (12 bytes each)."""
 _UINT64 = np.dtype("<u8")
@@ -69,8 +73,9 @@ class ShingleCounts:
         return hash((self.rows, self.hashes.tobytes(), self.counts.tobytes()))
 
     def common(self, share: float) -> NDArray[np.uint64]:
-        """The shingles held by more than ``share`` of the rows, sorted."""
-        return self.hashes[self.counts > share * self.rows]
+        """The shingles held by more than ``share`` of the rows (and more than
+        :data:`MIN_COMMON_ROWS`), sorted."""
+        return self.hashes[self.counts > max(share * self.rows, MIN_COMMON_ROWS)]
 
     def idf(self, features: NDArray[np.uint64]) -> NDArray[np.float64]:
         """The IDF weight of each feature (see the module docstring)."""

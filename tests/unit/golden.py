@@ -174,9 +174,9 @@ SPECS: dict[str, IndexSpec] = {
 
 
 def _learned(method: MinHash | SimHash) -> IndexSpec:
-    """``method`` with the shingle counts of the inputs plus three more copies of "sentence",
-    whose shingles are then common (in 4 of 29 rows), as a build would learn them (spec 3)."""
-    texts = [*INPUTS.values(), *[INPUTS["sentence"]] * 3]
+    """``method`` with the shingle counts of the inputs plus eleven more copies of "sentence",
+    whose shingles are then common (in 12 of 37 rows), as a build would learn them (spec 3)."""
+    texts = [*INPUTS.values(), *[INPUTS["sentence"]] * 11]
     counts = count_shingles(method.shingling.hashes(text) for text in texts)
     return replace(resolve(method), counts=counts)
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from simindex.core.frequency import (
+    MIN_COMMON_ROWS,
     ShingleCounts,
     check_share,
     count_shingles,
@@ -36,10 +37,14 @@ def test_keeps_the_most_common_and_among_equals_the_smaller_hash() -> None:
     assert tie.hashes.tolist() == [2, 5]
 
 
-def test_common_is_more_than_the_share() -> None:
-    counts = ShingleCounts(100, u64(1, 2, 3), np.array([1, 2, 3], dtype=np.uint32))
+def test_common_is_more_than_the_share_and_more_than_the_floor() -> None:
+    counts = ShingleCounts(10_000, u64(1, 2, 3), np.array([100, 200, 300], dtype=np.uint32))
     assert counts.common(0.02).tolist() == [3]
-    assert counts.common(0.019).tolist() == [2, 3]
+    assert counts.common(0.0199).tolist() == [2, 3]
+    small = ShingleCounts(
+        100, u64(1, 2, 3), np.array([2, MIN_COMMON_ROWS, MIN_COMMON_ROWS + 1], dtype=np.uint32)
+    )
+    assert small.common(0.01).tolist() == [3]
 
 
 def test_without_common_drops_every_occurrence_but_keeps_a_row_that_is_all_common() -> None:
@@ -110,13 +115,14 @@ def test_a_spec_that_learns_nothing_keeps_no_counts() -> None:
 def test_features_drop_common_shingles_only_once_counts_are_learned() -> None:
     method = MinHash(0.7, ignore_common=0.5)
     boiler = "this package contains the source for the rust crate"
-    texts = [f"{boiler} {name} does {name} things" for name in ("alpha", "beta", "gamma")]
+    names = ["alpha", "beta", "gamma", "delta", "zeta", "eta", "theta", "iota", "kappa", "mu", "nu"]
+    texts = [f"{boiler} {name} does {name} things" for name in names]
     unlearned = resolve(method)
     assert [len(f) for f in unlearned.features(texts)] == [
         len(method.shingling.hashes(t)) for t in texts
     ]
     counts = count_shingles(method.shingling.hashes(t) for t in texts)
-    learned = refreshed(unlearned, 3, counts)
+    learned = refreshed(unlearned, len(texts), counts)
     kept = learned.features(texts)
     assert all(
         0 < len(f) < len(method.shingling.hashes(t)) for f, t in zip(kept, texts, strict=True)
