@@ -1,6 +1,6 @@
 """What ignoring common shingles and IDF weights do to the demo corpus's clusters.
 
-    python benchmarks/boilerplate.py [--output PATH]
+    python benchmarks/boilerplate.py [--quick] [--embedded|--local] [--output PATH]
 
 The demo ships 3,000 Debian package descriptions, whole families of binary packages built from
 one source package. Rows of one family are near-duplicates by intent; rows of two families
@@ -11,6 +11,7 @@ corpus and read by ``clusters()`` and ``pairs()``; each pair is then called *one
 Packages file ``demo_corpus.py`` reads; without it the family columns stay empty). Reports,
 per index: pairs, pairs across families, clusters, the largest cluster and how many families
 it holds, and clusters holding more than one family. Writes ``results/boilerplate.json``.
+``--quick`` builds three of the indexes only (it checks the script works).
 """
 
 from __future__ import annotations
@@ -27,13 +28,13 @@ from report import RESULTS, log, new_result, print_table, write_result
 import simindex
 from simindex.core.spec import Method, MinHash, SimHash
 from simindex.demo import documents
-from simindex.embedded import local_postgres
+from simindex.embedded import embedded_postgres, local_postgres
 from simindex.index import create_index
 
 METHODS: dict[str, Method] = {
-    "MinHash 0.7 (the demo's)": MinHash(0.7),
+    "MinHash 0.7": MinHash(0.7),
     "MinHash 0.7, ignore common 0.5%": MinHash(0.7, ignore_common=0.005),
-    "MinHash 0.7, ignore common 1%": MinHash(0.7, ignore_common=0.01),
+    "MinHash 0.7, ignore common 1% (the demo's)": MinHash(0.7, ignore_common=0.01),
     "MinHash 0.7, ignore common 2%": MinHash(0.7, ignore_common=0.02),
     "MinHash 0.7, ignore common 5%": MinHash(0.7, ignore_common=0.05),
     "MinHash 0.8": MinHash(0.8),
@@ -86,19 +87,23 @@ def measure(
     }
 
 
-def run() -> dict[str, Any]:
+QUICK = ("MinHash 0.7", "MinHash 0.7, ignore common 1% (the demo's)", "SimHash k=3, idf")
+
+
+def run(server: str, quick: bool) -> dict[str, Any]:
     corpus = documents()
     sources = families()
     family = {d.id: sources.get(d.package, d.package) for d in corpus} if sources else {}
+    methods = {label: m for label, m in METHODS.items() if not quick or label in QUICK}
     rows = []
-    with local_postgres() as dsn:
+    with (embedded_postgres if server == "embedded" else local_postgres)() as dsn:
         simindex.migrate(dsn)
         with psycopg.connect(dsn) as conn:
             conn.execute("CREATE TABLE documents (id integer PRIMARY KEY, body text)")
             with conn.cursor().copy("COPY documents (id, body) FROM STDIN") as copy:
                 for d in corpus:
                     copy.write_row((d.id, d.body))
-        for number, (label, method) in enumerate(METHODS.items()):
+        for number, (label, method) in enumerate(methods.items()):
             log(f"{label}")
             rows.append(measure(dsn, number, label, method, family))
     return {"documents": len(corpus), "families": len(set(family.values())) or None, "rows": rows}
@@ -106,10 +111,27 @@ def run() -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="three indexes only")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
+        "--embedded",
+        dest="server",
+        action="store_const",
+        const="embedded",
+        help="embedded-postgres (PostgreSQL 18)",
+    )
+    source.add_argument(
+        "--local",
+        dest="server",
+        action="store_const",
+        const="local",
+        help="this machine's PostgreSQL binaries [default]",
+    )
     parser.add_argument("--output", type=Path, default=RESULTS / "boilerplate.json")
+    parser.set_defaults(server="local")
     args = parser.parse_args(argv)
     result = new_result("boilerplate", argv)
-    result |= run()
+    result |= run(args.server, args.quick)
     header = [
         "index",
         "pairs",

@@ -20,6 +20,7 @@ RUNS = {
     "query": ["query.py", "--quick", "--no-peers", "--no-phases"],
     "dedup": ["dedup.py", "--quick"],  # beside datasketch and simhash: the bench extra
     "sync": ["sync.py", "--quick"],
+    "boilerplate": ["boilerplate.py", "--quick"],
 }
 
 
