@@ -60,7 +60,7 @@ def measure(
 ) -> dict[str, Any]:
     name = f"boilerplate_{number}"
     index = create_index(dsn, name, "documents", "body", method=method)
-    index.build()
+    build = index.build()
     pairs = [(p.left, p.right) for p in index.pairs()]
     index.clusters()
     clusters: dict[int, list[int]] = defaultdict(list)
@@ -72,6 +72,7 @@ def measure(
     known = bool(family)
     return {
         "index": label,
+        "build_seconds": round(build.seconds, 3),
         "pairs": len(pairs),
         "pairs_across_families": sum(family.get(a) != family.get(b) for a, b in pairs)
         if known

@@ -284,10 +284,10 @@ def _bytes(conn: PgConnection, table: sql.Identifier) -> int:
 def _describe(method: Method) -> str:
     if isinstance(method, SimHash):
         return f"SimHash, at most {method.max_distance} of 64 bits differ"
-    text = f"MinHash, Jaccard >= {method.threshold}"
     if method.ignore_common is not None:
-        text += f" without shingles in over {method.ignore_common:.0%} of rows"
-    return text
+        share = f"{method.ignore_common:.0%}"
+        return f"MinHash, J >= {method.threshold}, shingles in >{share} of rows ignored"
+    return f"MinHash, Jaccard >= {method.threshold}"
 
 
 def _cut(text: str, width: int) -> str:
