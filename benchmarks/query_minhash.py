@@ -14,7 +14,7 @@ from pgserver import BuildProgress, Server, nested_plans, prewarm, relation_size
 from psycopg import sql
 from query_facade import facade_trace, key_paths, sqlalchemy_engine
 from query_plan import MINHASH_THRESHOLD, NUM_PERM, SEED, Plan
-from query_simhash import generic_plans, spread
+from query_simhash import plan_cache_mode, spread
 from report import latency_ms, log, timed_calls
 
 from simindex.core.spec import MinHash
@@ -74,7 +74,7 @@ def minhash_part(server: Server, dataset: Dataset, plan: Plan) -> dict[str, Any]
         store.similar_key_function,
         store.similar_function,
     ]
-    with generic_plans(dsn, functions):
+    with plan_cache_mode(dsn, functions):
         generic_seconds, generic_found = run_similar_sql(dsn, query, keys)
     engine = sqlalchemy_engine(dsn)
     try:
@@ -122,7 +122,7 @@ def minhash_part(server: Server, dataset: Dataset, plan: Plan) -> dict[str, Any]
         },
         "sql_function_generic_plan": {
             "setting": "ALTER FUNCTION ... SET plan_cache_mode = force_generic_plan on "
-            "similar_key_v1 and similar_v1 (proposed fix)",
+            "similar_key_v1 and similar_v1 (tried: no better beyond noise and run order)",
             "latency": latency_ms(generic_seconds),
             "same_keys_as_sql": sum(
                 g.keys() == f.keys() for g, f in zip(generic_found, sql_found, strict=True)

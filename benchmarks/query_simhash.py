@@ -136,14 +136,28 @@ def near_sql(name: str) -> sql.Composed:
 
 
 @contextlib.contextmanager
-def generic_plans(dsn: str, functions: Sequence[sql.Composable]) -> Iterator[None]:
-    """The fix proposed for simindex, tried on this throwaway database: the functions keep one
-    generic plan of their statements instead of planning them on every call."""
+def plan_cache_mode(
+    dsn: str, functions: Sequence[sql.Composable], mode: str = "force_generic_plan"
+) -> Iterator[None]:
+    """The functions' statements planned by ``mode`` (force_generic_plan: one generic plan per
+    session; auto: PostgreSQL's choice, a custom plan per call at first), on this throwaway
+    database; each function's own setting is restored afterwards."""
     with psycopg.connect(dsn, autocommit=True) as conn:
+        before = {}
         for function in functions:
+            name = function.as_string(conn)
+            row = conn.execute(
+                "SELECT coalesce(proconfig, '{}') FROM pg_catalog.pg_proc WHERE oid = %s::regproc",
+                (name,),
+            ).fetchone()
+            config = row[0] if row else []
+            before[name] = next(
+                (item.split("=", 1)[1] for item in config if item.startswith("plan_cache_mode=")),
+                None,
+            )
             conn.execute(
-                sql.SQL("ALTER FUNCTION {} SET plan_cache_mode = force_generic_plan").format(
-                    function
+                sql.SQL("ALTER FUNCTION {} SET plan_cache_mode = {}").format(
+                    function, sql.Literal(mode)
                 )
             )
     try:
@@ -151,7 +165,15 @@ def generic_plans(dsn: str, functions: Sequence[sql.Composable]) -> Iterator[Non
     finally:
         with psycopg.connect(dsn, autocommit=True) as conn:
             for function in functions:
-                conn.execute(sql.SQL("ALTER FUNCTION {} RESET plan_cache_mode").format(function))
+                kept = before[function.as_string(conn)]
+                restore = (
+                    sql.SQL("ALTER FUNCTION {} RESET plan_cache_mode").format(function)
+                    if kept is None
+                    else sql.SQL("ALTER FUNCTION {} SET plan_cache_mode = {}").format(
+                        function, sql.Literal(kept)
+                    )
+                )
+                conn.execute(restore)
 
 
 def run_near_sql(
@@ -329,7 +351,7 @@ def simhash_part(
     series = run_near_sql(dsn, "docs", queries, ("", GENERIC, GENERIC + ",enable_hashagg=off"))
     (sql_seconds, sql_found), (session_seconds, session_found), (sort_seconds, sort_found) = series
     log("the same with the function set to plan_cache_mode = force_generic_plan")
-    with generic_plans(dsn, [store.near_function]):
+    with plan_cache_mode(dsn, [store.near_function]):
         ((generic_seconds, generic_found),) = run_near_sql(dsn, "docs", queries)
     log("simindex candidates query sent directly")
     raw_seconds, raw_found = run_candidates_sql(dsn, store, queries)
