@@ -288,6 +288,18 @@ def cost(index_spec: IndexSpec, rows: int) -> str:
     return text
 
 
+def _spec_json(index_spec: IndexSpec) -> dict[str, Any]:
+    """The stored spec, with its learned shingle counts summed up rather than spelled out."""
+    data: dict[str, Any] = json.loads(index_spec.to_json())
+    counts = index_spec.counts
+    if counts is not None:
+        data["shingle_counts"] = {"rows": counts.rows, "shingles": len(counts.hashes)}
+        share = index_spec.method.ignore_common
+        if share is not None:
+            data["shingle_counts"]["common"] = len(counts.common(share))
+    return data
+
+
 def info_json(info: IndexInfo) -> dict[str, Any]:
     found = info.source
     return {
@@ -300,7 +312,7 @@ def info_json(info: IndexInfo) -> dict[str, Any]:
             "key": found.key_column,
             "key_type": found.key_type,
         },
-        "spec": json.loads(info.spec.to_json()),
+        "spec": _spec_json(info.spec),
         "cost": {
             "tables": info.spec.cost.tables,
             "bytes_per_row": round(info.spec.cost.bytes_per_row),

@@ -476,6 +476,36 @@ def test_create_with_token_options(database_dsn: str) -> None:
     assert "cannot import the tokenizer 'myapp_missing:tokens'" in one_error_line(missing)
 
 
+def test_create_ignoring_common_shingles(database_dsn: str) -> None:
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute("CREATE TABLE crates (id integer PRIMARY KEY, body text)")
+        conn.execute(
+            "INSERT INTO crates SELECT g, 'the source of the rust crate packaged for debian: '"
+            " || md5(g::text) FROM generate_series(1, 40) g"
+        )
+    on_crates = ("--table", "crates", "--column", "body")
+    created = simindex("create", "crates", *on_crates, "--method", "minhash",
+                       "--ignore-common", "0.1", SIMINDEX_DSN=database_dsn)  # fmt: skip
+    assert created.returncode == 0, created.stderr
+    assert "ignoring shingles in more than 10.00% of rows" in created.stdout
+    assert simindex("build", "crates", SIMINDEX_DSN=database_dsn).returncode == 0
+    info = run_json("stats", "crates", dsn=database_dsn)["indexes"][0]
+    assert info["spec"]["ignore_common"] == 0.1
+    assert info["spec"]["shingle_counts"]["rows"] == 40
+    assert info["spec"]["shingle_counts"]["common"] > 0
+    idf = run_json("create", "crates_idf", *on_crates, "--idf", "--ignore-common", "0.2",
+                   dsn=database_dsn)  # fmt: skip
+    assert idf["spec"]["idf"] is True and idf["spec"]["ignore_common"] == 0.2
+    refused = simindex("create", "other", *on_crates, "--idf", "--method", "minhash",
+                       SIMINDEX_DSN=database_dsn)  # fmt: skip
+    assert refused.returncode == 2
+    assert "--idf: an option of --method simhash" in one_error_line(refused)
+    wrong = simindex("create", "other", *on_crates, "--ignore-common", "1.5",
+                     SIMINDEX_DSN=database_dsn)  # fmt: skip
+    assert wrong.returncode == 1
+    assert "ignore_common must be a share of rows between 0 and 1" in one_error_line(wrong)
+
+
 @pytest.mark.parametrize(
     ("args", "stdin", "code", "expected"),
     [
