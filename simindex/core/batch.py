@@ -17,7 +17,7 @@ Batch = tuple[NDArray[Any], NDArray[Any]]
 """(values, has-features): one fingerprint or signature row per text, and whether it has one."""
 
 
-@functools.cache
+@functools.lru_cache(maxsize=64)  # bounded: each rebuild of a learning index is a new spec
 def _spec(spec_json: str) -> IndexSpec:
     return IndexSpec.from_json(spec_json)
 

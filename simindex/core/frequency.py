@@ -33,6 +33,9 @@ SAMPLE_ROWS = 20_000
 """Rows a build samples to count shingles (a table this small or smaller is read whole)."""
 MIN_COMMON_ROWS = 10
 """A shingle held by this many sampled rows or fewer is never common."""
+MAX_FEATURES = 16_000_000
+"""Distinct shingles of all sampled rows together at most (8 bytes each, a few copies while
+counting)."""
 KEPT_SHINGLES = 8192
 """The most common shingles a spec keeps the counts of (12 bytes each)."""
 _UINT64 = np.dtype("<u8")
@@ -110,11 +113,23 @@ class ShingleCounts:
 
 
 def count_shingles(
-    features: Iterable[NDArray[np.uint64]], *, kept: int = KEPT_SHINGLES
+    features: Iterable[NDArray[np.uint64]],
+    *,
+    kept: int = KEPT_SHINGLES,
+    max_features: int = MAX_FEATURES,
 ) -> ShingleCounts:
-    """Count, for each shingle, the rows holding it; rows without features are not counted."""
-    distinct = [np.unique(row) for row in features]
-    distinct = [row for row in distinct if len(row)]
+    """Count, for each shingle, the rows holding it; rows without features are not counted.
+    Rows are taken until they hold ``max_features`` distinct shingles in all (long documents
+    make a smaller sample), so memory stays bounded."""
+    distinct = []
+    total = 0
+    for row in features:
+        unique = np.unique(row)
+        if len(unique):
+            distinct.append(unique)
+            total += len(unique)
+            if total >= max_features:
+                break
     if not distinct:
         return ShingleCounts(0, np.zeros(0, np.uint64), np.zeros(0, np.uint32))
     hashes, counts = np.unique(np.concatenate(distinct), return_counts=True)

@@ -16,6 +16,7 @@ loading a table leaves nothing for ``sync`` to do again.
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -158,13 +159,17 @@ def learn_counts(conn: PgConnection, source: Source, spec: IndexSpec, rows: int)
     source (all of a table that small), read with the caller's rights."""
     percent = 100.0 if rows <= SAMPLE_ROWS else 100.0 * SAMPLE_ROWS / rows
     shingling = spec.method.shingling
-    texts = conn.execute(
-        statement(
-            "source_sample", text=sql.Identifier(source.text_column), table=source.identifier
-        ),
-        {"percent": percent},
-    )
-    return count_shingles(shingling.hashes(text) for (text,) in texts)
+    with conn.cursor(name="simindex_sample") as cursor:
+        cursor.itersize = 500
+        cursor.execute(
+            statement(
+                "source_sample", text=sql.Identifier(source.text_column), table=source.identifier
+            ),
+            {"percent": percent},
+        )
+        # Bounded even when the row estimate is far too low (a table never analyzed).
+        texts = itertools.islice(cursor, 2 * SAMPLE_ROWS)
+        return count_shingles(shingling.hashes(text) for (text,) in texts)
 
 
 def _dequeue(conn: PgConnection, triggers: Triggers, snapshot: str) -> int:

@@ -28,6 +28,13 @@ def test_counts_rows_not_occurrences_and_keeps_shingles_of_two_rows_or_more() ->
     assert counts.counts.tolist() == [3, 2]
 
 
+def test_stops_taking_rows_at_the_feature_budget() -> None:
+    rows = iter([u64(1, 2, 3), u64(1, 2), u64(1, 9), u64(1)])
+    counts = count_shingles(rows, max_features=5)
+    assert counts.rows == 2 and counts.hashes.tolist() == [1, 2]
+    assert next(rows).tolist() == [1, 9]  # the rest was not read
+
+
 def test_keeps_the_most_common_and_among_equals_the_smaller_hash() -> None:
     rows = [u64(1, 2, 3, 4)] * 2 + [u64(3, 4)] * 3 + [u64(4)]
     counts = count_shingles(rows, kept=2)
