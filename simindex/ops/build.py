@@ -17,6 +17,7 @@ loading a table leaves nothing for ``sync`` to do again.
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -28,7 +29,7 @@ from numpy.typing import NDArray
 from psycopg import sql
 from sqlalchemy.engine import Connection
 
-from simindex.core.frequency import SAMPLE_ROWS, ShingleCounts, count_shingles
+from simindex.core.frequency import KEPT_SHINGLES, SAMPLE_ROWS, ShingleCounts, count_shingles
 from simindex.core.spec import IndexSpec, refreshed
 from simindex.db.catalog import IndexInfo, Store, catalog, lock_source, read_index, store_for
 from simindex.db.connection import Bind, PgConnection, connect, transaction
@@ -40,6 +41,7 @@ from simindex.db.statements import run, statement
 from simindex.db.triggers import Triggers, event_triggers_on
 from simindex.ops.workers import computed
 
+_log = logging.getLogger(__name__)
 Progress = Callable[[int, int | None], None]
 """Called with (source rows read so far, the rows the source holds)."""
 
@@ -169,7 +171,18 @@ def learn_counts(conn: PgConnection, source: Source, spec: IndexSpec, rows: int)
         )
         # Bounded even when the row estimate is far too low (a table never analyzed).
         texts = itertools.islice(cursor, 2 * SAMPLE_ROWS)
-        return count_shingles(shingling.hashes(text) for (text,) in texts)
+        counts = count_shingles(shingling.hashes(text) for (text,) in texts)
+    share = spec.method.ignore_common
+    if share is not None and len(counts.common(share)) == KEPT_SHINGLES:
+        _log.warning(
+            "more than %s shingles are common in %s (held by over %s of the sampled rows): "
+            "only the %s most common are ignored",
+            f"{KEPT_SHINGLES:,}",
+            source.identifier.as_string(None),
+            f"{share:.2%}",
+            f"{KEPT_SHINGLES:,}",
+        )
+    return counts
 
 
 def _dequeue(conn: PgConnection, triggers: Triggers, snapshot: str) -> int:

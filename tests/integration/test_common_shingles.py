@@ -6,12 +6,14 @@ sentence and differ only in a short phrase of their own, beside a few real near-
 
 from __future__ import annotations
 
+import logging
 import random
 
 import psycopg
 import pytest
 
 from simindex.check import check
+from simindex.core.frequency import KEPT_SHINGLES
 from simindex.core.spec import MinHash, SimHash
 from simindex.index import Index, create_index
 from simindex.sync import sync
@@ -154,3 +156,19 @@ def test_create_refuses_a_share_that_is_not_one(database_dsn: str, share: object
             "body",
             method=MinHash(0.7, ignore_common=share),  # type: ignore[arg-type]
         )
+
+
+def test_a_build_says_when_more_shingles_are_common_than_it_keeps(
+    database_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    text = " ".join(f"word{i}" for i in range(KEPT_SHINGLES + 1000))
+    load(database_dsn, {key: text for key in range(12)})
+    index = create_index(
+        database_dsn, "common", "crates", "body", method=MinHash(0.7, ignore_common=0.5)
+    )
+    with caplog.at_level(logging.WARNING, logger="simindex"):
+        index.build()
+    assert any("only the 8,192 most common are ignored" in r.getMessage() for r in caplog.records)
+    counts = index.info().spec.counts
+    assert counts is not None and len(counts.hashes) == KEPT_SHINGLES
+    assert {p.right for p in index.pairs() if p.left == 0} == set(range(1, 12))
