@@ -56,6 +56,8 @@ def test_keyword_options_map_onto_the_methods() -> None:
         threshold=0.6, num_perm=64, scheme=Scheme.ONE_PERMUTATION, seed=3, shingling=shingling
     )
     assert CreateSimindexOp("d", "t", "c").method == SimHash()
+    learning = CreateSimindexOp("d", "t", "c", idf=True, ignore_common=0.01)
+    assert learning.method == SimHash(idf=True, ignore_common=0.01)
     given = MinHash(threshold=0.7)
     assert CreateSimindexOp("d", "t", "c", method=given).method is given
 
@@ -72,6 +74,8 @@ def test_keyword_options_map_onto_the_methods() -> None:
         ),
         ({"method": SimHash(), "max_distance": 2}, TypeError, "not both"),
         ({"method": "minhash", "threshold": 1.5}, ValueError, "threshold"),
+        ({"method": "minhash", "idf": True}, TypeError, "idf is not an option"),
+        ({"ignore_common": 2}, ValueError, "ignore_common must be a share"),
         ({"max_distance": -1}, ValueError, "non-negative"),
         ({"key_type": "bigint; DROP TABLE x"}, ValueError, "key_type must name a SQL type"),
         ({"key": ""}, TypeError, "key must be a non-empty str"),
