@@ -192,7 +192,9 @@ class IndexSpec:
         hashes = self.features(texts)
         counts = self.counts
         if method.idf and counts is not None:
-            weights = [counts.idf(row) for row in hashes]
+            # One lookup for the whole batch, split back per text.
+            flat = counts.idf(np.concatenate(hashes)) if hashes else np.zeros(0)
+            weights = np.split(flat, np.cumsum([len(row) for row in hashes])[:-1])
             return simhash_batch(hashes, weights, top_n=method.top_n)
         return simhash_batch(hashes, top_n=method.top_n)
 

@@ -42,6 +42,48 @@ def test_integer_weights_equal_repeated_features(pairs: list[tuple[int, int]]) -
     )
 
 
+def sequential_totals(hashes: np.ndarray, weights: np.ndarray) -> int | None:
+    """The weighted rule with each total summed in feature order, as defined: weight of every
+    feature whose bit is set, against half the sum of all weights."""
+    if not len(hashes):
+        return None
+    total = 0.0
+    for weight in weights.tolist():
+        total += weight
+    fingerprint = 0
+    for bit in range(64):
+        ones = 0.0
+        for h, weight in zip(hashes.tolist(), weights.tolist(), strict=True):
+            ones += weight * ((h >> bit) & 1)
+        if 2 * ones > total:
+            fingerprint |= 1 << bit
+    return fingerprint
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 2**64 - 1), st.floats(0.0, 20.0, allow_nan=False, allow_subnormal=False)
+        ),
+        max_size=60,
+    )
+)
+def test_real_weights_are_summed_in_feature_order(pairs: list[tuple[int, float]]) -> None:
+    hashes = np.array([h for h, _ in pairs], dtype=np.uint64)
+    weights = np.array([w for _, w in pairs], dtype=np.float64)
+    assert simhash(hashes, weights) == sequential_totals(hashes, weights)
+
+
+def test_weighted_batches_equal_one_at_a_time() -> None:
+    rng = np.random.default_rng(7)
+    arrays = [rng.integers(0, 2**64, int(n), dtype=np.uint64) for n in rng.integers(0, 3000, 40)]
+    weights = [1.0 + rng.random(len(a)) * 9 for a in arrays]
+    fingerprints, present = simhash_batch(arrays, weights)
+    for array, weight, fingerprint, ok in zip(arrays, weights, fingerprints, present, strict=True):
+        alone = simhash(array, weight)
+        assert ok == (alone is not None) and int(fingerprint) == (alone or 0)
+
+
 @given(st.lists(hash_lists, max_size=30))
 @settings(max_examples=50)
 def test_batch_equals_one_at_a_time(documents: list[list[int]]) -> None:
