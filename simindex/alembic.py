@@ -255,7 +255,8 @@ class CreateSimindexOp(_SimindexOp):
         source = describe(conn, self.table, self.column, schema=self.schema, key=self.key)
         if self.key_type is not None:
             same = conn.execute(
-                statement("source_same_type"), {"given": self.key_type, "found": source.key_type}
+                statement("source_same_type"),
+                {"given": self.key_type, "found": source.key_type, "column": source.key_type_id},
             ).fetchone()
             if not (same and same[0]):
                 raise SourceError(

@@ -33,7 +33,9 @@ class Source:
     table: str
     key_column: str
     key_type: str
-    """The key's SQL type, typmod-exact and schema-qualified (see ``source_columns``)."""
+    """The SQL type simindex stores keys as, typmod-exact and schema-qualified: the key
+    column's type, or a domain's base type, so that no CHECK of the domain (its owner's code)
+    ever runs as simindex's owner role or as a worker (see ``source_columns``)."""
     text_column: str
     key_attnum: int = 0
     text_attnum: int = 0
@@ -109,7 +111,7 @@ def describe(
             f"key column {key_column!r} is {found_key.type}, {what}; a key must be one value "
             "that can be sorted and compared (an integer, text, uuid, ... type)"
         )
-    if not _comparable(conn, found_key.type):
+    if not _comparable(conn, found_key.stored_type):
         raise SourceError(
             f"key column {key_column!r} is {found_key.type}, whose = and < operators are not "
             "in pg_catalog (nor reachable through exactly one implicit cast), where simindex's "
@@ -126,7 +128,7 @@ def describe(
         str(found_schema),
         str(found_table),
         key_column,
-        str(found_key.type),
+        str(found_key.stored_type),
         column,
         key_attnum=found_key.attnum,
         text_attnum=text.attnum,
@@ -141,6 +143,7 @@ def describe(
 @dataclass(frozen=True, slots=True)
 class _Column:
     type: str
+    stored_type: str
     category: str
     not_null: bool
     keyable: bool

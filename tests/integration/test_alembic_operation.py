@@ -369,7 +369,11 @@ def test_offline_needs_key_and_key_type_and_drop_needs_table() -> None:
 @pytest.mark.parametrize(
     ("key", "key_type", "error"),
     [
-        ("id", "integer", "key column id of documents is bigint, but key_type integer"),
+        (
+            "id",
+            "integer",
+            "key column id of documents is bigint, stored as bigint, but key_type integer",
+        ),
         ("other", "bigint", "key column other has no unique index on documents"),
         ("missing", "bigint", "key column missing does not exist"),
         ("code", "text", "key column code of documents allows NULL"),

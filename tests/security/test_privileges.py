@@ -401,6 +401,56 @@ def test_no_statement_compares_keys_with_the_table_owners_operator(
     assert not is_superuser(database_dsn, alice)
 
 
+# Domains of the table owner's whose CHECK calls a function of theirs that logs who ran it:
+# PostgreSQL runs a domain's check whenever a value is cast to it, so a key or a text that
+# simindex cast to the domain, as its owner role or as a superuser's sync, would run it.
+OWNER_CHECKED_DOMAINS = """
+CREATE FUNCTION public.checked(value anyelement) RETURNS boolean LANGUAGE plpgsql AS $f$
+BEGIN PERFORM public.log_and_escalate(); RETURN true; END $f$;
+CREATE DOMAIN public.checked_id AS integer CHECK (public.checked(VALUE));
+CREATE DOMAIN public.checked_text AS text CHECK (public.checked(VALUE));
+"""
+
+
+@pytest.mark.parametrize("method", [SimHash(), MinHash(threshold=0.5)], ids=["simhash", "minhash"])
+def test_no_check_of_the_table_owners_domains_runs_as_anyone_but_them(
+    database_dsn: str, make_role: MakeRole, method: SimHash | MinHash
+) -> None:
+    alice = make_role("alice")
+    superuser(database_dsn, f"GRANT CREATE ON SCHEMA public TO {alice.name}")
+    alice.run(OWNER_EVIL_TYPES, OWNER_CHECKED_DOMAINS)
+    owned_table(
+        database_dsn,
+        alice,
+        "CREATE TABLE docs (id public.checked_id PRIMARY KEY, body public.checked_text)",
+    )
+    index = create_index(database_dsn, "docs", "docs", "body", method=method)
+    index.build()
+    alice.run(
+        "INSERT INTO docs VALUES (100, 'a new row of text for the index')",
+        "UPDATE docs SET body = 'row one is now this', id = 101 WHERE id = 1",
+        "DELETE FROM docs WHERE id = 2",
+        "ALTER TABLE docs RENAME COLUMN body TO content",
+        "INSERT INTO docs VALUES (102, 'written after the rename')",
+    )
+    # Everything below runs as a superuser: the trigger function ran as simindex's owner role.
+    assert sync(database_dsn).indexed == 3
+    assert check(database_dsn, "docs").ok
+    if isinstance(method, SimHash):
+        assert [m.key for m in index.near_key(102, max_distance=0)] == []
+        assert index.near("written after the rename", max_distance=0)[0].key == 102
+    else:
+        assert [m.key for m in index.similar("written after the rename")] == [102]
+        assert [m.key for m in index.similar(key=102, verify="exact")] == []
+    list(index.pairs())
+    index.clusters()
+    index.build()
+    alice.run("TRUNCATE docs", "DROP TABLE docs")
+    # Alice's own writes ran her checks as herself; nothing of simindex's ever did.
+    assert set(scalar(database_dsn, CAST_LOG)) == {alice.name}
+    assert not is_superuser(database_dsn, alice)
+
+
 def test_create_refuses_a_key_type_whose_comparison_could_reach_the_owners_cast(
     database_dsn: str, make_role: MakeRole
 ) -> None:
@@ -431,11 +481,19 @@ def test_an_admin_cannot_create_an_index_whose_key_type_the_owner_role_cannot_us
     alice = make_role("alice")
     bob = make_role("bob")
     superuser(database_dsn, f"CREATE SCHEMA types AUTHORIZATION {bob.name}")
+    # An enum (a domain would be stored as its base type, which needs no right).
+    labels = ", ".join(f"'{n}'" for n in range(1, 21))
     bob.run(
-        "CREATE DOMAIN types.docid AS integer",
+        f"CREATE TYPE types.docid AS ENUM ({labels})",
         f"GRANT USAGE ON SCHEMA types TO {alice.name}",
     )
-    owned_table(database_dsn, alice, "CREATE TABLE docs (id types.docid PRIMARY KEY, body text)")
+    owned_table(
+        database_dsn, alice, "CREATE TABLE docs (id types.docid PRIMARY KEY, body text)", rows=0
+    )
+    alice.run(
+        "INSERT INTO docs SELECT n::text::types.docid, 'the text of row ' || n "
+        "FROM generate_series(1, 20) AS n"
+    )
     simindex.grant(database_dsn, alice.name, "admin")
     with pytest.raises(psycopg.errors.InsufficientPrivilege, match="GRANT USAGE ON SCHEMA types"):
         create_index(alice.dsn, "docs", "docs", "body")

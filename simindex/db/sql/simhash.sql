@@ -35,7 +35,7 @@ SELECT key, distance FROM {function}(%(key)s, %(max_distance)s) ORDER BY distanc
 LIMIT %(limit)s
 
 -- name: simhash_near_function
--- Typed per index, so the key comes back in the source key's own type.
+-- Typed per index, so the key comes back in the source key's own type (a domain's: its base).
 CREATE FUNCTION {function}(
     fingerprint bigint,
     max_distance integer DEFAULT {default_distance},

@@ -22,6 +22,15 @@ SELECT a.attname AS name,
             ELSE pg_catalog.quote_ident(n.nspname) || '.'
                  || pg_catalog.format_type(a.atttypid, a.atttypmod)
        END AS type,
+       -- The type simindex stores a value of the column as: a domain's base type, so that no
+       -- domain CHECK (code the domain's owner wrote) runs when simindex writes or casts one.
+       CASE WHEN bn.nspname = 'pg_catalog'
+              OR starts_with(pg_catalog.format_type(b.oid, b.typmod),
+                             pg_catalog.quote_ident(bn.nspname) || '.')
+            THEN pg_catalog.format_type(b.oid, b.typmod)
+            ELSE pg_catalog.quote_ident(bn.nspname) || '.'
+                 || pg_catalog.format_type(b.oid, b.typmod)
+       END AS stored_type,
        t.typcategory::text AS category,
        a.attnotnull AS not_null,
        EXISTS (
@@ -53,17 +62,21 @@ JOIN pg_catalog.pg_type AS t ON t.oid = a.atttypid
 JOIN pg_catalog.pg_type AS e
   ON e.oid = CASE WHEN t.typcategory = 'A' AND t.typelem <> 0 THEN t.typelem ELSE t.oid END
 JOIN pg_catalog.pg_namespace AS n ON n.oid = e.typnamespace
--- b: the type under any domains
+-- b: the type under any domains, with the typmod the innermost domain gives it
 CROSS JOIN LATERAL (
-    WITH RECURSIVE base (oid, typtype, typbasetype) AS (
-        SELECT t.oid, t.typtype, t.typbasetype
+    WITH RECURSIVE base (oid, typtype, typbasetype, typmod) AS (
+        SELECT t.oid, t.typtype, t.typbasetype, a.atttypmod
         UNION ALL
-        SELECT u.oid, u.typtype, u.typbasetype
-        FROM base JOIN pg_catalog.pg_type AS u ON u.oid = base.typbasetype
+        SELECT u.oid, u.typtype, u.typbasetype, d.typtypmod
+        FROM base
+        JOIN pg_catalog.pg_type AS d ON d.oid = base.oid
+        JOIN pg_catalog.pg_type AS u ON u.oid = base.typbasetype
         WHERE base.typtype = 'd'
     )
-    SELECT base.oid, base.typtype FROM base WHERE base.typtype <> 'd'
+    SELECT base.oid, base.typtype, base.typmod FROM base WHERE base.typtype <> 'd'
 ) AS b
+JOIN pg_catalog.pg_type AS bt ON bt.oid = b.oid
+JOIN pg_catalog.pg_namespace AS bn ON bn.oid = bt.typnamespace
 WHERE a.attrelid = %(oid)s AND a.attnum > 0 AND NOT a.attisdropped
 
 -- name: source_primary_key
@@ -116,7 +129,7 @@ SELECT $1 OPERATOR(pg_catalog.=) $2, $1 OPERATOR(pg_catalog.<) $2
 DEALLOCATE simindex_key_probe
 
 -- name: source_cast_key
--- A key given as text (on a command line) in the source key's own type.
+-- A key given as text (on a command line) in the type simindex stores keys as.
 SELECT CAST(%(key)s::text AS {key_type})
 
 -- name: source_schema_of
@@ -125,8 +138,9 @@ SELECT CAST(%(key)s::text AS {key_type})
  WHERE c.oid = {table}::regclass)
 
 -- name: source_same_type
--- Whether a type a user names is the type found (spellings differ: int, integer, int4).
-SELECT %(given)s::regtype = %(found)s::regtype
+-- Whether a type a user names is the key's (spellings differ: int, integer, int4): the type
+-- simindex stores it as, or the column's own (a domain).
+SELECT %(given)s::regtype IN (%(found)s::regtype, %(column)s::oid)
 
 -- name: source_check
 -- What simindex.source.describe checks, for an offline migration's script, which has no
@@ -136,6 +150,8 @@ DO $check$
 DECLARE
     source regclass := {table}::regclass;
     attribute record;
+    stored oid;
+    base oid;
 BEGIN
     SELECT a.attnum, a.atttypid, t.typcategory INTO attribute
     FROM pg_catalog.pg_attribute AS a JOIN pg_catalog.pg_type AS t ON t.oid = a.atttypid
@@ -151,9 +167,19 @@ BEGIN
         RAISE EXCEPTION 'simindex: key column % does not exist in %', {key}, source
             USING ERRCODE = '42703';
     END IF;
-    IF attribute.atttypid <> {key_type}::regtype THEN
-        RAISE EXCEPTION 'simindex: key column % of % is %, but key_type % was given',
-            {key}, source, attribute.atttypid::regtype, {key_type} USING ERRCODE = '42804';
+    -- simindex stores a domain's key as its base type (see source_columns): that is the
+    -- key_type to give.
+    stored := attribute.atttypid;
+    LOOP
+        SELECT t.typbasetype INTO base FROM pg_catalog.pg_type AS t
+        WHERE t.oid = stored AND t.typtype = 'd';
+        EXIT WHEN NOT FOUND;
+        stored := base;
+    END LOOP;
+    IF stored <> {key_type}::regtype THEN
+        RAISE EXCEPTION 'simindex: key column % of % is %, stored as %, but key_type % was '
+            'given', {key}, source, attribute.atttypid::regtype, stored::regtype, {key_type}
+            USING ERRCODE = '42804';
     END IF;
     IF NOT EXISTS (
         SELECT FROM pg_catalog.pg_index AS i
