@@ -17,7 +17,6 @@ it holds, and clusters holding more than one family. Writes ``results/boilerplat
 from __future__ import annotations
 
 import argparse
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ from report import RESULTS, log, new_result, print_table, write_result
 
 import simindex
 from simindex.core.spec import Method, MinHash, SimHash
-from simindex.demo import documents
+from simindex.demo import documents, near_duplicate_groups
 from simindex.embedded import embedded_postgres, local_postgres
 from simindex.index import create_index
 
@@ -63,12 +62,8 @@ def measure(
     index = create_index(dsn, name, "documents", "body", method=method)
     build = index.build()
     pairs = [(p.left, p.right) for p in index.pairs()]
-    index.clusters()
-    clusters: dict[int, list[int]] = defaultdict(list)
-    for member in index.cluster_members(min_size=2):
-        clusters[member.cluster_id].append(member.key)
+    ordered = near_duplicate_groups(index)  # as the demo reports them, largest first
     index.drop()
-    ordered = sorted(clusters.values(), key=len, reverse=True)
     largest = ordered[0] if ordered else []
     known = bool(family)
     return {
