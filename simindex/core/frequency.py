@@ -85,10 +85,8 @@ class ShingleCounts:
         counts = np.ones(len(features), dtype=np.float64)
         if not self.rows:  # an empty table: nothing is rarer than anything else
             return counts
-        if len(self.hashes) and len(features):
-            where = np.minimum(np.searchsorted(self.hashes, features), len(self.hashes) - 1)
-            found = self.hashes[where] == features
-            counts[found] = self.counts[where[found]]
+        where, found = _lookup(self.hashes, features)
+        counts[found] = self.counts[where[found]]
         return 1.0 + np.log((1.0 + self.rows) / (1.0 + counts))
 
     def to_dict(self) -> dict[str, Any]:
@@ -143,8 +141,15 @@ def count_shingles(
 
 def without_common(features: NDArray[np.uint64], common: NDArray[np.uint64]) -> NDArray[np.uint64]:
     """``features`` without the common shingles, or all of them if every one is common."""
-    if not len(common) or not len(features):
-        return features
-    where = np.minimum(np.searchsorted(common, features), len(common) - 1)
-    rare = common[where] != features
+    rare = ~_lookup(common, features)[1]
     return features[rare] if rare.any() else features
+
+
+def _lookup(
+    hashes: NDArray[np.uint64], features: NDArray[np.uint64]
+) -> tuple[NDArray[np.intp], NDArray[np.bool_]]:
+    """Where each feature is in the sorted ``hashes``, and whether it is there at all."""
+    if not len(hashes):
+        return np.zeros(len(features), np.intp), np.zeros(len(features), np.bool_)
+    where = np.minimum(np.searchsorted(hashes, features), len(hashes) - 1)
+    return where, hashes[where] == features
