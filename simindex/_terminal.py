@@ -294,9 +294,8 @@ def _spec_json(index_spec: IndexSpec) -> dict[str, Any]:
     counts = index_spec.counts
     if counts is not None:
         data["shingle_counts"] = {"rows": counts.rows, "shingles": len(counts.hashes)}
-        share = index_spec.method.ignore_common
-        if share is not None:
-            data["shingle_counts"]["common"] = len(counts.common(share))
+        if index_spec.common is not None:
+            data["shingle_counts"]["common"] = len(index_spec.common)
     return data
 
 

@@ -108,6 +108,8 @@ class IndexSpec:
     ``storage``: the MinHash storage format (:mod:`simindex.core.packing`; 1 for SimHash).
     ``sized_rows``: the row count a design sized to the table was chosen for, else None.
     ``counts``: the shingle counts the last build learned, for a method that uses them.
+    ``common``: the shingles those counts make common (derived from them once, not per text:
+    every fingerprint and every exact verification asks for it).
     """
 
     method: Method
@@ -115,6 +117,12 @@ class IndexSpec:
     storage: int = WIDE
     sized_rows: int | None = None
     counts: ShingleCounts | None = None
+    common: NDArray[np.uint64] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        share = self.method.ignore_common
+        if share is not None and self.counts is not None:
+            object.__setattr__(self, "common", self.counts.common(share))
 
     @property
     def version(self) -> int:
@@ -176,10 +184,9 @@ class IndexSpec:
         common ones when the method ignores them (:func:`~simindex.core.frequency.without_common`).
         Every fingerprint and every exact verification of the index starts here."""
         shingling = self.method.shingling
-        share = self.method.ignore_common
-        if share is None or self.counts is None:
+        common = self.common
+        if common is None:
             return [shingling.hashes(text) for text in texts]
-        common = self.counts.common(share)
         return [without_common(shingling.hashes(text), common) for text in texts]
 
     def simhash_values(
