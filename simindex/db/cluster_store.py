@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from psycopg import sql
 
+from simindex.db.answers import max_rows
 from simindex.db.connection import PgConnection
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.pg_array import key_array
@@ -93,6 +94,7 @@ class ClusterStore:
             statement(
                 "clusters_survivors_function",
                 function=self.survivors_function,
+                max_rows=max_rows(),
                 key_type=key_type,
                 index_name=sql.Literal(self.name),
                 catalog=sql.Identifier(self.schema, "indexes"),

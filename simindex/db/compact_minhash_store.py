@@ -18,6 +18,7 @@ from numpy.typing import NDArray
 from psycopg import sql
 
 from simindex.core.packing import band_keys, packed_signatures
+from simindex.db.answers import max_rows
 from simindex.db.connection import PgConnection
 from simindex.db.copytext import field
 from simindex.db.minhash_store import MinHashStore
@@ -77,6 +78,7 @@ class CompactMinHashStore(MinHashStore):
                 ),
                 function=self.similar_function,
                 key_type=self._key_type(),
+                max_rows=max_rows(),
                 threshold=sql.Literal(self.threshold),
                 table=self.table(),
                 num_perm=sql.Literal(float(self.num_perm)),
@@ -88,6 +90,7 @@ class CompactMinHashStore(MinHashStore):
                 **usable,
                 function=self.similar_key_function,
                 key_type=self._key_type(),
+                max_rows=max_rows(),
                 threshold=sql.Literal(self.threshold),
                 table=self.table(),
                 similar=self.similar_function,
@@ -96,6 +99,7 @@ class CompactMinHashStore(MinHashStore):
                 ),
             ),
             self.pairs_function_statement(),
+            statement("pairs_revoke_function", function=self.pairs_function),
         ]
 
     def pairs_query(
