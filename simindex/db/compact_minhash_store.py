@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 from psycopg import sql
 
 from simindex.core.packing import band_keys, packed_signatures
-from simindex.db.answers import max_rows
+from simindex.db.answers import max_rows, protect_statements
 from simindex.db.connection import PgConnection
 from simindex.db.copytext import field
 from simindex.db.minhash_store import MinHashStore
@@ -57,7 +57,8 @@ class CompactMinHashStore(MinHashStore):
                 table=self.table(staging),
                 key_type=self._key_type(),
                 band_columns=band_columns,
-            )
+            ),
+            *protect_statements(self.schema, self.name, self.table(staging)),
         ]
 
     def function_statements(self) -> list[sql.Composed]:

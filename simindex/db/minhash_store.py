@@ -20,7 +20,7 @@ from psycopg import sql
 
 from simindex.core.bits import to_signed_array
 from simindex.core.design import LshDesign
-from simindex.db.answers import max_rows
+from simindex.db.answers import max_rows, protect_statements
 from simindex.db.connection import PgConnection
 from simindex.db.copytext import field
 from simindex.db.pg_array import BigintArray, key_array, register
@@ -76,6 +76,8 @@ class MinHashStore:
                 "minhash_create_signatures", table=self.signatures(staging), key_type=key_type
             ),
             statement("minhash_create_bands", table=self.bands(staging), key_type=key_type),
+            *protect_statements(self.schema, self.name, self.signatures(staging)),
+            *protect_statements(self.schema, self.name, self.bands(staging)),
         ]
 
     def create_functions(self, conn: PgConnection) -> None:

@@ -20,7 +20,7 @@ from psycopg.adapt import PyFormat
 
 from simindex.core.bits import BITS, MAX_UNSIGNED, to_signed_array
 from simindex.core.design import MankuDesign, MankuTable
-from simindex.db.answers import max_rows
+from simindex.db.answers import max_rows, protect_statements
 from simindex.db.connection import PgConnection
 from simindex.db.copytext import field
 from simindex.db.pg_array import BigintArray, key_array, register
@@ -100,7 +100,8 @@ class SimHashStore:
                 table=self.table(staging),
                 key_type=self._key_type(),
                 prefix_columns=prefix_columns,
-            )
+            ),
+            *protect_statements(self.schema, self.name, self.table(staging)),
         ]
 
     def create_functions(self, conn: PgConnection) -> None:
