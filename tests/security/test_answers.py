@@ -5,6 +5,7 @@ and 21), on every query path, run as ordinary login roles."""
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -146,7 +147,7 @@ def _answers(role: Role, method: SimHash | MinHash, guess: Any) -> list[object]:
         attempt(lambda: [m.key for m in index.near(SECRET, max_distance=0)])
         attempt(lambda: [m.key for m in index.near(fingerprint=to_unsigned(guess))])
         for key in ROWS:
-            attempt(lambda key=key: [m.key for m in index.near_key(key)])  # type: ignore[misc]
+            attempt(functools.partial(_keys, index.near_key, key))
         attempt(lambda: _rows(role, "SELECT key FROM simindex.docs_near_v1(%s, 0)", guess))
         functions = ["simindex.docs_near_key_v1(%s)", "simindex.near_key_v1('docs', %s)"]
         selectable = sa_near(engine, "docs", SECRET, max_distance=0)
@@ -163,19 +164,15 @@ def _answers(role: Role, method: SimHash | MinHash, guess: Any) -> list[object]:
             )
         )
         for key in ROWS:
-            attempt(lambda key=key: [m.key for m in index.similar(key=key)])  # type: ignore[misc]
+            attempt(functools.partial(_keys, lambda key: index.similar(key=key), key))
         functions = ["simindex.docs_similar_key_v1(%s)", "simindex.similar_key_v1('docs', %s)"]
         selectable = sa_similar(engine, "docs", SECRET)
     for function in functions:
         for key in ROWS:
-            attempt(lambda f=function, k=key: _rows(role, f"SELECT key FROM {f}", k))  # type: ignore[misc]
+            attempt(functools.partial(_rows, role, f"SELECT key FROM {function}", key))
     for table in tables:
         columns = "key, cluster_id" if table == "docs_clusters" else "key"
-        attempt(
-            lambda table=table, columns=columns: _rows(
-                role, f"SELECT {columns} FROM simindex.{table}"
-            )
-        )  # type: ignore[misc]
+        attempt(functools.partial(_rows, role, f"SELECT {columns} FROM simindex.{table}"))
 
     def via_sqlalchemy() -> list[object]:
         with engine.connect() as conn:
@@ -192,6 +189,10 @@ def _answers(role: Role, method: SimHash | MinHash, guess: Any) -> list[object]:
     attempt(lambda: [k for s in index.survivors() for k in (s.cluster_id, s.key)])
     attempt(lambda: _rows(role, "SELECT cluster_id, key FROM simindex.docs_survivors_v1()"))
     return found
+
+
+def _keys(query: Callable[[Any], Iterable[Any]], key: object) -> list[object]:
+    return [match.key for match in query(key)]
 
 
 def _pair_keys(found: Any) -> tuple[object, ...]:
