@@ -1,0 +1,2 @@
+def on_page_markdown(markdown, page, config, files):
+    return markdown
