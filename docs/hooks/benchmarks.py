@@ -312,7 +312,30 @@ def boilerplate() -> str:
     )
 
 
+def by_key() -> str:
+    rows = []
+    for name in sorted(p.name for p in RESULTS.glob("query*.json")):
+        data = load(name)
+        for method in ("simhash", "minhash"):
+            paths = data.get(method, {}).get("by_key_paths")
+            if not paths:
+                continue
+            for path, latency in paths["latency"].items():
+                over = paths["p50_over_typed_ms"].get(path)
+                rows.append(
+                    [
+                        source(name),
+                        method,
+                        path,
+                        ms(latency),
+                        "–" if over is None else f"+{over:.2f} ms",
+                    ]
+                )
+    return table(["results", "method", "path", "p50 / p99", "p50 over the typed function"], rows)
+
+
 TABLES: dict[str, Callable[[], str]] = {
+    "by-key": by_key,
     "machines": machines,
     "query": query,
     "build": build,
