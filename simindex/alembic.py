@@ -253,7 +253,7 @@ class CreateSimindexOp(_SimindexOp):
             )
             return [check, *create_statements(self.index_schema, self.name, source, self.spec)]
         _check_catalog(conn, self.index_schema)
-        self.spec.check_tokenizer()
+        spec = self.spec.check_tokenizer()
         source = describe(conn, self.table, self.column, schema=self.schema, key=self.key)
         if self.key_type is not None:
             same = conn.execute(
@@ -268,7 +268,7 @@ class CreateSimindexOp(_SimindexOp):
         if find_index(conn, self.index_schema, self.name) is not None:
             raise IndexExistsError(f"an index named {self.name!r} exists already")
         trusted = event_triggers_on(conn, self.index_schema)
-        return create_statements(self.index_schema, self.name, source, self.spec, trusted=trusted)
+        return create_statements(self.index_schema, self.name, source, spec, trusted=trusted)
 
 
 @Operations.register_operation("drop_simindex")

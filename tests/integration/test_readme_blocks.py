@@ -243,7 +243,7 @@ def tokens(text: str) -> list[str]:
 
 @pytest.fixture
 def myapp() -> Iterator[None]:
-    """The module the tokenizer example names (``myapp.text:tokens``)."""
+    """The module of the tokenizer example (``myapp.text.tokens``)."""
     package, module = types.ModuleType("myapp"), types.ModuleType("myapp.text")
     module.tokens = tokens  # type: ignore[attr-defined]
     package.text = module  # type: ignore[attr-defined]
