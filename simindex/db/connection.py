@@ -14,9 +14,11 @@ built-in. A caller's own connection gets its own path back afterwards.
 from __future__ import annotations
 
 import atexit
+import json
 import re
 import select
 import threading
+import urllib.parse
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -25,8 +27,8 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from sqlalchemy import create_engine, event
-from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import ArgumentError, DisconnectionError
 
 Bind = Engine | Connection | str
 """What every public entry point accepts: an Engine, a Connection or a DSN string."""
@@ -274,7 +276,12 @@ def _engine_for(dsn: str) -> Engine:
     match = _SCHEME.match(dsn)
     scheme = match.group(1).lower() if match else None
     if scheme == _SQLALCHEMY_URL:
-        return create_engine(dsn)
+        try:
+            return create_engine(dsn)
+        except (ArgumentError, ValueError) as exc:  # their messages may quote the URL
+            raise ValueError(
+                f"not a valid {_SQLALCHEMY_URL}:// URL: {redact(str(exc), dsn)}"
+            ) from None
     if scheme is not None and scheme not in _LIBPQ_SCHEMES:
         raise ValueError(
             f"expected a {_SQLALCHEMY_URL}:// URL or a libpq connection string, "
@@ -285,10 +292,54 @@ def _engine_for(dsn: str) -> Engine:
     try:
         conninfo_to_dict(dsn)
     except psycopg.ProgrammingError as exc:
-        raise ValueError(f"not a valid libpq connection string: {exc}") from exc
+        # libpq quotes the part of the string it stopped at, which may be the password:
+        # only the names of its parameters are kept (the cause, which has it all, is not).
+        raise ValueError(f"not a valid libpq connection string: {_parse_error(exc)}") from None
     # Handing the string to libpq itself keeps every libpq form working (socket directories,
     # service files, multiple hosts), which a round trip through a SQLAlchemy URL would not.
     return create_engine(f"{_SQLALCHEMY_URL}://", creator=lambda: psycopg.connect(dsn))
+
+
+_QUOTED = re.compile(r'"([^"]*)"')
+_PASSWORDS = (
+    re.compile(r"password\s*=\s*'((?:[^'\\]|\\.)*)'?"),  # key='value'
+    re.compile(r"password\s*=\s*([^\s'&][^\s&]*)"),  # key=value, ?password=value&
+    re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/?#@:]*:([^/?#@]*)@"),  # scheme://user:secret@
+)
+_REDACTED = "***"
+
+
+def secrets_in(dsn: str) -> list[str]:
+    """The password(s) a DSN carries (parsed, or found by pattern when it does not parse)."""
+    found = {match.group(1) for pattern in _PASSWORDS for match in pattern.finditer(dsn)}
+    with suppress(Exception):
+        found.add(conninfo_to_dict(dsn).get("password") or "")
+    with suppress(Exception):
+        found.add(make_url(dsn).password or "")
+    decoded = {urllib.parse.unquote(secret) for secret in found}
+    escaped = {json.dumps(secret)[1:-1] for secret in found | decoded}
+    return sorted(filter(None, found | decoded | escaped), key=len, reverse=True)
+
+
+def redact(text: str, dsn: str | None) -> str:
+    """``text`` with every password ``dsn`` carries replaced by ``***`` (also as JSON writes
+    it): for messages and logs that quote what a driver said."""
+    if not dsn:
+        return text
+    for secret in secrets_in(dsn):
+        text = text.replace(secret, _REDACTED)
+    return text
+
+
+def _parse_error(exc: psycopg.Error) -> str:
+    keywords = {option.keyword.decode() for option in psycopg.pq.Conninfo.get_defaults()}
+
+    def kept(match: re.Match[str]) -> str:
+        quoted = match.group(1)
+        plain = quoted in keywords or not any(character.isalnum() for character in quoted)
+        return match.group(0) if plain else '"..."'
+
+    return " ".join(_QUOTED.sub(kept, str(exc)).split())
 
 
 def _check_driver(engine: Engine) -> None:
