@@ -135,7 +135,8 @@ def engine_for(dsn: str) -> Engine:
     engine = _engines.get(dsn)
     if engine is None:
         made = _engine_for(dsn)
-        event.listen(made, "connect", _pin_new_connection)
+        # First among the connect listeners: before SQLAlchemy's own first statements.
+        event.listen(made, "connect", _pin_new_connection, insert=True)
         event.listen(made, "checkout", _check_idle_connection)
         with _engines_lock:
             engine = _engines.setdefault(dsn, made)
@@ -245,7 +246,7 @@ def _pinned_for_session(connection: Connection) -> Iterator[None]:
 
 def _pin_new_connection(dbapi_connection: Any, record: Any) -> None:
     """A connection of a DSN string's Engine (simindex's own) is pinned for its whole life."""
-    if isinstance(dbapi_connection, psycopg.Connection):
+    if isinstance(dbapi_connection, psycopg.Connection) and dbapi_connection not in _callers_paths:
         row = dbapi_connection.execute(
             _PIN, {"pinned": PINNED_SEARCH_PATH, "local": False}
         ).fetchone()
@@ -277,7 +278,7 @@ def _engine_for(dsn: str) -> Engine:
     scheme = match.group(1).lower() if match else None
     if scheme == _SQLALCHEMY_URL:
         try:
-            return create_engine(dsn)
+            return create_engine(dsn, use_native_hstore=False)
         except (ArgumentError, ValueError) as exc:  # their messages may quote the URL
             raise ValueError(
                 f"not a valid {_SQLALCHEMY_URL}:// URL: {redact(str(exc), dsn)}"
@@ -297,7 +298,10 @@ def _engine_for(dsn: str) -> Engine:
         raise ValueError(f"not a valid libpq connection string: {_parse_error(exc)}") from None
     # Handing the string to libpq itself keeps every libpq form working (socket directories,
     # service files, multiple hosts), which a round trip through a SQLAlchemy URL would not.
-    return create_engine(f"{_SQLALCHEMY_URL}://", creator=lambda: psycopg.connect(dsn))
+    # No hstore lookup on connect: psycopg's type query compares oid = regtype unqualified.
+    return create_engine(
+        f"{_SQLALCHEMY_URL}://", creator=lambda: psycopg.connect(dsn), use_native_hstore=False
+    )
 
 
 _QUOTED = re.compile(r'"([^"]*)"')
