@@ -17,6 +17,7 @@ from simindex.core.minhash import MinHasher, MinHashSignature, Scheme
 from simindex.core.simhash import simhash, simhash_batch
 from simindex.core.spec import MinHash, SimHash
 from simindex.core.text import Shingling, normalize, tokenize
+from simindex.core.tokens import register_tokenizer
 from simindex.errors import (
     IncompatibleSignaturesError,
     IndexExistsError,
@@ -102,6 +103,7 @@ __all__ = [
     "list_indexes",
     "migrate",
     "normalize",
+    "register_tokenizer",
     "simhash",
     "simhash_batch",
     "tokenize",

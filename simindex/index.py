@@ -104,7 +104,8 @@ def create_index(
     """
     check_name(name)
     chosen = method if method is not None else SimHash()
-    resolve(chosen).check_tokenizer()  # bad arguments fail before any database work
+    # Bad arguments fail before any database work; the tokenizer's version is recorded.
+    chosen = resolve(chosen).check_tokenizer().method
     with session(bind, index_schema) as conn:
         source = describe(conn, table, column, schema=schema, key=key)
         # The planner's count when the table was analyzed, else a real one.
