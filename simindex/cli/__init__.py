@@ -21,9 +21,6 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TextIO, cast
 
-import psycopg
-import sqlalchemy.exc
-
 import simindex
 from simindex.cli._common import (
     FAILED,
@@ -115,16 +112,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(str(exc), USAGE)
     except (SimindexError, ValueError) as exc:
         return _fail(str(exc))
-    except sqlalchemy.exc.DBAPIError as exc:
-        return _fail(_database_message(exc.orig if exc.orig is not None else exc))
-    except psycopg.Error as exc:
-        return _fail(_database_message(exc))
     except BrokenPipeError:
         # The reader of stdout is gone; Python would complain again flushing it at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return _BROKEN_PIPE
     except KeyboardInterrupt:  # before or after sync's own handlers were in place
         return 130
+    except Exception as exc:
+        message = _driver_message(exc)
+        if message is None:
+            raise
+        return _fail(message)
     finally:
         logging.getLogger("simindex").removeHandler(handler)
 
@@ -141,7 +139,23 @@ def _warning_line(
     print(f"{PROG}: warning: {' '.join(str(message).split())}", file=sys.stderr, flush=True)
 
 
+def _driver_message(exc: Exception) -> str | None:
+    """The one line for a database driver's error; None for any other exception. The drivers
+    are imported only if a command loaded them (``--help`` and ``--version`` load neither)."""
+    alchemy = sys.modules.get("sqlalchemy.exc")
+    if alchemy is not None and isinstance(exc, alchemy.DBAPIError):
+        return _database_message(exc.orig if exc.orig is not None else exc)
+    if "psycopg" in sys.modules:
+        import psycopg
+
+        if isinstance(exc, psycopg.Error):
+            return _database_message(exc)
+    return None
+
+
 def _database_message(exc: BaseException) -> str:
+    import psycopg
+
     if isinstance(exc, psycopg.OperationalError):
         return f"cannot reach the database: {exc}"
     if isinstance(exc, psycopg.errors.UndefinedTable | psycopg.errors.InvalidSchemaName):

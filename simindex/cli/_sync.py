@@ -14,6 +14,7 @@ from simindex.cli._common import (
     OK,
     database,
     emit,
+    later,
     non_negative_int,
     number,
     positive_int,
@@ -30,9 +31,6 @@ _notice = logging.getLogger("simindex.cli")
 
 
 def add_sync(commands: Subparsers, common: argparse.ArgumentParser) -> None:
-    from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES
-    from simindex.ops.sync import DEFAULT_CONNECTIONS
-
     parser = commands.add_parser(
         "sync",
         parents=[common],
@@ -53,6 +51,28 @@ def add_sync(commands: Subparsers, common: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--retry-failed", action="store_true", help="queue every failed item again first"
     )
+    later(parser, _add_worker_options)
+    add_log_options(parser)
+    parser.add_argument(
+        "--metrics-port",
+        type=positive_int,
+        metavar="PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics while running",
+    )
+    parser.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="the address --metrics-port listens on (default: %(default)s)",
+    )
+    parser.set_defaults(run=run_sync)
+
+
+def _add_worker_options(parser: argparse.ArgumentParser) -> None:
+    """The options whose defaults are the worker's (its modules load the driver)."""
+    from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES
+    from simindex.ops.sync import DEFAULT_CONNECTIONS
+
     _add_batch_size(parser)
     parser.add_argument(
         "--connections",
@@ -76,20 +96,6 @@ def add_sync(commands: Subparsers, common: argparse.ArgumentParser) -> None:
         metavar="N",
         help="longer texts become failed items instead of being read (default: %(default)s)",
     )
-    add_log_options(parser)
-    parser.add_argument(
-        "--metrics-port",
-        type=positive_int,
-        metavar="PORT",
-        help="serve Prometheus metrics at http://HOST:PORT/metrics while running",
-    )
-    parser.add_argument(
-        "--metrics-host",
-        default="127.0.0.1",
-        metavar="HOST",
-        help="the address --metrics-port listens on (default: %(default)s)",
-    )
-    parser.set_defaults(run=run_sync)
 
 
 def add_log_options(parser: argparse.ArgumentParser) -> None:
@@ -290,7 +296,7 @@ def add_repair(commands: Subparsers, common: argparse.ArgumentParser) -> None:
         "and workers. Prints what the check found; keys that fail become failed items.",
     )
     parser.add_argument("name", metavar="NAME", help="the index")
-    _add_batch_size(parser)
+    later(parser, _add_batch_size)
     add_log_options(parser)
     parser.set_defaults(run=run_repair)
 

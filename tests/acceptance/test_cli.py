@@ -108,6 +108,40 @@ def test_help_names_the_environment_variables() -> None:
     assert "SIMINDEX_DSN" in create_help.stdout
 
 
+HEAVY = ("numpy", "psycopg", "sqlalchemy", "importlib.metadata")
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["stats", "-h"], ["query", "--help"]])
+def test_help_and_version_load_nothing_heavy(argv: list[str]) -> None:
+    """``--help`` and ``--version`` answer at once: the maths, the drivers and the package
+    metadata load only when a command needs them (each costs a tenth of a second or more)."""
+    code = (
+        "import sys\n"
+        "from simindex.cli import main\n"
+        "try:\n"
+        f"    main({argv!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        f"print(','.join(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT, check=False
+    )
+    assert result.stdout
+    assert result.stderr.strip() == ""
+
+
+def test_sync_help_still_shows_the_worker_defaults() -> None:
+    from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES
+    from simindex.ops.sync import DEFAULT_BATCH_SIZE, DEFAULT_CONNECTIONS
+
+    shown = " ".join(simindex("sync", "--help").stdout.split())
+    assert f"queue entries per transaction (default: {DEFAULT_BATCH_SIZE})" in shown
+    assert f"(default: {DEFAULT_CONNECTIONS})" in shown
+    assert f"instead of being read (default: {DEFAULT_MAX_TEXT_BYTES})" in shown
+    assert "(default: 3)" in " ".join(simindex("create", "--help").stdout.split())
+
+
 def test_no_database_at_all_is_a_usage_error() -> None:
     result = simindex("migrate")
     assert result.returncode == 2
@@ -572,6 +606,38 @@ def test_fingerprint_is_what_the_sql_function_takes(index: Index, docs: str) -> 
     assert found == [(2,)]
     empty = simindex("fingerprint", "docs", "!!!", SIMINDEX_DSN=docs)
     assert "no features" in one_error_line(empty)
+
+
+@pytest.mark.parametrize("storage_format", [1, 2])
+def test_a_minhash_fingerprint_calls_the_sql_function_by_its_parameter_names(
+    database_dsn: str, storage_format: int
+) -> None:
+    """``fingerprint --json`` names the arrays as the SQL function's parameters are named, in
+    both storage formats."""
+    from simindex.core.spec import MinHash
+    from simindex.sync import sync
+    from tests.integration.test_minhash_storage import format_1_index
+
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute("CREATE TABLE notes (id integer PRIMARY KEY, body text)")
+    if storage_format == 1:
+        format_1_index(database_dsn, MinHash(threshold=0.5))
+    else:
+        create_index(database_dsn, "notes", "notes", "body", method=MinHash(threshold=0.5))
+    with psycopg.connect(database_dsn) as conn:  # the triggers queue them, sync indexes them
+        conn.cursor().executemany("INSERT INTO notes VALUES (%s, %s)", list(enumerate(TEXTS)))
+    sync(database_dsn, ["notes"])
+    arrays = run_json("fingerprint", "notes", TEXTS[0], dsn=database_dsn)
+    assert set(arrays) == {"index", "signature", "band_keys"}
+    text = simindex("fingerprint", "notes", TEXTS[0], SIMINDEX_DSN=database_dsn).stdout
+    assert [line.split()[0] for line in text.splitlines()] == ["signature", "band_keys"]
+    with psycopg.connect(database_dsn) as conn:
+        found = conn.execute(
+            "SELECT key FROM simindex.notes_similar_v1("
+            "signature => %(signature)s, band_keys => %(band_keys)s)",
+            arrays,
+        ).fetchall()
+    assert found == [(0,)]
 
 
 def test_query_shows_columns(index: Index, docs: str) -> None:
