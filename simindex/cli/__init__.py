@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, TextIO, cast
 import simindex
 from simindex.cli._common import (
     FAILED,
+    INTERRUPTED,
     OK,
     PROG,
     USAGE,
@@ -65,6 +66,14 @@ COMMANDS: Sequence[Callable[[Subparsers, argparse.ArgumentParser], None]] = (
     add_demo,
 )
 
+# What Ctrl-C leaves behind, by command (each writes in one transaction, rolled back).
+_INTERRUPTED = {
+    "build": "the build was rolled back; the index is as it was before it",
+    "create": "nothing was created",
+    "repair": "the repair of the current batch was rolled back",
+    "sync": "the current batch was rolled back; its keys are still queued",
+}
+
 # Killed by SIGPIPE, as the shell reports it: `simindex pairs docs | head` is not an error.
 _BROKEN_PIPE = 141
 
@@ -85,7 +94,11 @@ def parser() -> argparse.ArgumentParser:
     commands = cast(
         "Subparsers",
         main_parser.add_subparsers(
-            title="commands", metavar="COMMAND", required=True, parser_class=CommandParser
+            title="commands",
+            dest="command",
+            metavar="COMMAND",
+            required=True,
+            parser_class=CommandParser,
         ),
     )
     common = common_options()
@@ -117,7 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return _BROKEN_PIPE
     except KeyboardInterrupt:  # before or after sync's own handlers were in place
-        return 130
+        print(f"{PROG}: interrupted: {_INTERRUPTED.get(args.command, 'stopped')}", file=sys.stderr)
+        return INTERRUPTED
     except Exception as exc:
         message = _driver_message(exc)
         if message is None:

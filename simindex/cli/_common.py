@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 PROG = "simindex"
 OK, FAILED, USAGE = 0, 1, 2
+INTERRUPTED = 130  # by Ctrl-C (SIGINT) or SIGTERM, as a shell reports SIGINT
 
 if TYPE_CHECKING:
     # generic only in typeshed, not at run time

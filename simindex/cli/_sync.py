@@ -5,13 +5,17 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sys
 from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
 from simindex import _terminal as terminal
 from simindex.cli._common import (
     FAILED,
+    INTERRUPTED,
     OK,
+    PROG,
+    UsageError,
     database,
     emit,
     later,
@@ -147,19 +151,25 @@ def run_sync(args: argparse.Namespace) -> int:
             f"no simindex schema {schema!r} in this database: run `simindex migrate`"
         )
     names = args.indexes or None
-    if args.follow:
-        which = ", ".join(names) if names else "all indexes"
-        _notice.info(f"following {which}; SIGTERM or Ctrl-C stops after the current batch")
     report = SyncReport()
     with ExitStack() as stack:
         stop = stack.enter_context(stop_on_signals())
         if args.metrics_port is not None:
             from simindex._metrics import serving
 
-            stack.enter_context(
-                serving(dsn, schema, report, port=args.metrics_port, host=args.metrics_host)
-            )
+            try:
+                stack.enter_context(
+                    serving(dsn, schema, report, port=args.metrics_port, host=args.metrics_host)
+                )
+            except OSError as exc:  # the port taken (another worker?), or no such address
+                raise UsageError(
+                    f"--metrics-port {args.metrics_port}: cannot listen on "
+                    f"{args.metrics_host}:{args.metrics_port}: {exc.strerror or exc}"
+                ) from exc
             _notice.info(f"metrics at http://{args.metrics_host}:{args.metrics_port}/metrics")
+        if args.follow:
+            which = ", ".join(names) if names else "all indexes"
+            _notice.info(f"following {which}; SIGTERM or Ctrl-C stops after the current batch")
         sync(
             dsn,
             names,
@@ -193,6 +203,8 @@ def run_sync(args: argparse.Namespace) -> int:
         f"({report.seconds:.2f} s)"
     )
     emit(args, result, text)
+    if stop.is_set() and not args.follow:
+        return _stopped_early(dsn, schema, names)
     if report.ok:
         return OK
     problems = []
@@ -210,6 +222,27 @@ def run_sync(args: argparse.Namespace) -> int:
     _notice.warning("; ".join(problems))
     # A worker stopped by a signal is not a failure: what failed was logged as it happened.
     return OK if args.follow else FAILED
+
+
+def _stopped_early(dsn: str, schema: str, names: list[str] | None) -> int:
+    """A one-shot sync stopped by SIGINT or SIGTERM: say so and what is left, and exit 130
+    (a cron job must not take it for a drained queue)."""
+    from simindex.db.catalog import index_names
+    from simindex.db.connection import transaction
+    from simindex.ops.batch import queue_counts
+
+    if names is None:
+        with transaction(dsn) as conn:
+            names = index_names(conn, schema)
+    left = {name: queue_counts(dsn, name, index_schema=schema)[0] for name in names}
+    waiting = ", ".join(f"{name}: {count:,}" for name, count in sorted(left.items()) if count)
+    print(
+        f"{PROG}: interrupted: sync stopped after its current batch; "
+        + (f"keys still queued ({waiting})" if waiting else "nothing is left in the queues")
+        + "; run `simindex sync` again to finish",
+        file=sys.stderr,
+    )
+    return INTERRUPTED
 
 
 def add_check(commands: Subparsers, common: argparse.ArgumentParser) -> None:

@@ -332,6 +332,97 @@ def test_sync_follow_on_sigint_finishes_the_batch_and_exits_0(
     assert indexed == 200 - left
 
 
+def test_one_shot_sync_stopped_by_sigint_says_what_is_left_and_exits_130(
+    database_dsn: str, index: Index
+) -> None:
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute(
+            "INSERT INTO docs SELECT g, 'queued text ' || g FROM generate_series(101, 300) g"
+        )
+        conn.execute(
+            "CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN PERFORM pg_sleep(0.3); RETURN NULL; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER slow AFTER INSERT OR UPDATE ON simindex.docs_simhash "
+            "FOR EACH STATEMENT EXECUTE FUNCTION slow()"
+        )
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "simindex", "sync", "docs", *ONE_BY_TEN],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment(SIMINDEX_DSN=database_dsn),
+    )
+    try:
+        assert wait_for(lambda: queue_counts(database_dsn, "docs")[0] < 200, 20)
+        worker.send_signal(signal.SIGINT)
+        _, stderr = worker.communicate(timeout=TIMEOUT)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.communicate()
+    left = queue_counts(database_dsn, "docs")[0]
+    assert 0 < left < 200
+    assert worker.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    lines = [line for line in stderr.splitlines() if SUPERUSER_WARNING not in line]
+    assert lines == [
+        f"simindex: interrupted: sync stopped after its current batch; keys still queued "
+        f"(docs: {left:,}); run `simindex sync` again to finish"
+    ]
+
+
+def test_build_interrupted_says_it_was_rolled_back(database_dsn: str, index: Index) -> None:
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute("ALTER TABLE docs DISABLE TRIGGER USER")  # no queue: only build writes
+        conn.execute(
+            "INSERT INTO docs SELECT g, repeat('some words of text ' || g, 50) "
+            "FROM generate_series(101, 60000) g"
+        )
+    active = (
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND state = 'active' AND pid <> pg_backend_pid()"
+    )
+    builder = subprocess.Popen(
+        [sys.executable, "-m", "simindex", "build", "docs", "--workers", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment(SIMINDEX_DSN=database_dsn),
+    )
+    try:
+        assert wait_for(lambda: scalar(database_dsn, active) > 0, 20)
+        builder.send_signal(signal.SIGINT)
+        _, stderr = builder.communicate(timeout=TIMEOUT)
+    finally:
+        if builder.poll() is None:
+            builder.kill()
+            builder.communicate()
+    assert builder.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert stderr.splitlines()[-1] == (
+        "simindex: interrupted: the build was rolled back; the index is as it was before it"
+    )
+    assert scalar(database_dsn, "SELECT count(*) FROM simindex.docs_simhash") == 3
+
+
+def test_a_metrics_port_in_use_is_one_line_and_exit_2(database_dsn: str, index: Index) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = simindex(
+            "sync", "--follow", "--metrics-port", str(port), SIMINDEX_DSN=database_dsn
+        )
+    assert result.returncode == 2
+    line = one_error_line(result)
+    assert f"--metrics-port {port}: cannot listen on 127.0.0.1:{port}" in line
+    assert "in use" in line
+
+
 # -- create, build, query, stats, check, repair, drop
 
 
