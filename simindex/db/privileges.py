@@ -21,6 +21,8 @@ they are recorded in PostgreSQL itself (``\\ddp`` shows them) and apply to every
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -61,11 +63,26 @@ def back_to_caller() -> list[sql.Composed]:
 
 
 _warned: set[tuple[str, str, int, str, str]] = set()
+_quiet: list[str] = []
+
+
+@contextmanager
+def superuser_warning_off(why: str) -> Iterator[None]:
+    """No superuser warning while the block runs: the demo's own throwaway cluster, or
+    ``repair``'s sync, which is not the worker the warning is about."""
+    _quiet.append(why)
+    try:
+        yield
+    finally:
+        _quiet.remove(why)
 
 
 def warn_if_superuser(conn: PgConnection, what: str) -> None:
     """Log a warning when ``what`` (sync, build) runs as a superuser: it needs far less. Once
-    per process for each database and role, so a loop of builds does not repeat it."""
+    per process for each database and role, so a loop of builds does not repeat it; called
+    once the work went well, so that it never stands in front of an error."""
+    if _quiet:
+        return
     info = conn.info
     seen = (what, info.host, info.port, info.dbname, info.user)
     if seen in _warned:

@@ -250,9 +250,6 @@ class _Worker:
 
     def _indexes(self, conn: PgConnection) -> list[str]:
         with self._unit(conn):
-            if not self._role_checked:
-                warn_if_superuser(conn, "sync")
-                self._role_checked = True
             if self.names is not None:
                 return self.names
             return index_names(conn, self.schema)
@@ -361,6 +358,9 @@ class _Worker:
                 keys = take(conn, target, self.batch_size)
                 if keys:
                     result = process(conn, target, keys, max_text_bytes=self.max_text_bytes)
+                    if not self._role_checked:  # once a batch went well, not before an error
+                        warn_if_superuser(conn, "sync")
+                        self._role_checked = True
                 elif target.broken:
                     probe(conn, target)  # raises while the source is still unreadable
                     result = BatchResult(0, 0, 0, 0)

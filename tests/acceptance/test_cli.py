@@ -426,6 +426,41 @@ def test_a_metrics_port_in_use_is_one_line_and_exit_2(database_dsn: str, index: 
 # -- create, build, query, stats, check, repair, drop
 
 
+def raw_stderr(*args: str, dsn: str) -> tuple[int, str]:
+    """Exit code and the whole of stderr (the superuser warning included) of a command."""
+    result = subprocess.run(
+        [sys.executable, "-m", "simindex", *args],
+        capture_output=True,
+        text=True,
+        env=environment(SIMINDEX_DSN=dsn),
+        timeout=TIMEOUT,
+        check=False,
+    )
+    return result.returncode, result.stderr
+
+
+def test_the_superuser_warning_comes_once_the_work_went_well(docs: str) -> None:
+    """The tests run as a superuser: a failing command shows its error alone, repair does not
+    speak of sync, and build and sync say it once they did their work."""
+    assert raw_stderr("build", "nosuch", dsn=docs)[1].splitlines() == [
+        "simindex: error: no index named 'nosuch'"
+    ]
+    code, stderr = raw_stderr("sync", "nosuch", dsn=docs)
+    assert code == 1 and "superuser" not in stderr, stderr
+    assert (
+        raw_stderr("create", "docs_body", "--table", "docs", "--column", "body", dsn=docs)[0] == 0
+    )
+    code, stderr = raw_stderr("build", "docs_body", dsn=docs)
+    assert code == 0 and "simindex build runs as a superuser" in stderr
+    insert(docs, [(20, "a row the queue holds until sync takes it")])
+    code, stderr = raw_stderr("sync", dsn=docs)
+    assert code == 0 and "simindex sync runs as a superuser" in stderr
+    with psycopg.connect(docs) as conn:
+        conn.execute("DELETE FROM simindex.docs_body_simhash WHERE key = 1")
+    code, stderr = raw_stderr("repair", "docs_body", dsn=docs)
+    assert code == 0 and "superuser" not in stderr, stderr
+
+
 def run_json(*args: str, stdin: str = "", dsn: str) -> Any:
     """The JSON document a successful command prints."""
     result = simindex(*args, "--json", stdin=stdin, SIMINDEX_DSN=dsn)
