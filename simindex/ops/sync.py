@@ -370,6 +370,7 @@ class _Worker:
                     result = BatchResult(0, 0, 0, 0)
                 if target.broken:
                     note(conn, target, "catalog_recovered")
+                    note(conn, target, "catalog_resolved")
         except (psycopg.OperationalError, sqlalchemy.exc.OperationalError, IndexNotFoundError):
             raise
         except Exception as exc:  # the index's own: recorded, and the others go on

@@ -426,6 +426,27 @@ def test_a_metrics_port_in_use_is_one_line_and_exit_2(database_dsn: str, index: 
 # -- create, build, query, stats, check, repair, drop
 
 
+def test_stats_forgets_an_error_once_it_is_resolved(docs: str, index: Index) -> None:
+    insert(docs, [(30, "a text longer than the limit given to this sync " * 5)])
+    assert simindex("sync", "--max-text-bytes", "100", SIMINDEX_DSN=docs).returncode == 1
+    [stats] = run_json("stats", dsn=docs)["indexes"]
+    assert "key 30: text is" in stats["last_error"] and stats["failed"] == 1
+    assert "last error at" in simindex("stats", SIMINDEX_DSN=docs).stdout
+    assert simindex("sync", "--retry-failed", SIMINDEX_DSN=docs).returncode == 0
+    [stats] = run_json("stats", dsn=docs)["indexes"]
+    assert (stats["last_error"], stats["last_error_at"], stats["failed"]) == (None, None, 0)
+    assert "last error" not in simindex("stats", SIMINDEX_DSN=docs).stdout
+    # A build forgets it too, when no failed item holds it.
+    with psycopg.connect(docs) as conn:
+        conn.execute(
+            "UPDATE simindex.indexes SET last_error = 'old', last_error_at = now() "
+            "WHERE name = 'docs'"
+        )
+    run_json("build", "docs", dsn=docs)
+    [stats] = run_json("stats", dsn=docs)["indexes"]
+    assert stats["last_error"] is None
+
+
 def raw_stderr(*args: str, dsn: str) -> tuple[int, str]:
     """Exit code and the whole of stderr (the superuser warning included) of a command."""
     result = subprocess.run(
