@@ -31,6 +31,7 @@ from psycopg import sql
 
 from simindex.db.connection import PgConnection
 from simindex.db.statements import statement
+from simindex.errors import MissingRightError
 
 OWNER = "simindex_owner"
 """The NOLOGIN role that owns simindex's schema and every object in it."""
@@ -75,6 +76,24 @@ def superuser_warning_off(why: str) -> Iterator[None]:
         yield
     finally:
         _quiet.remove(why)
+
+
+def check_worker(conn: PgConnection, schema: str, what: str = "sync") -> None:
+    """Raise :class:`MissingRightError` unless the current role holds the worker right on
+    simindex's schema ``schema``: without it every batch would fail on simindex's own tables,
+    which says nothing about the indexes (none is broken)."""
+    catalog = sql.Identifier(schema, "indexes").as_string(conn)
+    row = conn.execute(
+        statement("role_may_work"), {"schema": schema, "catalog": catalog}
+    ).fetchone()
+    if row is None or not row[1]:
+        role = row[0] if row else "this role"
+        raise MissingRightError(
+            f"role {role!r} lacks the worker right that {what} needs (it may not write "
+            f"simindex's queues and tables in schema {schema!r}); an admin gives it with "
+            f"`simindex grant {role} --worker` (Python: simindex.grant(engine, {role!r}, "
+            f"'worker')); nothing was changed, no index is broken"
+        )
 
 
 def warn_if_superuser(conn: PgConnection, what: str) -> None:
