@@ -182,6 +182,8 @@ def process(
     if failures:
         key, error = failures[-1]
         note(conn, target, "catalog_row_error", error=f"key {key}: {error}")
+    else:
+        note(conn, target, "catalog_resolved")
     return BatchResult(len(keys), written.indexed, written.removed, len(failures), tuple(failures))
 
 
@@ -192,12 +194,15 @@ def probe(conn: PgConnection, target: Target) -> None:
 
 
 def note(conn: PgConnection, target: Target, block: str, **values: str) -> None:
-    """Update the index's health in the catalog (``catalog_row_error``, ``catalog_recovered``),
+    """Update the index's health in the catalog (``catalog_row_error``, ``catalog_recovered``,
+    ``catalog_resolved``),
     in a savepoint: a worker role without the right to do so still syncs."""
     try:
         with conn.transaction():
             conn.execute(
-                statement(block, catalog=catalog(target.triggers.schema)),
+                statement(
+                    block, catalog=catalog(target.triggers.schema), failed=target.triggers.failed
+                ),
                 {"name": target.name, **values},
             )
     except psycopg.OperationalError:

@@ -95,7 +95,6 @@ def build(
     started = time.perf_counter()
     indexed = skipped = 0
     with transaction(bind) as conn:
-        warn_if_superuser(conn, "build")
         info, source = _prepare(conn, index_schema, name)
         estimate = row_count(conn, source)
         if workers is None:
@@ -151,6 +150,11 @@ def build(
             statement("catalog_built", catalog=catalog(index_schema)),
             {"name": name, "row_count": indexed, "skipped_count": skipped},
         )
+        conn.execute(
+            statement("catalog_resolved", catalog=catalog(index_schema), failed=triggers.failed),
+            {"name": name},
+        )
+        warn_if_superuser(conn, "build")
     if not isinstance(bind, Connection):
         _vacuum(bind, store)
     return BuildReport(indexed, skipped, time.perf_counter() - started, dequeued)

@@ -30,7 +30,7 @@ COPY {table} (band, hash, key) FROM STDIN
 -- Candidates share a band with the query; each is verified by its share of equal slots.
 -- A text without features has NULL arrays: no candidates.
 CREATE FUNCTION {function}(
-    signature bigint[], band_hashes bigint[], threshold double precision DEFAULT {threshold}
+    signature bigint[], band_keys bigint[], threshold double precision DEFAULT {threshold}
 )
 RETURNS TABLE (key {key_type}, similarity double precision)
 LANGUAGE plpgsql STABLE PARALLEL SAFE
@@ -87,7 +87,7 @@ $body$
 -- The LIMIT is outside the function: an index built by an earlier release has functions
 -- without max_rows until its next build.
 SELECT key, similarity
-FROM {function}(%(signature)s::{array_type}[], %(band_hashes)s::{array_type}[], %(threshold)s)
+FROM {function}(%(signature)s::{array_type}[], %(band_keys)s::{array_type}[], %(threshold)s)
 ORDER BY similarity DESC, key
 LIMIT %(limit)s
 
