@@ -203,6 +203,12 @@ CREATE TRIGGER {trigger} AFTER {event} ON {source}
 {transition_tables}
 FOR EACH STATEMENT EXECUTE FUNCTION {function}()
 
+-- name: sync_enable_always
+-- The triggers fire whatever session_replication_role says: rows a logical replication
+-- subscription applies, and writes of a session set to replica, are queued too. (Only the
+-- table's owner may do this; CREATE TRIGGER alone makes a trigger of origin and local mode.)
+ALTER TABLE {source} {enable}
+
 -- name: sync_drop_trigger_function
 -- With its triggers, wherever the source table is now (or whatever its name): CASCADE.
 DROP FUNCTION IF EXISTS {function}() CASCADE
