@@ -40,7 +40,7 @@ STATES = LIVE_STATES + ", 'needs_rebuild', 'source_dropped'"
 # The functions this revision installs, their argument types, and whether EXECUTE is revoked
 # from PUBLIC (drift_v1 and source_usable_v1 serve the readers' queries).
 FUNCTIONS = (
-    ("drift_v1", "oid, smallint, oid, integer, smallint, oid", False),
+    ("drift_v1", "{schema}.indexes", False),
     ("source_changed_v1", "text, oid", True),
     ("source_usable_v1", "text", False),
     ("follow_source_v1", "oid", True),

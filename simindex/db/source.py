@@ -73,9 +73,8 @@ def describe(
     if found is None:
         where = f"schema {schema!r}" if schema else "the search_path"
         raise SourceError(f"table {table!r} does not exist in {where}")
-    oid, found_schema, found_table, kind = found
-    if kind not in ("r", "p"):
-        raise SourceError(f"{found_schema}.{found_table} is not a table (relkind {kind!r})")
+    oid, found_schema, found_table, kind, parents, children = found
+    _check_alone(f"{found_schema}.{found_table}", kind, parents, children)
     columns = {
         str(row[0]): _Column(*row[1:])
         for row in conn.execute(statement("source_columns"), {"oid": oid})
@@ -138,6 +137,29 @@ def describe(
         key_typmod=found_key.typmod,
         text_type_id=text.type_id,
     )
+
+
+def _check_alone(table: str, kind: str, parents: list[str], children: list[str]) -> None:
+    """A source is a plain table outside any inheritance or partitioning tree: statement
+    triggers fire for the table a statement names only, so a write straight into a partition
+    or child, or through a parent, would bypass the index."""
+    if kind == "p":
+        raise SourceError(
+            f"{table} is a partitioned table: simindex's triggers would not see writes straight "
+            "into its partitions, nor ATTACH, DETACH, TRUNCATE or DROP of one; index a plain table"
+        )
+    if kind != "r":
+        raise SourceError(f"{table} is not a table (relkind {kind!r})")
+    if parents:
+        raise SourceError(
+            f"{table} is a partition or an inheritance child of {', '.join(parents)}: writes "
+            "through the parent would bypass simindex's triggers; index a plain table"
+        )
+    if children:
+        raise SourceError(
+            f"{table} has inheritance children ({', '.join(children)}), whose rows simindex's "
+            "triggers would not see; index a table without children"
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,10 +24,16 @@ SELECT pg_catalog.set_config('simindex.source', {table}::regclass::oid::text, tr
 
 -- name: catalog_get
 -- An index with its source as it is now: current names (renames are followed by OID and column
--- number) and, while its state is a live one, the state its source's drift implies.
+-- number) and, while its state is a live one, the state its source's drift implies. A column
+-- found under its recorded name at another number (renumbered, as by a restore from a dump:
+-- drift_v1 says so) goes by that name, which a build finds it by.
 SELECT i.name,
        coalesce(n.nspname, i.source_schema), coalesce(c.relname, i.source_table),
-       coalesce(k.attname, i.key_column), i.key_type, coalesce(t.attname, i.text_column),
+       CASE WHEN kn.attnum <> i.key_attnum AND kn.atttypid = i.key_type_id THEN kn.attname
+            ELSE coalesce(k.attname, i.key_column) END,
+       i.key_type,
+       CASE WHEN tn.attnum <> i.text_attnum AND tn.atttypid = i.text_type_id THEN tn.attname
+            ELSE coalesce(t.attname, i.text_column) END,
        i.spec::text,
        CASE WHEN i.state NOT IN ('created', 'building', 'ready', 'failed') OR d.drift IS NULL
             THEN i.state
@@ -51,10 +57,12 @@ LEFT JOIN pg_catalog.pg_attribute AS k
   ON k.attrelid = c.oid AND k.attnum = i.key_attnum AND NOT k.attisdropped
 LEFT JOIN pg_catalog.pg_attribute AS t
   ON t.attrelid = c.oid AND t.attnum = i.text_attnum AND NOT t.attisdropped
-CROSS JOIN LATERAL (
-    SELECT {drift}(i.source, i.key_attnum, i.key_type_id, i.key_typmod, i.text_attnum,
-                   i.text_type_id) AS drift
-) AS d
+LEFT JOIN pg_catalog.pg_attribute AS kn
+  ON kn.attrelid = c.oid AND kn.attname = i.key_column AND kn.attnum > 0 AND NOT kn.attisdropped
+LEFT JOIN pg_catalog.pg_attribute AS tn
+  ON tn.attrelid = c.oid AND tn.attname = i.text_column AND tn.attnum > 0
+ AND NOT tn.attisdropped
+CROSS JOIN LATERAL (SELECT {drift}(i) AS drift) AS d
 WHERE i.name = %(name)s
 {lock}
 

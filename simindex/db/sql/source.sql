@@ -1,6 +1,11 @@
 -- name: source_table
 -- The table a user names, resolved like PostgreSQL resolves it (search_path unless qualified).
-SELECT c.oid::bigint AS oid, n.nspname AS schema, c.relname AS name, c.relkind::text AS kind
+-- With its parents and children by inheritance or partitioning, which its triggers do not follow.
+SELECT c.oid::bigint AS oid, n.nspname AS schema, c.relname AS name, c.relkind::text AS kind,
+       ARRAY(SELECT h.inhparent::regclass::text FROM pg_catalog.pg_inherits AS h
+             WHERE h.inhrelid = c.oid ORDER BY 1) AS parents,
+       ARRAY(SELECT h.inhrelid::regclass::text FROM pg_catalog.pg_inherits AS h
+             WHERE h.inhparent = c.oid ORDER BY 1) AS children
 FROM pg_catalog.pg_class AS c
 JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
 WHERE c.oid = pg_catalog.to_regclass(%(qualified)s)
@@ -102,19 +107,21 @@ SELECT GREATEST(c.reltuples, 0)::bigint FROM pg_catalog.pg_class AS c WHERE c.oi
 LOCK TABLE {table} IN ACCESS SHARE MODE
 
 -- name: source_count
-SELECT count(*) FROM {table}
+SELECT count(*) FROM ONLY {table}
 
 -- name: source_read
 -- The build's read: a server-side cursor over key and text.
-SELECT {key}, {text} FROM {table}
+-- ONLY, as every read of a source: rows of an inheritance child are not the index's (its
+-- writes are never queued); create refuses a table with children, drift_v1 marks one that gets them.
+SELECT {key}, {text} FROM ONLY {table}
 
 -- name: source_sample
 -- The texts a build counts shingles in: a Bernoulli sample of the table, the same rows each time
 -- while the table is unchanged.
-SELECT {text} FROM {table} TABLESAMPLE BERNOULLI (%(percent)s) REPEATABLE (0)
+SELECT {text} FROM ONLY {table} TABLESAMPLE BERNOULLI (%(percent)s) REPEATABLE (0)
 
 -- name: source_texts_of_keys
-SELECT {key}, {text} FROM {table} WHERE {key} OPERATOR(pg_catalog.=) ANY(%(keys)s)
+SELECT {key}, {text} FROM ONLY {table} WHERE {key} OPERATOR(pg_catalog.=) ANY(%(keys)s)
 
 -- name: source_key_comparable
 -- Whether the key compares with operators found from pg_catalog alone (its own, a base

@@ -258,7 +258,7 @@ ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false
 SELECT {key},
        CASE WHEN pg_catalog.octet_length({text}::text) <= %(max_bytes)s THEN {text}::text END,
        pg_catalog.octet_length({text}::text)
-FROM {source}
+FROM ONLY {source}
 WHERE {key} OPERATOR(pg_catalog.=) ANY(%(keys)s::{key_type}[])
 
 -- name: sync_fail
