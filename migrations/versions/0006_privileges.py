@@ -142,7 +142,8 @@ def downgrade() -> None:
         _sql(
             "ALTER TABLE {schema}.indexes "
             "DROP CONSTRAINT indexes_state_check, "
-            "DROP COLUMN source, DROP COLUMN key_attnum, DROP COLUMN key_type_id, "
+            "DROP COLUMN source, DROP COLUMN source_oid, DROP COLUMN key_attnum, "
+            "DROP COLUMN key_type_id, "
             "DROP COLUMN key_typmod, DROP COLUMN text_attnum, DROP COLUMN text_type_id, "
             "DROP COLUMN state_reason, "
             f"ADD CONSTRAINT indexes_state_check CHECK (state IN ({LIVE_STATES}))"

@@ -34,6 +34,7 @@ END
 -- name: catalog
 ALTER TABLE {schema}.indexes
     ADD COLUMN source regclass,
+    ADD COLUMN source_oid oid,
     ADD COLUMN key_attnum smallint,
     ADD COLUMN key_type_id regtype,
     ADD COLUMN key_typmod integer,
@@ -51,7 +52,7 @@ DECLARE
     event text;
 BEGIN
     UPDATE {schema}.indexes AS i
-    SET source = c.oid, key_attnum = k.attnum, key_type_id = k.atttypid,
+    SET source = c.oid, source_oid = c.oid, key_attnum = k.attnum, key_type_id = k.atttypid,
         key_typmod = k.atttypmod, text_attnum = t.attnum, text_type_id = t.atttypid
     FROM pg_catalog.pg_class AS c
     JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
@@ -102,8 +103,10 @@ END
 -- name: drift_v1
 -- Why index i no longer follows its source, or NULL. The source is known by OID and its key and
 -- text columns by number and type, so renames change nothing. A column found under its
--- recorded name at another number was renumbered (a restore from a dump numbers the columns
--- anew, leaving out dropped ones): a build finds it again by name. And since a write the
+-- recorded name at another number, in a table of another OID than the one recorded (source_oid,
+-- which dumps as a number where source dumps as a name), was renumbered by a restore from a
+-- dump (the columns numbered anew, dropped ones left out): follow_source_v1 finds it again by
+-- name (the names the catalog holds are current where the event triggers watch). And since a write the
 -- triggers do not see leaves the index stale: each of the index's four triggers on the table,
 -- enabled ALWAYS (replica mode too), and no partitioning or inheritance (statement triggers
 -- fire for the table a statement names only, not for its partitions, children or parents).
@@ -113,11 +116,11 @@ SET search_path = pg_catalog, pg_temp
 AS $body$
 SELECT CASE
     WHEN c.oid IS NULL THEN 'its table was dropped'
-    WHEN kn.attnum OPERATOR(pg_catalog.<>) i.key_attnum
+    WHEN restored AND kn.attnum OPERATOR(pg_catalog.<>) i.key_attnum
      AND kn.atttypid OPERATOR(pg_catalog.=) i.key_type_id
         THEN 'its key column ' || quote_ident(kn.attname) || ' is column ' || kn.attnum
             || ' now, not ' || i.key_attnum || ' (a restore from a dump numbers columns anew)'
-    WHEN tn.attnum OPERATOR(pg_catalog.<>) i.text_attnum
+    WHEN restored AND tn.attnum OPERATOR(pg_catalog.<>) i.text_attnum
      AND tn.atttypid OPERATOR(pg_catalog.=) i.text_type_id
         THEN 'its text column ' || quote_ident(tn.attname) || ' is column ' || tn.attnum
             || ' now, not ' || i.text_attnum || ' (a restore from a dump numbers columns anew)'
@@ -142,7 +145,8 @@ SELECT CASE
     WHEN g.unfired IS NOT NULL
         THEN 'its triggers do not fire for ' || g.unfired || ': writes go unqueued'
 END
-FROM (VALUES (i.source::oid)) AS s (relid)
+FROM (VALUES (i.source::oid, i.source_oid IS DISTINCT FROM i.source::oid))
+    AS s (relid, restored)
 LEFT JOIN pg_catalog.pg_class AS c ON c.oid OPERATOR(pg_catalog.=) s.relid
 LEFT JOIN pg_catalog.pg_attribute AS k
     ON k.attrelid OPERATOR(pg_catalog.=) c.oid AND k.attnum OPERATOR(pg_catalog.=) i.key_attnum
@@ -194,10 +198,11 @@ $body$
 
 -- name: source_changed_v1
 -- Called by an index's trigger function (as the owner role) when the source does not look as
--- the catalog says: another table (refused), or a key or text column changed or gone (the
--- index is marked, the write goes on). Catalog rows held by a build are left alone.
+-- the catalog says: another table (refused), a table restored from a dump (its columns found
+-- again by name: true, look again), or a key or text column changed or gone (the index is
+-- marked, the write goes on). Catalog rows held by a build are left alone.
 CREATE FUNCTION {schema}.source_changed_v1(index_name text, relid oid)
-RETURNS void LANGUAGE plpgsql VOLATILE
+RETURNS boolean LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $body$
 DECLARE
@@ -206,7 +211,7 @@ DECLARE
 BEGIN
     SELECT i.* INTO entry FROM {schema}.indexes AS i WHERE i.name = index_name;
     IF NOT FOUND THEN
-        RETURN;  -- dropped meanwhile
+        RETURN false;  -- dropped meanwhile
     END IF;
     IF entry.source IS NULL OR entry.source::oid OPERATOR(pg_catalog.<>) relid THEN
         RAISE EXCEPTION USING ERRCODE = '42501',
@@ -214,16 +219,21 @@ BEGIN
                 || ' serve its source table only, not ' || relid::regclass::text;
     END IF;
     IF entry.state NOT IN ({live_states}) THEN
-        RETURN;
+        RETURN false;
+    END IF;
+    IF entry.source_oid IS DISTINCT FROM relid THEN
+        PERFORM {schema}.follow_source_v1(relid);
+        RETURN true;
     END IF;
     reason := {schema}.drift_v1(entry);
     IF reason IS NULL THEN
-        RETURN;
+        RETURN false;
     END IF;
     UPDATE {schema}.indexes AS i
     SET state = 'needs_rebuild', state_reason = reason, updated_at = now()
     WHERE i.id = (SELECT x.id FROM {schema}.indexes AS x WHERE x.name = index_name
                   FOR NO KEY UPDATE SKIP LOCKED);
+    RETURN false;
 END
 $body$
 
@@ -251,13 +261,35 @@ END
 $body$
 
 -- name: follow_source_v1
--- Records drift of the source ``relid``: its current names, and a changed or dropped key or
--- text column (needs_rebuild). Run by the event triggers, as the owner role.
+-- Records drift of the source ``relid``: its current names, its columns' numbers after a
+-- restore, and whatever else drift_v1 finds (needs_rebuild). Run by the event triggers and by
+-- source_changed_v1, as the owner role.
 CREATE FUNCTION {schema}.follow_source_v1(relid oid)
 RETURNS void LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $body$
 BEGIN
+    -- A restored table (see drift_v1): its columns found again by their recorded names and
+    -- types (where none is, the number stands, and drift_v1 judges it); the OID recorded anew.
+    UPDATE {schema}.indexes AS i
+    SET key_attnum = coalesce((
+            SELECT k.attnum FROM pg_catalog.pg_attribute AS k
+            WHERE k.attrelid OPERATOR(pg_catalog.=) relid
+              AND k.attname OPERATOR(pg_catalog.=) i.key_column
+              AND k.atttypid OPERATOR(pg_catalog.=) i.key_type_id
+              AND k.attnum OPERATOR(pg_catalog.>) 0 AND NOT k.attisdropped), i.key_attnum),
+        text_attnum = coalesce((
+            SELECT t.attnum FROM pg_catalog.pg_attribute AS t
+            WHERE t.attrelid OPERATOR(pg_catalog.=) relid
+              AND t.attname OPERATOR(pg_catalog.=) i.text_column
+              AND t.atttypid OPERATOR(pg_catalog.=) i.text_type_id
+              AND t.attnum OPERATOR(pg_catalog.>) 0 AND NOT t.attisdropped), i.text_attnum),
+        source_oid = relid
+    WHERE i.source::oid OPERATOR(pg_catalog.=) relid
+      AND i.source_oid IS DISTINCT FROM relid
+      AND i.id IN (SELECT x.id FROM {schema}.indexes AS x
+                   WHERE x.source::oid OPERATOR(pg_catalog.=) relid
+                   FOR NO KEY UPDATE SKIP LOCKED);
     UPDATE {schema}.indexes AS i
     SET source_schema = f.schema_name, source_table = f.table_name,
         key_column = coalesce(f.key_name, i.key_column),

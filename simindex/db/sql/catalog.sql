@@ -4,10 +4,10 @@
 -- script knows only names; catalog_source_oid found the table by its name, with the caller's
 -- rights); no row is inserted unless they all resolve.
 INSERT INTO {catalog} (name, source_schema, source_table, key_column, key_type, text_column,
-                       method, spec, spec_version, source, key_attnum, key_type_id,
-                       key_typmod, text_attnum, text_type_id)
+                       method, spec, spec_version, source, source_oid, key_attnum,
+                       key_type_id, key_typmod, text_attnum, text_type_id)
 SELECT {name}, n.nspname, c.relname, k.attname, {key_type}, t.attname,
-       {method}, {spec}::jsonb, {spec_version}, c.oid, k.attnum, k.atttypid, k.atttypmod,
+       {method}, {spec}::jsonb, {spec_version}, c.oid, c.oid, k.attnum, k.atttypid, k.atttypmod,
        t.attnum, t.atttypid
 FROM pg_catalog.pg_class AS c
 JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
@@ -29,10 +29,12 @@ SELECT pg_catalog.set_config('simindex.source', {table}::regclass::oid::text, tr
 -- drift_v1 says so) goes by that name, which a build finds it by.
 SELECT i.name,
        coalesce(n.nspname, i.source_schema), coalesce(c.relname, i.source_table),
-       CASE WHEN kn.attnum <> i.key_attnum AND kn.atttypid = i.key_type_id THEN kn.attname
+       CASE WHEN i.source_oid IS DISTINCT FROM c.oid AND kn.attnum <> i.key_attnum
+                 AND kn.atttypid = i.key_type_id THEN kn.attname
             ELSE coalesce(k.attname, i.key_column) END,
        i.key_type,
-       CASE WHEN tn.attnum <> i.text_attnum AND tn.atttypid = i.text_type_id THEN tn.attname
+       CASE WHEN i.source_oid IS DISTINCT FROM c.oid AND tn.attnum <> i.text_attnum
+                 AND tn.atttypid = i.text_type_id THEN tn.attname
             ELSE coalesce(t.attname, i.text_column) END,
        i.spec::text,
        CASE WHEN i.state NOT IN ('created', 'building', 'ready', 'failed') OR d.drift IS NULL
@@ -79,7 +81,7 @@ WHERE name = %(name)s
 
 -- name: catalog_built
 UPDATE {catalog}
-SET state = 'ready', state_reason = NULL, row_count = %(row_count)s,
+SET state = 'ready', state_reason = NULL, source_oid = source, row_count = %(row_count)s,
     skipped_count = %(skipped_count)s, built_at = now(), updated_at = now()
 WHERE name = %(name)s
 
