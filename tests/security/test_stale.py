@@ -11,10 +11,21 @@ from __future__ import annotations
 import psycopg
 import pytest
 
+import simindex
+from simindex._metrics import exposition
 from simindex.check import check
+from simindex.errors import IndexNotReadyError, SourceError
 from simindex.index import Index, create_index
+from simindex.ops.stats import index_stats
 from simindex.sync import sync
-from tests.security.conftest import MakeRole, Role, owned_table, scalar, superuser
+from tests.security.conftest import (
+    MakeRole,
+    Role,
+    drop_event_triggers,
+    owned_table,
+    scalar,
+    superuser,
+)
 
 DOCS = "CREATE TABLE docs (id integer PRIMARY KEY, body text)"
 
@@ -67,3 +78,131 @@ def test_writes_in_replica_mode_are_queued(
         "SELECT array_agg(DISTINCT tgenabled) FROM pg_trigger "
         "WHERE tgrelid = 'docs'::regclass AND tgname LIKE 'simindex%%'",
     ) == ["A"]
+
+
+# -- finding 13: triggers disabled or dropped
+
+TRIGGER_CHANGES = {
+    "disable all": ("ALTER TABLE docs DISABLE TRIGGER ALL", "INSERT (disabled)"),
+    "disable one": ("ALTER TABLE docs DISABLE TRIGGER simindex_docs_update", "UPDATE (disabled)"),
+    "origin mode only": (
+        "ALTER TABLE docs ENABLE TRIGGER simindex_docs_insert",
+        "INSERT (not in replica mode)",
+    ),
+    "drop one": ("DROP TRIGGER simindex_docs_delete ON docs", "DELETE (dropped)"),
+}
+
+
+@pytest.mark.parametrize("watched", [True, False], ids=["event triggers", "no event triggers"])
+@pytest.mark.parametrize("change", sorted(TRIGGER_CHANGES))
+def test_disabled_or_dropped_triggers_are_seen_everywhere_and_a_build_mends_them(
+    database_dsn: str, owner: Role, change: str, watched: bool
+) -> None:
+    if not watched:
+        drop_event_triggers(database_dsn)
+    index = create_index(database_dsn, "docs", "docs", "body")
+    index.build()
+    statement, reason = TRIGGER_CHANGES[change]
+    owner.run(statement)
+    owner.run(
+        "INSERT INTO docs VALUES (100, 'written while a trigger was off')",
+        "UPDATE docs SET body = 'changed while a trigger was off' WHERE id = 1",
+        "DELETE FROM docs WHERE id = 2",
+    )
+    # The event triggers record it at once; without them every reader finds it all the same.
+    stored = scalar(database_dsn, "SELECT state FROM simindex.indexes WHERE name = 'docs'")
+    assert stored == ("needs_rebuild" if watched else "ready")
+    info = index.info()
+    assert (info.state, reason in (info.state_reason or "")) == ("needs_rebuild", True)
+    [stats] = index_stats(database_dsn)
+    assert stats.info.state == "needs_rebuild"
+    metrics = exposition([stats])
+    assert 'simindex_index_needs_rebuild{index="docs"} 1.0' in metrics
+    assert 'state="needs_rebuild"' in metrics
+    with pytest.raises(IndexNotReadyError, match="triggers do not fire"):
+        check(database_dsn, "docs")
+    with pytest.raises(IndexNotReadyError, match="needs a rebuild"):
+        index.near("written while a trigger was off")
+    index.build()  # made again: its triggers too
+    assert index.info().state == "ready"
+    assert 'simindex_index_needs_rebuild{index="docs"} 0.0' in exposition(index_stats(database_dsn))
+    owner.run(
+        "INSERT INTO docs VALUES (101, 'written after the build')",
+        "UPDATE docs SET body = 'changed after the build' WHERE id = 3",
+        "DELETE FROM docs WHERE id = 4",
+    )
+    assert_exact(database_dsn, index)
+
+
+# -- findings 14 and 15: partitions and inheritance
+
+
+REFUSED = {
+    "partitioned": (
+        "CREATE TABLE docs (id integer PRIMARY KEY, body text) PARTITION BY RANGE (id); "
+        "CREATE TABLE docs_1 PARTITION OF docs FOR VALUES FROM (0) TO (1000)",
+        "docs",
+        "partitioned",
+    ),
+    "a partition": (
+        "CREATE TABLE docs (id integer PRIMARY KEY, body text) PARTITION BY RANGE (id); "
+        "CREATE TABLE docs_1 PARTITION OF docs FOR VALUES FROM (0) TO (1000)",
+        "docs_1",
+        "partition or an inheritance child of docs",
+    ),
+    "a parent": (
+        "CREATE TABLE docs (id integer PRIMARY KEY, body text); "
+        "CREATE TABLE docs_old (PRIMARY KEY (id)) INHERITS (docs)",
+        "docs",
+        "inheritance children",
+    ),
+    "a child": (
+        "CREATE TABLE base (id integer, body text); "
+        "CREATE TABLE docs (PRIMARY KEY (id)) INHERITS (base)",
+        "docs",
+        "inheritance child of base",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(REFUSED))
+def test_create_refuses_a_table_in_a_partitioning_or_inheritance_tree(
+    database_dsn: str, make_role: MakeRole, kind: str
+) -> None:
+    create, table, message = REFUSED[kind]
+    alice = make_role("owner")
+    owned_table(database_dsn, alice, create, rows=0)
+    simindex.grant(database_dsn, alice.name, "admin")
+    with pytest.raises(SourceError, match=message):
+        create_index(alice.dsn, "docs", table, "body")
+    assert scalar(database_dsn, "SELECT count(*) FROM simindex.indexes") == 0
+
+
+CHILDREN = {
+    "a child made": "CREATE TABLE docs_old () INHERITS (docs)",
+    "made a child": "CREATE TABLE base (id integer, body text); ALTER TABLE docs INHERIT base",
+}
+
+
+@pytest.mark.parametrize("watched", [True, False], ids=["event triggers", "no event triggers"])
+@pytest.mark.parametrize("how", sorted(CHILDREN))
+def test_a_source_that_joins_an_inheritance_tree_is_marked(
+    database_dsn: str, owner: Role, index: Index, how: str, watched: bool
+) -> None:
+    if not watched:
+        drop_event_triggers(database_dsn)
+    owner.run(CHILDREN[how])
+    stored = scalar(database_dsn, "SELECT state FROM simindex.indexes WHERE name = 'docs'")
+    assert stored == ("needs_rebuild" if watched else "ready")
+    info = index.info()
+    assert info.state == "needs_rebuild"
+    assert "inherit" in (info.state_reason or "")
+    assert 'simindex_index_needs_rebuild{index="docs"} 1.0' in exposition(index_stats(database_dsn))
+    # A build says why it cannot make it again, until the tree is undone.
+    with pytest.raises(SourceError, match="inheritance"):
+        index.build()
+    undo = "DROP TABLE docs_old" if how == "a child made" else "ALTER TABLE docs NO INHERIT base"
+    owner.run(undo)
+    index.build()
+    owner.run("INSERT INTO docs VALUES (100, 'written after the tree was undone')")
+    assert_exact(database_dsn, index)
