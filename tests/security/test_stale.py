@@ -8,14 +8,22 @@ with a reason, in ``info``, ``stats``, the metrics and ``check``) and one ``buil
 
 from __future__ import annotations
 
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
 import psycopg
 import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import simindex
 from simindex._metrics import exposition
 from simindex.check import check
+from simindex.db.connection import dispose_engines
 from simindex.errors import IndexNotReadyError, SourceError
-from simindex.index import Index, create_index
+from simindex.index import Index, create_index, get_index
 from simindex.ops.stats import index_stats
 from simindex.sync import sync
 from tests.security.conftest import (
@@ -30,12 +38,12 @@ from tests.security.conftest import (
 DOCS = "CREATE TABLE docs (id integer PRIMARY KEY, body text)"
 
 
-def assert_exact(dsn: str, index: Index) -> None:
+def assert_exact(dsn: str, index: Index, text: str = "body") -> None:
     """After a sync, the index holds exactly what a recomputation over the table gives."""
     sync(dsn)
     report = check(dsn, index.name)
     assert (report.missing, report.stale, report.orphaned) == ([], [], [])
-    assert report.checked == scalar(dsn, "SELECT count(*) FROM docs WHERE body IS NOT NULL")
+    assert report.checked == scalar(dsn, f"SELECT count(*) FROM docs WHERE {text} IS NOT NULL")
 
 
 @pytest.fixture
@@ -206,3 +214,103 @@ def test_a_source_that_joins_an_inheritance_tree_is_marked(
     index.build()
     owner.run("INSERT INTO docs VALUES (100, 'written after the tree was undone')")
     assert_exact(database_dsn, index)
+
+
+# -- finding 17: pg_dump and pg_restore
+
+
+def _client(name: str, dsn: str) -> str:
+    """A pg_dump or pg_restore of the server's major version or newer, or the test skips."""
+    found = shutil.which(name)
+    if found is None:
+        pytest.skip(f"no {name} on PATH")
+    version = subprocess.run([found, "--version"], capture_output=True, text=True, check=True)
+    client_major = int(re.findall(r"\d+", version.stdout)[0])
+    server_major = int(scalar(dsn, "SHOW server_version_num")) // 10000
+    if client_major < server_major:
+        pytest.skip(f"{name} {client_major} cannot dump or restore a PostgreSQL {server_major}")
+    return found
+
+
+@pytest.fixture
+def restored(database_dsn: str) -> Iterator[Callable[[Path], str]]:
+    """``restored(dump)``: a new database of the same server with ``dump`` restored into it
+    (by a superuser, as a DBA restores), its DSN; dropped after the test."""
+    made: list[str] = []
+
+    def restore(dump: Path) -> str:
+        name = f"{conninfo_to_dict(database_dsn)['dbname']}_restored_{len(made) + 1}"
+        superuser(database_dsn, f"DROP DATABASE IF EXISTS {name}", f"CREATE DATABASE {name}")
+        made.append(name)
+        dsn = make_conninfo(database_dsn, dbname=name)
+        subprocess.run(
+            [_client("pg_restore", dsn), "--exit-on-error", "--dbname", dsn, str(dump)],
+            check=True,
+            capture_output=True,
+        )
+        return dsn
+
+    yield restore
+    dispose_engines()
+    for name in made:
+        superuser(database_dsn, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.mark.parametrize("mended_by", ["the app's next write", "a build"])
+def test_a_dump_and_restore_leaves_every_index_answering(
+    database_dsn: str,
+    make_role: MakeRole,
+    restored: Callable[[Path], str],
+    tmp_path: Path,
+    mended_by: str,
+) -> None:
+    alice = make_role("owner")
+    # Dropped columns before the text column: a restore numbers the columns anew.
+    owned_table(
+        database_dsn,
+        alice,
+        "CREATE TABLE docs (old_a text, id integer PRIMARY KEY, old_b text, body text)",
+        rows=0,
+    )
+    alice.run(
+        "INSERT INTO docs (id, body) SELECT n, 'the text of row ' || n || ' says ' || (n % 7) "
+        "|| ' things' FROM generate_series(1, 20) AS n",
+        # Text columns after it: restored, the text column's old number is the tag's.
+        "ALTER TABLE docs ADD COLUMN note text, ADD COLUMN tag text",
+        "ALTER TABLE docs DROP COLUMN old_a",
+        "ALTER TABLE docs DROP COLUMN old_b",
+    )
+    index = create_index(database_dsn, "docs", "docs", "body")
+    index.build()
+    dump = tmp_path / "app.dump"
+    subprocess.run(
+        [_client("pg_dump", database_dsn), "--format=custom", "--file", str(dump), database_dsn],
+        check=True,
+        capture_output=True,
+    )
+    dsn = restored(dump)
+    app = Role(alice.name, make_conninfo(alice.dsn, dbname=conninfo_to_dict(dsn)["dbname"]))
+    moved = get_index(dsn, "docs")
+    info = moved.info()
+    assert info.state == "needs_rebuild"
+    assert "restore" in (info.state_reason or "")
+    assert info.source.text_column == "body"  # by name, not the column now at its old number
+    if mended_by == "a build":
+        moved.build()
+    app.run(
+        "INSERT INTO docs (id, body, note) VALUES (100, 'a row written after the restore', 'n')",
+        "UPDATE docs SET note = 'only the note changed', tag = 'and the tag' WHERE id = 3",
+        "UPDATE docs SET body = 'a text changed after the restore' WHERE id = 1",
+        "DELETE FROM docs WHERE id = 2",
+    )
+    assert moved.info().state == "ready"
+    assert_exact(dsn, moved)
+    assert [m.key for m in moved.near("a row written after the restore", max_distance=0)] == [100]
+    # Renames after the restore are followed, and a build still finds the columns.
+    app.run(
+        "ALTER TABLE docs RENAME COLUMN body TO content",
+        "INSERT INTO docs (id, content) VALUES (101, 'a row written after the rename')",
+    )
+    assert_exact(dsn, moved, text="content")
+    assert moved.build().rows == scalar(dsn, "SELECT count(*) FROM docs")
+    assert_exact(dsn, moved, text="content")
