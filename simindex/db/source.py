@@ -206,6 +206,21 @@ def _unique_columns(conn: PgConnection, oid: object, table: str) -> set[str]:
     return {str(name) for (name,) in conn.execute(statement("source_unique_columns"), {"oid": oid})}
 
 
+def check_owner(conn: PgConnection, source: Source) -> None:
+    """Raise :class:`SourceError` unless the current role may make the index's triggers: they
+    are enabled ALWAYS (so that rows a logical replication subscription applies, and writes
+    under ``session_replication_role = replica``, are queued too), which only the table's owner
+    (or a superuser) may do."""
+    row = conn.execute(statement("source_owned"), {"oid": source.oid}).fetchone()
+    if row is None or row[0]:
+        return
+    raise SourceError(
+        f"{source.schema}.{source.table} belongs to {row[1]}: an index's triggers are enabled "
+        "ALWAYS (replicated writes are indexed too), which only the table's owner may do; run "
+        f"this as {row[1]}, a member of it or a superuser"
+    )
+
+
 def row_estimate(conn: PgConnection, source: Source) -> int | None:
     """The planner's row count of the source (cheap; None before the first ANALYZE)."""
     row = conn.execute(statement("source_row_estimate"), {"oid": source.oid}).fetchone()

@@ -22,6 +22,7 @@ import simindex
 from simindex._metrics import exposition
 from simindex.check import check
 from simindex.db.connection import dispose_engines
+from simindex.db.schema import migrate
 from simindex.errors import IndexNotReadyError, SourceError
 from simindex.index import Index, create_index, get_index
 from simindex.ops.stats import index_stats
@@ -256,7 +257,7 @@ def restored(database_dsn: str) -> Iterator[Callable[[Path], str]]:
         superuser(database_dsn, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
-@pytest.mark.parametrize("mended_by", ["the app's next write", "a build"])
+@pytest.mark.parametrize("mended_by", ["the app's next write", "a build", "simindex migrate"])
 def test_a_dump_and_restore_leaves_every_index_answering(
     database_dsn: str,
     make_role: MakeRole,
@@ -297,9 +298,15 @@ def test_a_dump_and_restore_leaves_every_index_answering(
     assert info.source.text_column == "body"  # by name, not the column now at its old number
     if mended_by == "a build":
         moved.build()
+    if mended_by == "simindex migrate":
+        migrate(dsn)
+        assert moved.info().state == "ready"
+        # Found again already: even a rename first is followed.
+        app.run("ALTER TABLE docs RENAME COLUMN note TO remark")
+        assert moved.info().state == "ready"
     app.run(
-        "INSERT INTO docs (id, body, note) VALUES (100, 'a row written after the restore', 'n')",
-        "UPDATE docs SET note = 'only the note changed', tag = 'and the tag' WHERE id = 3",
+        "INSERT INTO docs (id, body, tag) VALUES (100, 'a row written after the restore', 't')",
+        "UPDATE docs SET tag = 'only the tag changed' WHERE id = 3",
         "UPDATE docs SET body = 'a text changed after the restore' WHERE id = 1",
         "DELETE FROM docs WHERE id = 2",
     )
@@ -314,3 +321,21 @@ def test_a_dump_and_restore_leaves_every_index_answering(
     assert_exact(dsn, moved, text="content")
     assert moved.build().rows == scalar(dsn, "SELECT count(*) FROM docs")
     assert_exact(dsn, moved, text="content")
+
+
+def test_only_the_tables_owner_may_create_an_index_of_it(
+    database_dsn: str, owner: Role, make_role: MakeRole
+) -> None:
+    # The TRIGGER right alone would make triggers of origin mode only, blind to replication.
+    admin = make_role("admin")
+    simindex.grant(database_dsn, admin.name, "admin")
+    superuser(database_dsn, f"GRANT TRIGGER, SELECT ON docs TO {admin.name}")
+    with pytest.raises(SourceError, match=f"belongs to {owner.name}.*ALWAYS"):
+        create_index(admin.dsn, "docs", "docs", "body")
+    superuser(database_dsn, f"GRANT {owner.name} TO {admin.name}")
+    create_index(admin.dsn, "docs", "docs", "body").build()
+    assert scalar(
+        database_dsn,
+        "SELECT array_agg(DISTINCT tgenabled) FROM pg_trigger "
+        "WHERE tgrelid = 'docs'::regclass AND tgname LIKE 'simindex%%'",
+    ) == ["A"]

@@ -68,6 +68,14 @@ CROSS JOIN LATERAL (SELECT {drift}(i) AS drift) AS d
 WHERE i.name = %(name)s
 {lock}
 
+-- name: catalog_restored
+-- After a restore from a dump (tables of other OIDs than those recorded): each such source's
+-- columns found again by name (follow_source_v1), as the first write or ALTER TABLE would.
+SELECT {follow}(s.relid)
+FROM (SELECT DISTINCT i.source::oid AS relid FROM {catalog} AS i
+      JOIN pg_catalog.pg_class AS c ON c.oid = i.source::oid
+      WHERE i.source_oid IS DISTINCT FROM i.source::oid) AS s
+
 -- name: catalog_lock
 -- Serialises builds and drops of one index.
 SELECT 1 FROM {catalog} WHERE name = {name} FOR UPDATE

@@ -100,6 +100,12 @@ JOIN pg_catalog.pg_attribute AS a ON a.attrelid = i.indrelid AND a.attnum = i.in
 WHERE i.indrelid = %(oid)s AND i.indisunique AND i.indnkeyatts = 1 AND i.indpred IS NULL
   AND i.indexprs IS NULL AND i.indimmediate
 
+-- name: source_owned
+-- Whether the current role acts as the table's owner (a member of the owning role, or a
+-- superuser): only the owner may enable triggers ALWAYS.
+SELECT pg_catalog.pg_has_role(c.relowner, 'USAGE'), c.relowner::regrole::text
+FROM pg_catalog.pg_class AS c WHERE c.oid = %(oid)s
+
 -- name: source_row_estimate
 SELECT GREATEST(c.reltuples, 0)::bigint FROM pg_catalog.pg_class AS c WHERE c.oid = %(oid)s
 
