@@ -36,7 +36,7 @@ from simindex.db.connection import Bind, PgConnection, connect, transaction
 from simindex.db.objects import create_statements, drop_statements
 from simindex.db.privileges import back_to_caller, become_owner, warn_if_superuser
 from simindex.db.simhash_store import SimHashStore
-from simindex.db.source import Source, describe, row_count
+from simindex.db.source import Source, check_owner, describe, row_count
 from simindex.db.statements import run, statement
 from simindex.db.triggers import Triggers, event_triggers_on
 from simindex.ops.workers import computed
@@ -235,6 +235,7 @@ def _prepare(conn: PgConnection, index_schema: str, name: str) -> tuple[IndexInf
             schema=info.source.schema,
             key=info.source.key_column,
         )
+        check_owner(conn, source)
         run(conn, drop_statements(index_schema, name, info.source, info.spec))
         trusted = event_triggers_on(conn, index_schema)
         run(conn, create_statements(index_schema, name, source, info.spec, trusted=trusted))

@@ -21,7 +21,7 @@ SELECT ctid FROM {queue} FOR UPDATE SKIP LOCKED
 -- be newer): a row version the snapshot cannot see stays queued. Keys with no source row stay
 -- queued too: a row deleted during the build is removed from the swapped-in index by sync.
 DELETE FROM {queue} AS q
-USING {source} AS s
+USING ONLY {source} AS s
 WHERE q.ctid = ANY(%(ctids)s::tid[])
   AND s.{key} OPERATOR(pg_catalog.=) q.key
   AND pg_catalog.pg_visible_in_snapshot(
@@ -41,7 +41,7 @@ FROM {catalog} WHERE name = %(name)s
 
 -- name: source_columns_of_keys
 -- Columns of the source rows with these keys, to show beside them.
-SELECT {key}, {columns} FROM {table} WHERE {key} OPERATOR(pg_catalog.=) ANY(%(keys)s)
+SELECT {key}, {columns} FROM ONLY {table} WHERE {key} OPERATOR(pg_catalog.=) ANY(%(keys)s)
 
 -- name: source_columns_check
 SELECT {columns} FROM {table} LIMIT 0
