@@ -181,6 +181,7 @@ class _Worker:
         self.follow = False
         self.broken: dict[str, _Broken] = {}
         self._role_checked = False
+        self._isolation_checked = False
         self._report_lock = threading.Lock()
 
     def run(self, *, follow: bool, retry_failed: bool) -> None:
@@ -239,13 +240,28 @@ class _Worker:
 
     @contextmanager
     def _unit(self, conn: PgConnection) -> Iterator[None]:
-        """A transaction of our own; on a caller's Connection, a savepoint in its transaction
-        (so that a broken index leaves the caller's transaction usable)."""
-        if isinstance(self.bind, Connection) and (
-            conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-        ):
-            conn.execute("SELECT")  # in the caller's transaction, or transaction() would commit
+        """A READ COMMITTED transaction of our own; on a caller's Connection, a savepoint in
+        its transaction (so that a broken index leaves the caller's transaction usable), which
+        must be READ COMMITTED."""
+        idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        if isinstance(self.bind, Connection):
+            if idle:  # in the caller's transaction, or transaction() would commit
+                conn.execute("SELECT")
+            if not self._isolation_checked:
+                (isolation,) = conn.execute(statement("sync_isolation")).fetchone() or ("",)
+                if isolation != "read committed":
+                    raise ValueError(
+                        f"sync runs in a READ COMMITTED transaction, and this Connection's is "
+                        f"{isolation.upper()}: a batch must see the rows as they are when it "
+                        "takes their entries"
+                    )
+                self._isolation_checked = True
+            with conn.transaction():
+                yield
+            return
         with conn.transaction():
+            if idle:
+                conn.execute(statement("sync_read_committed"))
             yield
 
     def _indexes(self, conn: PgConnection) -> list[str]:
