@@ -20,7 +20,7 @@ from sqlalchemy import create_engine
 from simindex.check import check
 from simindex.db.connection import dispose_engines
 from simindex.index import Index, create_index
-from simindex.sync import queue_counts, sync
+from simindex.sync import failed_items, queue_counts, sync
 
 
 def run(dsn: str, *statements: str | sql.Composed) -> None:
@@ -111,3 +111,52 @@ def test_sync_on_a_repeatable_read_connection_is_refused(database_dsn: str, note
     finally:
         engine.dispose()
     assert queue_counts(database_dsn, "notes") == (1, 0)
+
+
+def test_a_statement_timeout_shrinks_the_batch_and_sets_the_row_aside(
+    database_dsn: str, notes: Index
+) -> None:
+    """Under a statement_timeout every batch that waits on key 7's index row was cancelled and
+    tried again at the same size, forever: sync shrinks its batches until every other key is
+    indexed and key 7 is a failed item naming the cause; a later sync mends it."""
+    run(database_dsn, "UPDATE notes SET body = body || ' changed'")
+    holder = psycopg.connect(database_dsn)
+    holder.execute("SELECT FROM simindex.notes_simhash WHERE key = 7 FOR UPDATE")
+    timed = database_dsn + " options='-c statement_timeout=300'"
+    try:
+        started = time.monotonic()
+        report = sync(timed, ["notes"], batch_size=50)
+        assert time.monotonic() - started < 30
+        assert not report.broken
+        assert queue_counts(database_dsn, "notes") == (0, 1)
+        ((key, error, _, _),) = failed_items(database_dsn, "notes")
+        assert key == 7 and "statement_timeout" in error
+    finally:
+        holder.rollback()
+        holder.close()
+    report = sync(timed, ["notes"], retry_failed=True)
+    assert report.ok and not report.broken
+    assert check(database_dsn, "notes").ok
+
+
+def test_a_statement_timeout_no_row_escapes_marks_the_index_broken(
+    database_dsn: str, notes: Index
+) -> None:
+    run(database_dsn, "UPDATE notes SET body = body || ' changed'")
+    holder = psycopg.connect(database_dsn)
+    holder.execute("LOCK TABLE simindex.notes_simhash IN SHARE MODE")
+    timed = database_dsn + " options='-c statement_timeout=300'"
+    try:
+        report = sync(timed, ["notes"], batch_size=50)
+        assert set(report.broken) == {"notes"}
+        assert "statement_timeout" in report.broken["notes"]
+        with psycopg.connect(database_dsn) as conn:
+            row = conn.execute(
+                "SELECT broken, last_error FROM simindex.indexes WHERE name = 'notes'"
+            ).fetchone()
+        assert row is not None and row[0] and "statement_timeout" in row[1]
+    finally:
+        holder.rollback()
+        holder.close()
+    assert sync(timed, ["notes"], retry_failed=True).ok
+    assert check(database_dsn, "notes").ok
