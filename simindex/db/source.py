@@ -233,9 +233,37 @@ def row_estimate(conn: PgConnection, source: Source) -> int | None:
 
 
 def row_count(conn: PgConnection, source: Source) -> int:
-    """The source's real row count (a scan: builds read every row anyway)."""
-    row = conn.execute(statement("source_count", table=source.identifier)).fetchone()
+    """The source's real row count (a scan: builds read every row anyway), read
+    :func:`unfiltered`."""
+    with unfiltered(conn, source):
+        row = conn.execute(statement("source_count", table=source.identifier)).fetchone()
     return int(row[0]) if row else 0
+
+
+@contextmanager
+def unfiltered(conn: PgConnection, source: Source) -> Iterator[None]:
+    """Within the block, ``conn`` reads tables with ``row_security = off``: a reader that may
+    bypass row-level security (a superuser, a BYPASSRLS role, the table's owner unless it
+    forces RLS on itself) reads every row and no policy runs; any other reader's statement
+    fails, raised as :class:`~simindex.errors.SourceError` (an index error: sync records the
+    index broken rather than take the rows a policy hides for removed). The setting is put
+    back afterwards, so a caller's transaction goes on as it was."""
+    row = conn.execute(statement("source_row_security_off")).fetchone()
+    previous = row[0] if row else "on"
+    try:
+        yield
+    except psycopg.errors.InsufficientPrivilege as exc:
+        if "row-level security" not in (exc.diag.message_primary or ""):
+            raise
+        raise SourceError(
+            f"{source.schema}.{source.table} has row-level security, which the current role "
+            "does not bypass: simindex reads every row of a source, as the table's owner, a "
+            "superuser or a BYPASSRLS role (ALTER ROLE ... BYPASSRLS), never through a "
+            f"policy ({exc.diag.message_primary})"
+        ) from exc
+    finally:
+        if conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS:
+            conn.execute(statement("source_row_security_restore"), {"previous": previous})
 
 
 def key_from_text(conn: PgConnection, source: Source, text: str) -> Any:

@@ -213,3 +213,13 @@ BEGIN
     END IF;
 END
 $check$
+
+-- name: source_row_security_off
+-- Read the source without row-level security: no policy (code the table's owner wrote) runs
+-- as the reader; a reader subject to a policy gets an error instead of a filtered table. The
+-- value before, for source_row_security_restore.
+SELECT s.previous, pg_catalog.set_config('row_security', 'off', true)
+FROM (SELECT pg_catalog.current_setting('row_security')) AS s (previous)
+
+-- name: source_row_security_restore
+SELECT pg_catalog.set_config('row_security', %(previous)s, true)
