@@ -31,6 +31,7 @@ from sqlalchemy.engine import Connection
 
 from simindex.core.frequency import KEPT_SHINGLES, SAMPLE_ROWS, ShingleCounts, count_shingles
 from simindex.core.spec import IndexSpec, refreshed
+from simindex.db.answers import visible_statements
 from simindex.db.catalog import IndexInfo, Store, catalog, lock_source, read_index, store_for
 from simindex.db.connection import Bind, PgConnection, connect, transaction
 from simindex.db.objects import create_statements, drop_statements
@@ -329,6 +330,7 @@ def _swap(
     run(conn, live.function_drop_statements())
     run(conn, live.table_statements(staging=False))
     store.swap_in_staging(conn)
+    run(conn, visible_statements(store.schema, store.name, triggers.source))
     run(conn, store.function_statements())
     run(conn, triggers.function_statements(trusted=trusted))
 
