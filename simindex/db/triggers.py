@@ -132,8 +132,10 @@ class Triggers:
         ]
 
     def trigger_statements(self) -> list[sql.Composed]:
-        """The triggers on the source table (its owner's or a superuser's to create)."""
-        return [
+        """The triggers on the source table, enabled ALWAYS (its owner's or a superuser's to
+        create): they fire in replica mode too (a logical replication subscription, a session
+        with ``session_replication_role = replica``)."""
+        created = [
             statement(
                 "sync_create_trigger",
                 trigger=self.trigger(event),
@@ -143,6 +145,13 @@ class Triggers:
                 function=self.function,
             )
             for event in EVENTS
+        ]
+        enable = sql.SQL(", ").join(
+            sql.SQL("ENABLE ALWAYS TRIGGER {}").format(self.trigger(event)) for event in EVENTS
+        )
+        return [
+            *created,
+            statement("sync_enable_always", source=self.source.identifier, enable=enable),
         ]
 
     def install_statements(self, *, trusted: bool = False) -> list[sql.Composed]:

@@ -187,8 +187,7 @@ BEGIN
     WHERE i.name = {index_name};
     EXECUTE 'LOCK TABLE ' || source.relation || ' IN ACCESS SHARE MODE';
     SELECT i.source::regclass::text AS relation, k.attname AS key_column, t.attname AS text_column,
-           {drift}(i.source, i.key_attnum, i.key_type_id, i.key_typmod, i.text_attnum,
-                   i.text_type_id) AS drift
+           {drift}(i) AS drift
     INTO source
     FROM {catalog} AS i
     LEFT JOIN pg_catalog.pg_attribute AS k
@@ -230,7 +229,7 @@ BEGIN
         'SELECT c.cluster_id, c.key, c.size, '
         || 'row_number() OVER (PARTITION BY c.cluster_id ORDER BY %s) = 1 '
         || 'FROM (SELECT k.cluster_id, k.key, count(*) OVER (PARTITION BY k.cluster_id) AS size '
-        || 'FROM %s AS k) AS c JOIN %s AS s ON s.%I = c.key WHERE c.size > 1 '
+        || 'FROM %s AS k) AS c JOIN ONLY %s AS s ON s.%I = c.key WHERE c.size > 1 '
         || 'ORDER BY c.cluster_id, 4 DESC, c.key LIMIT $1',
         ordering, {clusters_table}, source.relation, source.key_column)
     USING max_rows;

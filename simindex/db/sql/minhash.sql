@@ -30,7 +30,7 @@ COPY {table} (band, hash, key) FROM STDIN
 -- Candidates share a band with the query; each is verified by its share of equal slots.
 -- A text without features has NULL arrays: no candidates.
 CREATE FUNCTION {function}(
-    signature bigint[], band_hashes bigint[], threshold double precision DEFAULT {threshold},
+    signature bigint[], band_keys bigint[], threshold double precision DEFAULT {threshold},
     max_rows integer DEFAULT {max_rows}
 )
 RETURNS TABLE (key {key_type}, similarity double precision)
@@ -92,7 +92,7 @@ $body$
 -- name: minhash_similar
 -- max_rows NULL: every row (the function's own default is a bound, for SQL callers).
 SELECT key, similarity
-FROM {function}(%(signature)s::{array_type}[], %(band_hashes)s::{array_type}[], %(threshold)s,
+FROM {function}(%(signature)s::{array_type}[], %(band_keys)s::{array_type}[], %(threshold)s,
                 %(limit)s::integer)
 ORDER BY similarity DESC, key
 

@@ -126,5 +126,5 @@ DELETE FROM {table} WHERE key OPERATOR(pg_catalog.=) ANY(%(keys)s::{key_type}[])
 
 -- name: compact_check_rows
 SELECT s.{key}, s.{text}::text, g.signature, ARRAY[{band_columns}]
-FROM {source} AS s {sample}
+FROM ONLY {source} AS s {sample}
 LEFT JOIN {table} AS g ON g.key OPERATOR(pg_catalog.=) s.{key}
