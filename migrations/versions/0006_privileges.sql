@@ -268,6 +268,9 @@ CREATE FUNCTION {schema}.follow_source_v1(relid oid)
 RETURNS void LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $body$
+DECLARE
+    found record;
+    checking text;
 BEGIN
     -- A restored table (see drift_v1): its columns found again by their recorded names and
     -- types (where none is, the number stands, and drift_v1 judges it); the OID recorded anew.
@@ -318,6 +321,33 @@ BEGIN
       AND i.id IN (SELECT x.id FROM {schema}.indexes AS x
                    WHERE x.source::oid OPERATOR(pg_catalog.=) relid
                    FOR NO KEY UPDATE SKIP LOCKED);
+    -- Each index's probe of the source (simindex.db.answers, answers.sql) names the table and
+    -- key column as they are now; its body is not checked (the owner role may not see them).
+    checking := current_setting('check_function_bodies');
+    FOR found IN
+        SELECT x.name, c.oid::regclass::text AS relation, k.attname AS key_name,
+               format_type(p.proargtypes[0], NULL) AS key_type
+        FROM {schema}.indexes AS x
+        JOIN pg_catalog.pg_class AS c ON c.oid OPERATOR(pg_catalog.=) x.source::oid
+        JOIN pg_catalog.pg_attribute AS k
+            ON k.attrelid OPERATOR(pg_catalog.=) c.oid
+           AND k.attnum OPERATOR(pg_catalog.=) x.key_attnum AND NOT k.attisdropped
+        JOIN pg_catalog.pg_proc AS p
+            ON p.pronamespace OPERATOR(pg_catalog.=) (
+                   SELECT n.oid FROM pg_catalog.pg_namespace AS n
+                   WHERE n.nspname OPERATOR(pg_catalog.=) {schema_literal})
+           AND p.proname OPERATOR(pg_catalog.=) (x.name || '_visible_v1')
+           AND p.pronargs OPERATOR(pg_catalog.=) 1
+        WHERE x.source::oid OPERATOR(pg_catalog.=) relid
+    LOOP
+        PERFORM set_config('check_function_bodies', 'off', true);
+        EXECUTE 'CREATE OR REPLACE FUNCTION ' || quote_ident({schema_literal}) || '.'
+            || quote_ident(found.name || '_visible_v1') || '(key ' || found.key_type
+            || ') RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE AS '
+            || quote_literal('SELECT EXISTS (SELECT FROM ' || found.relation || ' AS s WHERE s.'
+                             || quote_ident(found.key_name) || ' OPERATOR(pg_catalog.=) $1)');
+        PERFORM set_config('check_function_bodies', checking, true);
+    END LOOP;
 END
 $body$
 

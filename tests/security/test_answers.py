@@ -224,3 +224,22 @@ def test_no_role_learns_a_key_the_table_would_not_show_it(
     assert _answers(roles["blind"], method, guess) == []
     # The SQL function of a hidden row's key answers as for a key not indexed.
     assert _rows(roles["alice"], "SELECT count(*) FROM simindex.docs_queue") == [0]
+
+
+def test_the_probe_follows_the_table_through_renames(
+    database_dsn: str, make_role: MakeRole
+) -> None:
+    roles = _tenants(database_dsn, make_role, SimHash())
+    alice = roles["alice"]
+    superuser(
+        database_dsn,
+        "ALTER TABLE docs RENAME TO papers",
+        "ALTER TABLE papers RENAME COLUMN id TO doc_id",
+        "CREATE SCHEMA moved",
+        "ALTER TABLE papers SET SCHEMA moved",
+        f"GRANT USAGE ON SCHEMA moved TO {alice.name}",
+    )
+    index = simindex.get_index(alice.dsn, "docs")
+    assert [m.key for m in index.near_key(4)] == [6]  # not Bob's 1
+    assert _rows(alice, "SELECT key FROM simindex.docs_near_key_v1(4)") == [6]
+    assert set(_rows(alice, "SELECT key FROM simindex.docs_simhash")) == set(ALICE)
