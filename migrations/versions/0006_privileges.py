@@ -43,6 +43,7 @@ FUNCTIONS = (
     ("drift_v1", "{schema}.indexes", False),
     ("source_changed_v1", "text, oid", True),
     ("source_usable_v1", "text", False),
+    ("share_index_v1", "text", True),
     ("follow_source_v1", "oid", True),
     ("distrust_v1", "text", True),
     ("on_sql_drop_v1", "", True),

@@ -237,6 +237,21 @@ BEGIN
 END
 $body$
 
+-- name: share_index_v1
+-- A sync batch's hold on its index (the catalog row FOR KEY SHARE until the transaction ends: no
+-- build or drop of the index starts meanwhile), for the writer and worker rights, which may not
+-- lock or update catalog rows themselves. False while a build or drop holds the row.
+CREATE FUNCTION {schema}.share_index_v1(index_name text)
+RETURNS boolean LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $body$
+BEGIN
+    PERFORM FROM {schema}.indexes AS i WHERE i.name OPERATOR(pg_catalog.=) index_name
+    FOR KEY SHARE SKIP LOCKED;
+    RETURN FOUND;
+END
+$body$
+
 -- name: source_usable_v1
 -- For the index query functions: an index whose source table was dropped answers no query.
 CREATE FUNCTION {schema}.source_usable_v1(index_name text)
@@ -511,7 +526,7 @@ BEGIN
         SELECT p.oid::regprocedure AS routine FROM pg_catalog.pg_proc AS p
         WHERE p.pronamespace = (SELECT n.oid FROM pg_catalog.pg_namespace AS n
                                 WHERE n.nspname = {schema_literal})
-          AND p.proname NOT IN ('near_key_v1', 'similar_key_v1', 'drift_v1',
+          AND p.proname NOT IN ('near_key_v1', 'similar_key_v1', 'drift_v1', 'share_index_v1',
                                 'source_changed_v1', 'source_usable_v1', 'follow_source_v1',
                                 'distrust_v1', 'on_sql_drop_v1', 'on_alter_table_v1')
     LOOP

@@ -237,13 +237,20 @@ def find_index(
     drop starts meanwhile; None, as for a missing index, while one holds it.
     """
     check_name(name)
-    lock = sql.SQL("FOR KEY SHARE OF i SKIP LOCKED" if share_lock else "")
     with _catalog_errors(schema):
+        if share_lock:
+            # Through the owner's function: no other role may lock catalog rows. A statement
+            # of its own, before the read, so the read sees the row as it is once held.
+            held = conn.execute(
+                statement("catalog_share", function=sql.Identifier(schema, "share_index_v1")),
+                {"name": name},
+            ).fetchone()
+            if not (held and held[0]):
+                return None
         query = statement(
             "catalog_get",
             catalog=catalog(schema),
             drift=sql.Identifier(schema, "drift_v1"),
-            lock=lock,
         )
         row = conn.execute(query, {"name": name}).fetchone()
     if row is None:

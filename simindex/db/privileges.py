@@ -82,10 +82,8 @@ def check_worker(conn: PgConnection, schema: str, what: str = "sync") -> None:
     """Raise :class:`MissingRightError` unless the current role holds the worker right on
     simindex's schema ``schema``: without it every batch would fail on simindex's own tables,
     which says nothing about the indexes (none is broken)."""
-    catalog = sql.Identifier(schema, "indexes").as_string(conn)
-    row = conn.execute(
-        statement("role_may_work"), {"schema": schema, "catalog": catalog}
-    ).fetchone()
+    share = sql.Identifier(schema, "share_index_v1").as_string(conn) + "(text)"
+    row = conn.execute(statement("role_may_work"), {"schema": schema, "share": share}).fetchone()
     if row is None or not row[1]:
         role = row[0] if row else "this role"
         raise MissingRightError(
@@ -147,6 +145,7 @@ def grant(conn: PgConnection, schema: str, role: str, right: Right) -> GrantRepo
         "catalog": sql.Identifier(schema, "indexes"),
         "versions": sql.Identifier(schema, "alembic_version"),
         "owner": sql.Identifier(OWNER),
+        "share": sql.Identifier(schema, "share_index_v1"),
         "role": grantee,
     }
     blocks = ["grant_reader"] if right == "reader" else ["grant_reader", "grant_writer"]

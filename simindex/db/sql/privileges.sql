@@ -16,11 +16,11 @@ SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user
 
 -- name: role_may_work
 -- Whether the current role holds the writer part of the worker right (see grant_writer): the
--- column of the catalog that only a writer may update. CASE: no lookup in a schema the role
--- may not use (it would raise instead of saying no).
+-- function that holds an index for a batch, which only a writer may call. CASE: no lookup in a
+-- schema the role may not use (it would raise instead of saying no).
 SELECT current_user,
        CASE WHEN pg_catalog.has_schema_privilege(%(schema)s, 'USAGE')
-            THEN pg_catalog.has_column_privilege(%(catalog)s, 'updated_at', 'UPDATE')
+            THEN pg_catalog.has_function_privilege(%(share)s, 'EXECUTE')
             ELSE false
        END
 
@@ -34,13 +34,13 @@ GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO {role};
 ALTER DEFAULT PRIVILEGES FOR ROLE {owner} IN SCHEMA {schema} GRANT SELECT ON TABLES TO {role}
 
 -- name: grant_writer
--- Every index's tables; of the catalog, only what locking a row FOR KEY SHARE needs (an UPDATE
--- right on one column): the catalog says which tables and types the others' SQL uses.
+-- Every index's tables. The catalog stays read-only: a batch holds its index's row through
+-- share_index_v1 (migration 0006), so no role but the owner may lock or update catalog rows.
 GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role};
 ALTER DEFAULT PRIVILEGES FOR ROLE {owner} IN SCHEMA {schema}
     GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO {role};
 REVOKE INSERT, UPDATE, DELETE ON TABLE {catalog}, {versions} FROM {role};
-GRANT UPDATE (updated_at) ON TABLE {catalog} TO {role}
+GRANT EXECUTE ON FUNCTION {share}(text) TO {role}
 
 -- name: grant_sources
 -- The indexed tables, as names PostgreSQL quoted.
