@@ -32,10 +32,25 @@ from sqlalchemy.engine import Connection
 from simindex.core.frequency import KEPT_SHINGLES, SAMPLE_ROWS, ShingleCounts, count_shingles
 from simindex.core.spec import IndexSpec, refreshed
 from simindex.db.answers import visible_statements
-from simindex.db.catalog import IndexInfo, Store, catalog, lock_source, read_index, store_for
+from simindex.db.catalog import (
+    IndexInfo,
+    Store,
+    catalog,
+    lock_source,
+    read_index,
+    store_for,
+    store_of,
+)
 from simindex.db.connection import Bind, PgConnection, connect, transaction
 from simindex.db.objects import create_statements, drop_statements
-from simindex.db.privileges import back_to_caller, become_owner, warn_if_superuser
+from simindex.db.privileges import (
+    back_to_caller,
+    become_owner,
+    carry_grants,
+    give_grants,
+    grants_of,
+    warn_if_superuser,
+)
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.source import Source, check_owner, describe, row_count, unfiltered
 from simindex.db.statements import run, statement
@@ -275,10 +290,16 @@ def _prepare(conn: PgConnection, index_schema: str, name: str) -> tuple[IndexInf
             key=info.source.key_column,
         )
         check_owner(conn, source)
+        queue = Triggers(index_schema, name, source, store_of(info)).queue
+        given = grants_of(conn, queue)  # rights given per index, for the new tables
         run(conn, drop_statements(index_schema, name, info.source, info.spec))
         trusted = event_triggers_on(conn, index_schema)
         run(conn, create_statements(index_schema, name, source, info.spec, trusted=trusted))
         info = read_index(conn, index_schema, name)
+        triggers = Triggers(index_schema, name, source, store_of(info))
+        run(conn, become_owner())
+        give_grants(conn, given, [triggers.queue, triggers.failed, *triggers.store.side_tables()])
+        run(conn, back_to_caller())
     source = lock_source(conn, info)
     # describe() again: the checks of create (a text column by built-in casts, a unique key)
     # and what the trigger function needs (positions, the key's =).
@@ -330,6 +351,7 @@ def _swap(
     run(conn, live.function_drop_statements())
     run(conn, live.table_statements(staging=False))
     store.swap_in_staging(conn)
+    carry_grants(conn, triggers.queue, store.side_tables())  # rights given per index
     run(conn, visible_statements(store.schema, store.name, triggers.source))
     run(conn, store.function_statements())
     run(conn, triggers.function_statements(trusted=trusted))

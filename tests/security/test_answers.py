@@ -160,7 +160,7 @@ def _answers(role: Role, method: SimHash | MinHash, guess: Any) -> list[object]:
                 role,
                 "SELECT key FROM simindex.docs_similar_v1(%s, %s, 0.0)",
                 list(guess.signature),
-                list(guess.band_hashes),
+                list(guess.band_keys),
             )
         )
         for key in ROWS:

@@ -179,7 +179,12 @@ def test_every_security_definer_function_is_pinned_and_executable_by_its_owner_o
             """
         ).fetchall()
     found = {name: (config, acl) for name, config, acl in rows}
-    assert set(found) == {"docs_trigger_v1", "on_alter_table_v1", "on_sql_drop_v1"}
+    assert set(found) == {
+        "docs_trigger_v1",
+        "on_alter_table_v1",
+        "on_sql_drop_v1",
+        "share_index_v1",
+    }
     for config, acl in found.values():
         assert config == ["search_path=pg_catalog, pg_temp"]
         assert acl == [f"{OWNER}={'X'}/{OWNER}"]  # no PUBLIC, nobody else
@@ -778,3 +783,50 @@ def test_sync_reports_an_index_held_past_the_limit_as_a_problem(
         holder.rollback()
     report = sync(database_dsn, report=SyncReport(busy_limit=0.0))
     assert report.ok and report.indexed == 1 and not report.stuck
+
+
+def test_rights_given_per_index_reach_that_index_alone_and_outlive_its_builds(
+    database_dsn: str, index: Index, make_role: MakeRole
+) -> None:
+    superuser(
+        database_dsn,
+        "CREATE TABLE pages (id integer PRIMARY KEY, body text)",
+        "INSERT INTO pages SELECT n, 'another application''s page ' || n "
+        "FROM generate_series(1, 10) AS n",
+    )
+    pages = create_index(database_dsn, "pages", "pages", "body")
+    pages.build()
+    writer, reader, worker = make_role("writer"), make_role("reader"), make_role("worker")
+    superuser(database_dsn, f"GRANT ALL ON docs TO {writer.name}, {reader.name}")
+    simindex.grant(database_dsn, writer.name, "writer", indexes=["docs"])
+    simindex.grant(database_dsn, reader.name, "reader", indexes=["docs"])
+    assert (
+        simindex.grant(database_dsn, worker.name, "worker", indexes=["docs"]).tables_not_granted
+        == []
+    )
+    index.build()  # new side tables: the rights given on the index stay
+    index.clusters()
+    for forbidden in (
+        "DELETE FROM simindex.pages_simhash",
+        "DELETE FROM simindex.pages_queue",
+        "INSERT INTO simindex.pages_simhash SELECT * FROM simindex.pages_simhash",
+        "SELECT count(*) FROM simindex.pages_failed",
+    ):
+        for role in (writer, reader, worker):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                role.run(forbidden)
+    with psycopg.connect(writer.dsn) as conn:
+        conn.execute("INSERT INTO docs VALUES (100, 'the text of row 1 says 1 things')")
+        assert index_changes(conn) == 1
+    assert [m.key for m in get_index(reader.dsn, "docs").near_key(1)] == [
+        m.key for m in index.near_key(1)
+    ]
+    assert reader.scalar("SELECT count(*) FROM simindex.docs_clusters") > 0
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        get_index(reader.dsn, "pages").near_key(1)
+    superuser(database_dsn, "INSERT INTO docs VALUES (101, 'for the worker')")
+    assert sync(worker.dsn, ["docs"]).indexed == 1
+    superuser(database_dsn, "INSERT INTO pages VALUES (11, 'not the worker''s')")
+    assert "pages" in sync(worker.dsn, ["pages"]).broken
+    with pytest.raises(ValueError, match="admin"):
+        simindex.grant(database_dsn, writer.name, "admin", indexes=["docs"])

@@ -42,6 +42,33 @@ ALTER DEFAULT PRIVILEGES FOR ROLE {owner} IN SCHEMA {schema}
 REVOKE INSERT, UPDATE, DELETE ON TABLE {catalog}, {versions} FROM {role};
 GRANT EXECUTE ON FUNCTION {share}(text) TO {role}
 
+-- name: grant_index_reader
+-- The reader right on one index (simindex.grant(..., indexes=[...])): its tables only. The
+-- catalog is read to find an index; what it says of another index is no key of a source.
+GRANT USAGE ON SCHEMA {schema} TO {role};
+GRANT SELECT ON TABLE {catalog} TO {role};
+GRANT SELECT ON TABLE {tables} TO {role}
+
+-- name: grant_index_writer
+GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE {tables} TO {role};
+GRANT EXECUTE ON FUNCTION {share}(text) TO {role}
+
+-- name: grant_index_source
+SELECT i.source::text FROM {catalog} AS i
+WHERE i.name = %(name)s AND EXISTS (SELECT FROM pg_catalog.pg_class AS c WHERE c.oid = i.source)
+
+-- name: table_grants
+-- The rights given on a table, but its owner's: (role, right) pairs, PUBLIC as NULL.
+SELECT r.rolname, a.privilege_type
+FROM pg_catalog.pg_class AS c
+CROSS JOIN LATERAL pg_catalog.aclexplode(c.relacl) AS a
+LEFT JOIN pg_catalog.pg_roles AS r ON r.oid = a.grantee
+WHERE c.oid = pg_catalog.to_regclass(%(table)s) AND a.grantee <> c.relowner
+ORDER BY 1, 2
+
+-- name: grant_table_right
+GRANT {right} ON TABLE {table} TO {role}
+
 -- name: grant_sources
 -- The indexed tables, as names PostgreSQL quoted.
 SELECT DISTINCT i.source::text FROM {catalog} AS i
