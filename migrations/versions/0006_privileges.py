@@ -44,6 +44,7 @@ FUNCTIONS = (
     ("source_changed_v1", "text, oid", True),
     ("source_usable_v1", "text", False),
     ("share_index_v1", "text", True),
+    ("within_distance_v1", "bigint, bigint, integer", False),
     ("follow_source_v1", "oid", True),
     ("distrust_v1", "text", True),
     ("on_sql_drop_v1", "", True),
@@ -122,6 +123,7 @@ def upgrade() -> None:
             op.execute(_sql(f"REVOKE ALL ON FUNCTION {{schema}}.{name}({arguments}) FROM PUBLIC"))
     op.execute("DO " + _quoted(blocks["existing"]))
     op.execute("DO " + _quoted(blocks["ownership"]))
+    op.execute("DO " + _quoted(blocks["leakproof_within"]))
     sql_drop, alter_table = event_trigger_names()
     op.execute(
         "DO "

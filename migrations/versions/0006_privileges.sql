@@ -237,6 +237,32 @@ BEGIN
 END
 $body$
 
+-- name: within_distance_v1
+-- Whether two stored SimHash fingerprints are within max_distance bits: the filter of a query
+-- function's range scans. Made LEAKPROOF where a superuser migrates (leakproof_within; it
+-- cannot fail, nor tell anything but its answer), so the planner applies it before the
+-- row-level security probe of the source (simindex.db.answers): only rows within the distance
+-- are probed, not every row of a prefix range. PL/pgSQL, so it is never inlined (the inlined
+-- expression would not be leakproof); COST 1, since the planner moves a leakproof qual ahead
+-- of the policy's only when it is that cheap; no SET clause (a GUC saved and restored per row would
+-- cost more than the test): every name in it is qualified.
+CREATE FUNCTION {schema}.within_distance_v1(a bigint, b bigint, max_distance integer)
+RETURNS boolean LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE COST 1
+AS $body$
+BEGIN
+    RETURN pg_catalog.bit_count((a OPERATOR(pg_catalog.#) b)::pg_catalog.bit(64))
+        OPERATOR(pg_catalog.<=) max_distance;
+END
+$body$
+
+-- name: leakproof_within
+BEGIN
+    IF (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname = current_user) THEN
+        EXECUTE 'ALTER FUNCTION ' || quote_ident({schema_literal})
+            || '.within_distance_v1(bigint, bigint, integer) LEAKPROOF';
+    END IF;
+END
+
 -- name: share_index_v1
 -- A sync batch's hold on its index (the catalog row FOR KEY SHARE until the transaction ends: no
 -- build or drop of the index starts meanwhile), for the writer and worker rights, which may not
@@ -527,6 +553,7 @@ BEGIN
         WHERE p.pronamespace = (SELECT n.oid FROM pg_catalog.pg_namespace AS n
                                 WHERE n.nspname = {schema_literal})
           AND p.proname NOT IN ('near_key_v1', 'similar_key_v1', 'drift_v1', 'share_index_v1',
+                                'within_distance_v1',
                                 'source_changed_v1', 'source_usable_v1', 'follow_source_v1',
                                 'distrust_v1', 'on_sql_drop_v1', 'on_alter_table_v1')
     LOOP

@@ -92,7 +92,9 @@ class ClusterStore:
             )
         )
         # A cluster is named by its smallest key: a row is seen when its key and that one are.
-        run(conn, protect_statements(self.schema, self.name, self.table, ("key", "cluster_id")))
+        run(
+            conn, protect_statements(self.schema, self.name, self.table_name, ("key", "cluster_id"))
+        )
         # Rights given per index (kept on its queue) reach this table too.
         carry_grants(conn, sql.Identifier(self.schema, f"{self.name}_queue"), [self.table])
         conn.execute(

@@ -58,7 +58,7 @@ class CompactMinHashStore(MinHashStore):
                 key_type=self._key_type(),
                 band_columns=band_columns,
             ),
-            *protect_statements(self.schema, self.name, self.table(staging)),
+            *protect_statements(self.schema, self.name, self._name("minhash", staging)),
         ]
 
     def function_statements(self) -> list[sql.Composed]:

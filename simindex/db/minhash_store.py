@@ -76,8 +76,8 @@ class MinHashStore:
                 "minhash_create_signatures", table=self.signatures(staging), key_type=key_type
             ),
             statement("minhash_create_bands", table=self.bands(staging), key_type=key_type),
-            *protect_statements(self.schema, self.name, self.signatures(staging)),
-            *protect_statements(self.schema, self.name, self.bands(staging)),
+            *protect_statements(self.schema, self.name, self._name("signatures", staging)),
+            *protect_statements(self.schema, self.name, self._name("bands", staging)),
         ]
 
     def create_functions(self, conn: PgConnection) -> None:

@@ -25,7 +25,8 @@ SELECT pg_catalog.set_config('check_function_bodies',
 -- Row-level security on a table of simindex's holding keys of the source: a role sees the rows
 -- whose keys it could see in the source. A role that may DELETE from the table (a worker, an
 -- admin: they read and write every row, and their privilege is checked first, without a probe)
--- sees all. The owner role, which writes these tables for the triggers and builds, is not
+-- sees all. The table by its OID, not tableoid: a system column would rule out the
+-- index-only scans of the query functions. The owner role, which writes these tables for the triggers and builds, is not
 -- subject to them. Writes are governed by the table's privileges alone.
 ALTER TABLE {table} ENABLE ROW LEVEL SECURITY;
 DROP POLICY IF EXISTS simindex_read_v1 ON {table};
@@ -33,7 +34,7 @@ DROP POLICY IF EXISTS simindex_insert_v1 ON {table};
 DROP POLICY IF EXISTS simindex_update_v1 ON {table};
 DROP POLICY IF EXISTS simindex_delete_v1 ON {table};
 CREATE POLICY simindex_read_v1 ON {table} FOR SELECT
-    USING (pg_catalog.has_table_privilege(tableoid, 'DELETE') OR ({visible}));
+    USING (pg_catalog.has_table_privilege({table_name}::regclass, 'DELETE') OR ({visible}));
 CREATE POLICY simindex_insert_v1 ON {table} FOR INSERT WITH CHECK (true);
 CREATE POLICY simindex_update_v1 ON {table} FOR UPDATE USING (true) WITH CHECK (true);
 CREATE POLICY simindex_delete_v1 ON {table} FOR DELETE USING (true)

@@ -15,11 +15,12 @@ COPY {table} (key, fingerprint, {columns}) FROM STDIN
 
 -- name: simhash_candidates
 -- One arm per Manku table: the rows sharing the query's permuted prefix, within the distance.
--- UNION of the arms removes a row found by two tables.
+-- UNION of the arms removes a row found by two tables. The distance filter is within_distance_v1
+-- (migration 0006), leakproof: applied before the row-level security probe (db.answers).
 SELECT key, bit_count((fingerprint # {fingerprint})::bit(64))::integer AS distance
 FROM {table}
 WHERE {column} BETWEEN {low} AND {high}
-  AND bit_count((fingerprint # {fingerprint})::bit(64)) <= {max_distance}
+  AND {within}(fingerprint, {fingerprint}, {max_distance})
 
 -- name: simhash_fingerprint_of_key
 SELECT fingerprint FROM {table} WHERE key OPERATOR(pg_catalog.=) %(key)s
