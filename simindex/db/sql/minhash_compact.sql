@@ -79,7 +79,7 @@ AS $body$
     -- function's guard alone, no signature: the next statement's snapshot sees the rebuilt
     -- table, or the guard fails where the transaction's cannot (see common.sql). In this
     -- order, the query function is looked up after the wait: the one the rebuild wrote.
-    SELECT (SELECT count(*) FROM {table} WHERE false),
+    SELECT (SELECT true FROM {table} LIMIT 0),
            (SELECT count(*) FROM {similar}(NULL::integer[], NULL::integer[], $2, 1));
     SELECT n.key, n.similarity
     FROM {table} AS s
