@@ -384,9 +384,10 @@ BEGIN
         PERFORM set_config('check_function_bodies', 'off', true);
         EXECUTE 'CREATE OR REPLACE FUNCTION ' || quote_ident({schema_literal}) || '.'
             || quote_ident(found.name || '_visible_v1') || '(key ' || found.key_type
-            || ') RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE AS '
-            || quote_literal('SELECT EXISTS (SELECT FROM ' || found.relation || ' AS s WHERE s.'
-                             || quote_ident(found.key_name) || ' OPERATOR(pg_catalog.=) $1)');
+            || ') RETURNS boolean LANGUAGE plpgsql STABLE PARALLEL SAFE AS '
+            || quote_literal('BEGIN RETURN EXISTS (SELECT FROM ' || found.relation
+                             || ' AS s WHERE s.' || quote_ident(found.key_name)
+                             || ' OPERATOR(pg_catalog.=) $1); END');
         PERFORM set_config('check_function_bodies', checking, true);
     END LOOP;
 END
