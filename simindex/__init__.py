@@ -10,6 +10,16 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+<<<<<<< HEAD
+=======
+from simindex.core.bits import hamming_distance
+from simindex.core.design import LshDesign, MankuDesign, choose_lsh, choose_manku
+from simindex.core.minhash import MinHasher, MinHashSignature, Scheme
+from simindex.core.simhash import simhash, simhash_batch
+from simindex.core.spec import MinHash, SimHash
+from simindex.core.text import Shingling, normalize, tokenize
+from simindex.core.tokens import register_tokenizer
+>>>>>>> main
 from simindex.errors import (
     IncompatibleSignaturesError,
     IndexExistsError,
@@ -118,6 +128,7 @@ __all__ = [
     "list_indexes",
     "migrate",
     "normalize",
+    "register_tokenizer",
     "simhash",
     "simhash_batch",
     "tokenize",

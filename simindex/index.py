@@ -96,15 +96,16 @@ def create_index(
 
     Parameters:
         name: the index's name (lowercase letters, digits, underscores).
-        table, column: the source table and its text column; ``schema`` qualifies the table
-            (default: the search_path).
+        table: the source table; ``schema`` qualifies it (default: the search_path).
+        column: the source table's text column.
         key: a unique column identifying rows (default: the single-column primary key).
         method: ``SimHash(...)`` (default) or ``MinHash(...)``.
         index_schema: the schema simindex was migrated into.
     """
     check_name(name)
     chosen = method if method is not None else SimHash()
-    resolve(chosen).check_tokenizer()  # bad arguments fail before any database work
+    # Bad arguments fail before any database work; the tokenizer's version is recorded.
+    chosen = resolve(chosen).check_tokenizer().method
     with session(bind, index_schema) as conn:
         source = describe(conn, table, column, schema=schema, key=key)
         # The planner's count when the table was analyzed, else a real one.

@@ -42,6 +42,7 @@ from simindex.cli._logs import formatter
 from simindex.cli._query import add_fingerprint, add_query
 from simindex.cli._schema import add_grant, add_migrate
 from simindex.cli._sync import add_check, add_repair, add_sync
+from simindex.db.connection import redact
 from simindex.errors import SimindexError
 
 if TYPE_CHECKING:
@@ -110,8 +111,14 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default: ``sys.argv[1:]``); the exit code."""
     args = parser().parse_args(argv)  # exits 2 on a usage error, 0 for --help
+    # No password of the DSN is ever printed: not in an error, not in a log line.
+    dsn = (
+        getattr(args, "dsn", None)
+        or os.environ.get("SIMINDEX_DSN")
+        or os.environ.get("DATABASE_URL")
+    )
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(formatter(getattr(args, "log_format", "text")))
+    handler.setFormatter(_Redacting(formatter(getattr(args, "log_format", "text")), dsn))
     logging.getLogger("simindex").addHandler(handler)
     verbose = getattr(args, "verbose", False)
     logging.getLogger("simindex").setLevel(logging.INFO if verbose else logging.WARNING)
@@ -122,9 +129,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.showwarning = _warning_line
             return run(args)
     except UsageError as exc:
-        return _fail(str(exc), USAGE)
+        return _fail(redact(str(exc), dsn), USAGE)
     except (SimindexError, ValueError) as exc:
+<<<<<<< HEAD
         return _fail(str(exc))
+=======
+        return _fail(redact(str(exc), dsn))
+    except sqlalchemy.exc.DBAPIError as exc:
+        return _fail(redact(_database_message(exc.orig if exc.orig is not None else exc), dsn))
+    except psycopg.Error as exc:
+        return _fail(redact(_database_message(exc), dsn))
+>>>>>>> main
     except BrokenPipeError:
         # The reader of stdout is gone; Python would complain again flushing it at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -139,6 +154,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(message)
     finally:
         logging.getLogger("simindex").removeHandler(handler)
+
+
+class _Redacting(logging.Formatter):
+    """A log format whose lines carry no password of the DSN (a driver's message may)."""
+
+    def __init__(self, inner: logging.Formatter, dsn: str | None) -> None:
+        super().__init__()
+        self.inner = inner
+        self.dsn = dsn
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(self.inner.format(record), self.dsn)
 
 
 def _warning_line(

@@ -64,8 +64,9 @@ _METHOD_OPTIONS: tuple[tuple[str, str, dict[str, Any], str], ...] = (
     ("shingling", "--numbers", {"choices": ("keep", "drop")}, "keep or drop words of digits"),
     ("shingling", "--strip-markup", {"action": "store_true"},
      "index the visible text of HTML or XML: tags, comments, scripts and entities removed"),
-    ("shingling", "--tokenizer", {"metavar": "MODULE:FUNCTION"},
-     "your own tokenizer, by import path (it must import wherever build and sync run)"),
+    ("shingling", "--tokenizer", {"metavar": "NAME"},
+     "your own tokenizer, by the name an installed package registers in the "
+     "'simindex.tokenizers' entry-point group (found wherever build and sync run)"),
 )
 # fmt: on
 

@@ -22,7 +22,7 @@ scripts and character references, :func:`simindex.core.tokens.strip_markup`, bef
 else), ``punctuation="delete"`` (punctuation is removed instead of separating tokens:
 ``don't`` is ``dont``), ``identifiers`` (the underscore joins a token, as in code:
 ``row_id``), ``numbers="drop"`` (tokens of digits only are left out), or a user ``tokenizer``
-named by import path, whose tokens are used as they come (no normalisation). With every option
+registered by name, whose tokens are used as they come (no normalisation). With every option
 at its default the rules above apply unchanged, so existing indexes keep their values.
 
 Term frequency weighting is implicit: a shingle that occurs three times is three features.
@@ -45,7 +45,12 @@ import xxhash
 from numpy.typing import NDArray
 
 from simindex.core.bits import MAX_UNSIGNED
-from simindex.core.tokens import check_import_path, strip_markup, user_tokens
+from simindex.core.tokens import (
+    check_tokenizer_name,
+    check_tokenizer_version,
+    strip_markup,
+    user_tokens,
+)
 
 Unit = Literal["word", "char"]
 Punctuation = Literal["split", "delete"]
@@ -257,9 +262,13 @@ class Shingling:
         numbers: ``"keep"`` or ``"drop"`` the tokens made of digits only.
         strip_markup: read HTML or XML as its visible text (tags, comments, scripts and
             character references removed) before anything else.
-        tokenizer: an import path ``"package.module:function"`` of a function taking the text
-            and returning its tokens (str), used instead of the built-in rules; it must be
-            importable wherever fingerprints are computed (the app, build, sync).
+        tokenizer: the name of a tokenizer registered in the process
+            (:func:`simindex.register_tokenizer`, or the ``simindex.tokenizers`` entry-point
+            group): a function taking the text and returning its tokens (str), used instead of
+            the built-in rules; it must be registered wherever fingerprints are computed (the
+            app, build, sync).
+        tokenizer_version: the version of that tokenizer the index is made with; None takes
+            the registered one's when the index is created.
     """
 
     unit: Unit = "word"
@@ -271,6 +280,7 @@ class Shingling:
     numbers: Numbers = "keep"
     strip_markup: bool = False
     tokenizer: str | None = None
+    tokenizer_version: str | None = None
 
     def __post_init__(self) -> None:
         if self.unit not in ("word", "char"):
@@ -306,8 +316,12 @@ class Shingling:
             )
             if value
         ]
+        if self.tokenizer_version is not None:
+            check_tokenizer_version(self.tokenizer_version)
+            if self.tokenizer is None:
+                raise ValueError("tokenizer_version needs a tokenizer")
         if self.tokenizer is not None:
-            check_import_path(self.tokenizer)
+            check_tokenizer_name(self.tokenizer)
             if self.unit != "word":
                 raise ValueError("a tokenizer makes word shingles: it needs unit 'word'")
             if token_rules:
@@ -340,7 +354,7 @@ class Shingling:
         if self.strip_markup:
             text = strip_markup(text)
         if self.tokenizer is not None:
-            return user_tokens(self.tokenizer, text)
+            return user_tokens(self.tokenizer, self.tokenizer_version, text)
         if text.isascii():
             return [token.decode("ascii") for token in self._ascii_tokens(text)]
         return self._unicode_tokens(text)
@@ -379,7 +393,7 @@ class Shingling:
         if self.tokenizer is None:
             found = self._unicode_tokens(text)
         else:
-            found = user_tokens(self.tokenizer, text)
+            found = user_tokens(self.tokenizer, self.tokenizer_version, text)
         return [token.encode("utf-8", "surrogatepass") for token in found]
 
     def _characters(self, text: str) -> str:

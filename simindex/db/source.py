@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from simindex.db.connection import PgConnection
+from simindex.db.connection import PgConnection, on_callers_search_path
 from simindex.db.statements import statement
 from simindex.errors import SourceError
 
@@ -67,13 +67,18 @@ def describe(
         if value is not None and (not isinstance(value, str) or not value):
             raise TypeError(f"{label} must be a non-empty str, got {value!r}")
     qualified = sql.Identifier(schema, table) if schema else sql.Identifier(table)
-    found = conn.execute(
-        statement("source_table"), {"qualified": qualified.as_string(conn)}
-    ).fetchone()
+    with on_callers_search_path(conn):
+        resolved = conn.execute(
+            statement("source_table_oid"), {"qualified": qualified.as_string(conn)}
+        ).fetchone()
+    found = None
+    if resolved is not None and resolved[0] is not None:
+        oid = int(resolved[0])
+        found = conn.execute(statement("source_table"), {"oid": oid}).fetchone()
     if found is None:
         where = f"schema {schema!r}" if schema else "the search_path"
         raise SourceError(f"table {table!r} does not exist in {where}")
-    oid, found_schema, found_table, kind = found
+    found_schema, found_table, kind = found
     if kind not in ("r", "p"):
         raise SourceError(f"{found_schema}.{found_table} is not a table (relkind {kind!r})")
     columns = {

@@ -629,7 +629,7 @@ def test_a_minhash_index_with_text_keys(database_dsn: str, tmp_path: Path) -> No
     assert "--exact contradicts --verify estimate" in one_error_line(contradicting)
 
 
-def test_create_with_token_options(database_dsn: str) -> None:
+def test_create_with_token_options(database_dsn: str, tmp_path: Path) -> None:
     with psycopg.connect(database_dsn) as conn:
         conn.execute("CREATE TABLE pages (id integer PRIMARY KEY, html text)")
     created = run_json("create", "pages", "--table", "pages", "--column", "html",
@@ -647,14 +647,26 @@ def test_create_with_token_options(database_dsn: str) -> None:
         "tokenizer": None,
     }
     on_pages = ("--table", "pages", "--column", "html")
-    own = simindex("create", "code", *on_pages, "--tokenizer", "tests.unit.tokenizers:words",
-                   SIMINDEX_DSN=database_dsn)  # fmt: skip
+    # The CLI finds a tokenizer by name in the entry points of what is installed.
+    info = tmp_path / "shipped_words-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: shipped-words\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[simindex.tokenizers]\nshipped-words = tests.unit.tokenizers:words\n"
+    )
+    path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
+    own = simindex("create", "code", *on_pages, "--tokenizer", "shipped-words",
+                   SIMINDEX_DSN=database_dsn, PYTHONPATH=path)  # fmt: skip
     assert own.returncode == 0, own.stderr
-    assert "(tokenizer tests.unit.tokenizers:words)" in own.stdout
-    missing = simindex("create", "other", *on_pages, "--tokenizer", "myapp_missing:tokens",
+    assert "(tokenizer shipped-words)" in own.stdout
+    missing = simindex("create", "other", *on_pages, "--tokenizer", "shipped-words",
                        SIMINDEX_DSN=database_dsn)  # fmt: skip
     assert missing.returncode == 1
-    assert "cannot import the tokenizer 'myapp_missing:tokens'" in one_error_line(missing)
+    assert "no tokenizer named 'shipped-words' is registered" in one_error_line(missing)
+    path_given = simindex("create", "other", *on_pages, "--tokenizer", "builtins:eval",
+                          SIMINDEX_DSN=database_dsn)  # fmt: skip
+    assert path_given.returncode != 0
+    assert "registered in this process" in path_given.stderr
 
 
 def test_create_ignoring_common_shingles(database_dsn: str) -> None:

@@ -1,9 +1,13 @@
+-- name: source_table_oid
+-- The table a user names, resolved like PostgreSQL resolves it (the caller's search_path
+-- unless qualified: run on the caller's path, so it names every function it calls).
+SELECT pg_catalog.to_regclass(%(qualified)s::pg_catalog.text)::pg_catalog.oid::pg_catalog.int8
+
 -- name: source_table
--- The table a user names, resolved like PostgreSQL resolves it (search_path unless qualified).
-SELECT c.oid::bigint AS oid, n.nspname AS schema, c.relname AS name, c.relkind::text AS kind
+SELECT n.nspname AS schema, c.relname AS name, c.relkind::text AS kind
 FROM pg_catalog.pg_class AS c
 JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
-WHERE c.oid = pg_catalog.to_regclass(%(qualified)s)
+WHERE c.oid = %(oid)s
 
 -- name: source_columns
 -- Each column's type as SQL can name it anywhere: typmod-exact (char(5), numeric(10,2)) and
