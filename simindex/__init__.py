@@ -10,16 +10,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-<<<<<<< HEAD
-=======
-from simindex.core.bits import hamming_distance
-from simindex.core.design import LshDesign, MankuDesign, choose_lsh, choose_manku
-from simindex.core.minhash import MinHasher, MinHashSignature, Scheme
-from simindex.core.simhash import simhash, simhash_batch
-from simindex.core.spec import MinHash, SimHash
-from simindex.core.text import Shingling, normalize, tokenize
-from simindex.core.tokens import register_tokenizer
->>>>>>> main
 from simindex.errors import (
     IncompatibleSignaturesError,
     IndexExistsError,
@@ -44,6 +34,7 @@ if TYPE_CHECKING:
     from simindex.core.simhash import simhash, simhash_batch
     from simindex.core.spec import MinHash, SimHash
     from simindex.core.text import Shingling, normalize, tokenize
+    from simindex.core.tokens import register_tokenizer
     from simindex.db.schema import migrate
     from simindex.grants import grant
     from simindex.index import (
@@ -75,6 +66,7 @@ _LAZY = {
     "Shingling": "simindex.core.text",
     "normalize": "simindex.core.text",
     "tokenize": "simindex.core.text",
+    "register_tokenizer": "simindex.core.tokens",
     "BuildReport": "simindex.ops.build",
     "Index": "simindex.index",
     "Match": "simindex.index",

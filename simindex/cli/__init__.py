@@ -42,7 +42,6 @@ from simindex.cli._logs import formatter
 from simindex.cli._query import add_fingerprint, add_query
 from simindex.cli._schema import add_grant, add_migrate
 from simindex.cli._sync import add_check, add_repair, add_sync
-from simindex.db.connection import redact
 from simindex.errors import SimindexError
 
 if TYPE_CHECKING:
@@ -131,15 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         return _fail(redact(str(exc), dsn), USAGE)
     except (SimindexError, ValueError) as exc:
-<<<<<<< HEAD
-        return _fail(str(exc))
-=======
         return _fail(redact(str(exc), dsn))
-    except sqlalchemy.exc.DBAPIError as exc:
-        return _fail(redact(_database_message(exc.orig if exc.orig is not None else exc), dsn))
-    except psycopg.Error as exc:
-        return _fail(redact(_database_message(exc), dsn))
->>>>>>> main
     except BrokenPipeError:
         # The reader of stdout is gone; Python would complain again flushing it at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -151,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = _driver_message(exc)
         if message is None:
             raise
-        return _fail(message)
+        return _fail(redact(message, dsn))
     finally:
         logging.getLogger("simindex").removeHandler(handler)
 
@@ -178,6 +169,16 @@ def _warning_line(
 ) -> None:
     """A warning (a threshold below the index's, workers that could not start) as one line."""
     print(f"{PROG}: warning: {' '.join(str(message).split())}", file=sys.stderr, flush=True)
+
+
+def redact(text: str, dsn: str | None) -> str:
+    """:func:`simindex.db.connection.redact`, imported only when there is a DSN to hide (with
+    the driver: ``--help`` and ``--version`` load neither)."""
+    if not dsn:
+        return text
+    from simindex.db.connection import redact as redacted
+
+    return redacted(text, dsn)
 
 
 def _driver_message(exc: Exception) -> str | None:
