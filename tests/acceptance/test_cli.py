@@ -724,9 +724,16 @@ def test_create_ignoring_common_shingles(database_dsn: str) -> None:
                 "1.5",
             ],
             "",
-            1,
-            "threshold",
+            2,
+            "--threshold must be between 0 and 1, got 1.5",
         ),
+        (
+            ["create", "x", "--table", "docs", "--column", "body", "--max-distance", "99"],
+            "",
+            2,
+            "--max-distance must be from 0 to 63 (bits of a 64-bit SimHash), got 99",
+        ),
+        (["check", "docs", "--fraction", "2"], "", 2, "--fraction must be in (0, 1]"),
         (
             ["create", "x", "--table", "docs", "--column", "body", "--num-perm", "64"],
             "",
