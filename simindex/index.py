@@ -38,7 +38,7 @@ from simindex.db.connection import Bind, PgConnection
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.objects import create_statements, drop_statements
 from simindex.db.simhash_store import SimHashStore
-from simindex.db.source import check_key, describe, row_count, row_estimate
+from simindex.db.source import check_key, check_owner, describe, row_count, row_estimate
 from simindex.db.statements import run, statement
 from simindex.db.triggers import event_triggers_on
 from simindex.errors import (
@@ -108,6 +108,7 @@ def create_index(
     chosen = resolve(chosen).check_tokenizer().method
     with session(bind, index_schema) as conn:
         source = describe(conn, table, column, schema=schema, key=key)
+        check_owner(conn, source)
         # The planner's count when the table was analyzed, else a real one.
         rows = row_estimate(conn, source)
         spec = resolve(chosen, row_count(conn, source) if rows is None else rows)

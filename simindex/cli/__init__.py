@@ -42,6 +42,7 @@ from simindex.cli._logs import formatter
 from simindex.cli._query import add_fingerprint, add_query
 from simindex.cli._schema import add_grant, add_migrate
 from simindex.cli._sync import add_check, add_repair, add_sync
+from simindex.db.redaction import redact
 from simindex.errors import SimindexError
 
 if TYPE_CHECKING:
@@ -169,16 +170,6 @@ def _warning_line(
 ) -> None:
     """A warning (a threshold below the index's, workers that could not start) as one line."""
     print(f"{PROG}: warning: {' '.join(str(message).split())}", file=sys.stderr, flush=True)
-
-
-def redact(text: str, dsn: str | None) -> str:
-    """:func:`simindex.db.connection.redact`, imported only when there is a DSN to hide (with
-    the driver: ``--help`` and ``--version`` load neither)."""
-    if not dsn:
-        return text
-    from simindex.db.connection import redact as redacted
-
-    return redacted(text, dsn)
 
 
 def _driver_message(exc: Exception) -> str | None:

@@ -176,15 +176,21 @@ def process(
     written = _write(conn, target, remove + unread, upsert_keys, values, set(unread))
     failures += written.failures
     for key, error in failures:
-        conn.execute(
-            statement("sync_fail", failed=target.triggers.failed), {"key": key, "error": error}
-        )
+        fail(conn, target, [key], error)
     if failures:
         key, error = failures[-1]
         note(conn, target, "catalog_row_error", error=f"key {key}: {error}")
     else:
         note(conn, target, "catalog_resolved")
     return BatchResult(len(keys), written.indexed, written.removed, len(failures), tuple(failures))
+
+
+def fail(conn: PgConnection, target: Target, keys: Sequence[Any], error: str) -> None:
+    """Record ``keys`` as failed items with ``error``."""
+    for key in keys:
+        conn.execute(
+            statement("sync_fail", failed=target.triggers.failed), {"key": key, "error": error}
+        )
 
 
 def probe(conn: PgConnection, target: Target) -> None:

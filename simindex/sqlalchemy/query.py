@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sqlalchemy import BigInteger, Double, Integer, cast, column, literal
+from sqlalchemy import BigInteger, Double, Integer, cast, column, literal, null
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql.base import PGDialect
 from sqlalchemy.engine import Connection, Engine
@@ -107,10 +107,10 @@ def _compile_named(element: _Named, compiler: SQLCompiler, **kw: Any) -> str:
 
 
 def _max_rows(limit: int | None) -> list[ColumnElement[Any]]:
-    """The ``max_rows`` argument of an index's function, when a limit is given (functions of
-    indexes created or built by this release take it)."""
+    """The ``max_rows`` argument of an index's function: NULL (every row) when no limit is
+    given, since the function's own default is a bound for SQL callers."""
     if limit is None:
-        return []
+        return [_Named("max_rows", cast(null(), Integer()))]
     if isinstance(limit, bool) or not isinstance(limit, int):
         raise TypeError(f"limit must be an int or None, got {type(limit).__name__}")
     if limit < 1:
@@ -137,8 +137,8 @@ def near(
         name: the index.
         text: a text (give exactly one of ``text`` and ``fingerprint``); a text without
             features (empty, only punctuation) finds no rows.
-        fingerprint: a SimHash fingerprint, instead of ``text``: the signed ``bigint`` the
-            SQL functions take, as :meth:`simindex.Index.fingerprint` gives it (see
+        fingerprint: a SimHash fingerprint, instead of ``text``: the signed ``bigint`` the SQL
+            functions take, as :meth:`simindex.Index.fingerprint` gives it (see
             :mod:`simindex.bits`).
         max_distance: defaults to, and may not exceed, the index's.
         key_type: the ``key`` column's SQLAlchemy type, or a column or mapped attribute whose
