@@ -695,8 +695,8 @@ def test_create_ignoring_common_shingles(database_dsn: str) -> None:
     assert "--idf: an option of --method simhash" in one_error_line(refused)
     wrong = simindex("create", "other", *on_crates, "--ignore-common", "1.5",
                      SIMINDEX_DSN=database_dsn)  # fmt: skip
-    assert wrong.returncode == 1
-    assert "ignore_common must be a share of rows between 0 and 1" in one_error_line(wrong)
+    assert wrong.returncode == 2  # a bad option: a usage error, named as typed
+    assert "--ignore-common must be a share of rows between 0 and 1" in one_error_line(wrong)
 
 
 @pytest.mark.parametrize(
