@@ -129,8 +129,7 @@ def no_select(conn: PgConnection, source: Source, exc: psycopg.Error) -> Missing
     return MissingRightError(
         f"exact verification reads the texts of table {table}, which role {role!r} may "
         f"not read ({exc.diag.message_primary}): the table's owner gives it with "
-        f"GRANT SELECT ON {table} TO {role}; or verify by the signatures' estimate, "
-        "which reads no text (verify='estimate'; CLI: --verify estimate)"
+        f"GRANT SELECT ON {table} TO {role}"
     )
 
 
