@@ -648,6 +648,8 @@ def test_sync_and_build_warn_when_run_as_a_superuser(
     database_dsn: str, index: Index, caplog: pytest.LogCaptureFixture
 ) -> None:
     privileges._warned.clear()  # the fixture's own build warned already
+    with psycopg.connect(database_dsn) as conn:  # sync warns once a batch went well
+        conn.execute("INSERT INTO docs VALUES (500, 'a row written after the build')")
     with caplog.at_level(logging.WARNING, logger="simindex"):
         sync(database_dsn)
         index.build()
