@@ -172,8 +172,8 @@ class CreateSimindexOp(_SimindexOp):
 
     Parameters:
         name: the index's name (lowercase letters, digits, underscores).
-        table, column: the source table and its text column; ``schema`` qualifies the table
-            (default: the search_path).
+        table: the source table; ``schema`` qualifies it (default: the search_path).
+        column: the source table's text column.
         method: ``"simhash"`` (default) or ``"minhash"`` with their options as keywords
             (:class:`MethodOptions`), or a ``SimHash(...)``/``MinHash(...)``.
         key: a unique column identifying rows (default: the single-column primary key).

@@ -96,8 +96,8 @@ def create_index(
 
     Parameters:
         name: the index's name (lowercase letters, digits, underscores).
-        table, column: the source table and its text column; ``schema`` qualifies the table
-            (default: the search_path).
+        table: the source table; ``schema`` qualifies it (default: the search_path).
+        column: the source table's text column.
         key: a unique column identifying rows (default: the single-column primary key).
         method: ``SimHash(...)`` (default) or ``MinHash(...)``.
         index_schema: the schema simindex was migrated into.

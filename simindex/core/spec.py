@@ -83,7 +83,8 @@ class MinHash:
         scheme: ``"classic"`` or ``"one_permutation"`` (bottom-k has no aligned slots to band).
         seed: selects the hash functions.
         shingling: how text becomes features.
-        num_bands, rows_per_band: override the bands chosen for ``threshold``.
+        num_bands: overrides the bands chosen for ``threshold`` (with ``rows_per_band``).
+        rows_per_band: overrides the rows per band chosen for ``threshold``.
         ignore_common: shingles held by more than this share of the table's rows are no
             features (boilerplate); learned by each build.
     """

@@ -135,8 +135,9 @@ def near(
     Parameters:
         bind: where the index's spec is read, to fingerprint the text.
         name: the index.
-        text, fingerprint: exactly one; a text without features (empty, only punctuation)
-            finds no rows.
+        text: a text (give exactly one of ``text`` and ``fingerprint``); a text without
+            features (empty, only punctuation) finds no rows.
+        fingerprint: a SimHash fingerprint, instead of ``text``.
         max_distance: defaults to, and may not exceed, the index's.
         key_type: the ``key`` column's SQLAlchemy type, or a column or mapped attribute whose
             type it takes (default: the type of the source key, from the catalog).
