@@ -13,6 +13,7 @@ from simindex.cli._common import (
     database,
     emit,
     flag,
+    later,
     non_negative_int,
     number,
     positive_int,
@@ -71,9 +72,6 @@ _METHOD_OPTIONS: tuple[tuple[str, str, dict[str, Any], str], ...] = (
 
 
 def add_create(commands: Subparsers, common: argparse.ArgumentParser) -> None:
-    from simindex.core.spec import MinHash, SimHash
-    from simindex.core.text import Shingling
-
     parser = commands.add_parser(
         "create",
         parents=[common],
@@ -94,6 +92,15 @@ def add_create(commands: Subparsers, common: argparse.ArgumentParser) -> None:
         help="simhash: Hamming distance of 64-bit SimHashes, exact; minhash: Jaccard "
         "similarity of shingle sets, by LSH bands (default: %(default)s)",
     )
+    later(parser, _add_method_options)
+    parser.set_defaults(run=run_create)
+
+
+def _add_method_options(parser: argparse.ArgumentParser) -> None:
+    """The options of each method, with the defaults of its dataclass (the maths: numpy)."""
+    from simindex.core.spec import MinHash, SimHash
+    from simindex.core.text import Shingling
+
     defaults = {
         "simhash": SimHash(),
         "minhash": MinHash(),
@@ -109,7 +116,6 @@ def add_create(commands: Subparsers, common: argparse.ArgumentParser) -> None:
         if "type" in keywords:
             keywords = {"metavar": "N"} | keywords
         groups[method].add_argument(option, **keywords, default=None, help=help_text + shown)
-    parser.set_defaults(run=run_create)
 
 
 def run_create(args: argparse.Namespace) -> int:

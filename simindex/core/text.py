@@ -30,6 +30,7 @@ Term frequency weighting is implicit: a shingle that occurs three times is three
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 import sys
@@ -37,7 +38,7 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Literal, cast
+from typing import Literal, NamedTuple, cast
 
 import numpy as np
 import xxhash
@@ -80,13 +81,28 @@ def _mark_ranges() -> str:
     return "".join(f"{re.escape(chr(low))}-{re.escape(chr(high))}" for low, high in ranges)
 
 
-_MARKS = _mark_ranges()
-_TOKEN = re.compile(f"[{_CJK}]|(?:[^\\W_{_CJK}]|[{_MARKS}])+")
-# The option rules: the underscore joins tokens (identifiers); punctuation deleted is every
-# character that is neither part of a token nor a space.
-_IDENTIFIER_TOKEN = re.compile(f"[{_CJK}]|(?:[^\\W{_CJK}]|[{_MARKS}])+")
-_PUNCTUATION = re.compile(f"[^\\w\\s{_MARKS}]|_")
-_PUNCTUATION_NOT_UNDERSCORE = re.compile(f"[^\\w\\s{_MARKS}]")
+class _Patterns(NamedTuple):
+    token: re.Pattern[str]
+    # The option rules: the underscore joins tokens (identifiers); punctuation deleted is
+    # every character that is neither part of a token nor a space.
+    identifier_token: re.Pattern[str]
+    punctuation: re.Pattern[str]
+    punctuation_not_underscore: re.Pattern[str]
+
+
+@functools.cache
+def _patterns() -> _Patterns:
+    """The token regexes, made on first use: listing the marks walks every code point (a
+    tenth of a second), which importing the package (``simindex --help``) should not pay."""
+    marks = _mark_ranges()
+    return _Patterns(
+        re.compile(f"[{_CJK}]|(?:[^\\W_{_CJK}]|[{marks}])+"),
+        re.compile(f"[{_CJK}]|(?:[^\\W{_CJK}]|[{marks}])+"),
+        re.compile(f"[^\\w\\s{marks}]|_"),
+        re.compile(f"[^\\w\\s{marks}]"),
+    )
+
+
 _CJK_CHARACTER = re.compile(f"[{_CJK}]")
 # Kana voiced sound marks follow the regex's own precedence only through the regex itself.
 _KANA_MARKS = ("\u3099", "\u309a")
@@ -150,7 +166,7 @@ def tokenize(normalized: str) -> list[str]:
     """Tokens of an already normalised text (see the module docstring for the rule)."""
     if normalized.isascii():
         return normalized.encode("ascii").translate(_ASCII_SEPARATORS).decode("ascii").split()
-    return _TOKEN.findall(normalized)
+    return _patterns().token.findall(normalized)
 
 
 def _token_bytes(normalized: str) -> list[bytes]:
@@ -158,7 +174,10 @@ def _token_bytes(normalized: str) -> list[bytes]:
     if normalized.isascii():
         return normalized.encode("ascii").translate(_ASCII_SEPARATORS).split()
     if any(mark in normalized for mark in _KANA_MARKS):
-        return [token.encode("utf-8", "surrogatepass") for token in _TOKEN.findall(normalized)]
+        return [
+            token.encode("utf-8", "surrogatepass")
+            for token in _patterns().token.findall(normalized)
+        ]
     data = normalized.encode("utf-8", "surrogatepass")
     if (len(data) - len(normalized)) * 64 > len(normalized):  # mostly non-ASCII: all at once
         return _translated(normalized)
@@ -343,10 +362,13 @@ class Shingling:
     def _unicode_tokens(self, text: str) -> list[str]:
         """The option rules, by regex: the definition the ASCII fast path is held to."""
         folded = unicodedata.normalize("NFKC", text).casefold()
+        patterns = _patterns()
         if self.punctuation == "delete":
-            deleted = _PUNCTUATION_NOT_UNDERSCORE if self.identifiers else _PUNCTUATION
+            deleted = (
+                patterns.punctuation_not_underscore if self.identifiers else patterns.punctuation
+            )
             folded = deleted.sub("", folded)
-        found = (_IDENTIFIER_TOKEN if self.identifiers else _TOKEN).findall(folded)
+        found = (patterns.identifier_token if self.identifiers else patterns.token).findall(folded)
         if self.numbers == "drop":
             return [token for token in found if not token.isnumeric()]
         return found

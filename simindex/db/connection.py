@@ -14,11 +14,9 @@ built-in. A caller's own connection gets its own path back afterwards.
 from __future__ import annotations
 
 import atexit
-import json
 import re
 import select
 import threading
-import urllib.parse
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -27,8 +25,10 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from sqlalchemy import create_engine, event
-from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import ArgumentError, DisconnectionError
+
+from simindex.db.redaction import redact
 
 Bind = Engine | Connection | str
 """What every public entry point accepts: an Engine, a Connection or a DSN string."""
@@ -305,34 +305,6 @@ def _engine_for(dsn: str) -> Engine:
 
 
 _QUOTED = re.compile(r'"([^"]*)"')
-_PASSWORDS = (
-    re.compile(r"password\s*=\s*'((?:[^'\\]|\\.)*)'?"),  # key='value'
-    re.compile(r"password\s*=\s*([^\s'&][^\s&]*)"),  # key=value, ?password=value&
-    re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/?#@:]*:([^/?#@]*)@"),  # scheme://user:secret@
-)
-_REDACTED = "***"
-
-
-def secrets_in(dsn: str) -> list[str]:
-    """The password(s) a DSN carries (parsed, or found by pattern when it does not parse)."""
-    found = {match.group(1) for pattern in _PASSWORDS for match in pattern.finditer(dsn)}
-    with suppress(Exception):
-        found.add(conninfo_to_dict(dsn).get("password") or "")
-    with suppress(Exception):
-        found.add(make_url(dsn).password or "")
-    decoded = {urllib.parse.unquote(secret) for secret in found}
-    escaped = {json.dumps(secret)[1:-1] for secret in found | decoded}
-    return sorted(filter(None, found | decoded | escaped), key=len, reverse=True)
-
-
-def redact(text: str, dsn: str | None) -> str:
-    """``text`` with every password ``dsn`` carries replaced by ``***`` (also as JSON writes
-    it): for messages and logs that quote what a driver said."""
-    if not dsn:
-        return text
-    for secret in secrets_in(dsn):
-        text = text.replace(secret, _REDACTED)
-    return text
 
 
 def _parse_error(exc: psycopg.Error) -> str:
