@@ -351,11 +351,12 @@ def test_no_shadow_runs_for_any_role_in_any_entry_point(
     admin, worker = make_role("admin"), make_role("worker")
     simindex.grant(database_dsn, admin.name, "admin")
     simindex.grant(database_dsn, worker.name, "worker")
-    shadowed.run(f'GRANT SELECT ON docs TO "{worker.name}"')
-    # Creating an index takes the table's owner (its triggers are enabled ALWAYS): the admin
-    # is a member of the role that planted the shadows, and runs none of them.
-    with psycopg.connect(database_dsn, autocommit=True) as conn:
-        conn.execute(f'GRANT "{shadowed.name}" TO "{admin.name}"')
+    # Enabling the triggers ALWAYS takes the table's owner, or a member of it.
+    superuser(database_dsn, f'GRANT "{shadowed.name}" TO "{admin.name}"')
+    shadowed.run(
+        f'GRANT ALL ON docs TO "{admin.name}" WITH GRANT OPTION',
+        f'GRANT SELECT ON docs TO "{worker.name}"',
+    )
     # As ordinary roles: an admin creates and queries, a worker syncs.
     run_everything(database_dsn, hostile(admin.dsn), hostile(worker.dsn), shadowed, "roles")
     # As a superuser doing everything.

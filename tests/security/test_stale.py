@@ -157,7 +157,7 @@ REFUSED = {
         "CREATE TABLE docs (id integer PRIMARY KEY, body text) PARTITION BY RANGE (id); "
         "CREATE TABLE docs_1 PARTITION OF docs FOR VALUES FROM (0) TO (1000)",
         "docs_1",
-        "partition or an inheritance child of public.docs",
+        "partition or an inheritance child of public.docs",  # names qualified: path pinned
     ),
     "a parent": (
         "CREATE TABLE docs (id integer PRIMARY KEY, body text); "
