@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal
 
 import psycopg
 from psycopg import sql
@@ -202,6 +203,21 @@ def _sql_list(values: tuple[str, ...]) -> str:
 def catalog(schema: str) -> sql.Identifier:
     """The catalog table of simindex's schema ``schema``."""
     return sql.Identifier(check_schema(schema), "indexes")
+
+
+Health = Literal["broken", "row_error", "recovered"]
+
+
+def record_health(
+    conn: PgConnection, schema: str, name: str, health: Health, error: str | None = None
+) -> None:
+    """Record index ``name`` broken (``error`` says why), its latest failed row's ``error``,
+    or recovered, through ``record_health_v1`` (the worker right may call it; a catalog row a
+    build or drop holds is left alone)."""
+    conn.execute(
+        statement("catalog_record_health", function=sql.Identifier(schema, "record_health_v1")),
+        {"name": name, "health": health, "error": error},
+    )
 
 
 def store_for(schema: str, name: str, source: Source, spec: IndexSpec) -> Store:

@@ -41,10 +41,12 @@ from simindex.core.batch import fingerprint_batch
 from simindex.core.spec import IndexSpec
 from simindex.db.catalog import (
     DEFAULT_SCHEMA,
+    Health,
     catalog,
     find_index,
     lock_source,
     read_index,
+    record_health,
     store_for,
 )
 from simindex.db.cluster_store import ClusterStore
@@ -52,7 +54,7 @@ from simindex.db.connection import Bind, PgConnection, transaction
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.pg_array import key_array
 from simindex.db.simhash_store import SimHashStore
-from simindex.db.source import Source
+from simindex.db.source import Source, unfiltered
 from simindex.db.statements import statement
 from simindex.db.triggers import Triggers
 from simindex.errors import IndexNotFoundError
@@ -179,7 +181,7 @@ def process(
         fail(conn, target, [key], error)
     if failures:
         key, error = failures[-1]
-        note(conn, target, "catalog_row_error", error=f"key {key}: {error}")
+        note(conn, target, "row_error", f"key {key}: {error}")
     return BatchResult(len(keys), written.indexed, written.removed, len(failures), tuple(failures))
 
 
@@ -197,15 +199,12 @@ def probe(conn: PgConnection, target: Target) -> None:
     _read(conn, target, [], 0)
 
 
-def note(conn: PgConnection, target: Target, block: str, **values: str) -> None:
-    """Update the index's health in the catalog (``catalog_row_error``, ``catalog_recovered``),
+def note(conn: PgConnection, target: Target, health: Health, error: str | None = None) -> None:
+    """Update the index's health in the catalog (:func:`~simindex.db.catalog.record_health`),
     in a savepoint: a worker role without the right to do so still syncs."""
     try:
         with conn.transaction():
-            conn.execute(
-                statement(block, catalog=catalog(target.triggers.schema)),
-                {"name": target.name, **values},
-            )
+            record_health(conn, target.triggers.schema, target.name, health, error)
     except psycopg.OperationalError:
         raise
     except psycopg.Error:
@@ -225,6 +224,13 @@ def _read(
         source=source.identifier,
         key_type=target.triggers.key_type,
     )
+    with unfiltered(conn, source):
+        return _read_rows(conn, query, keys, max_text_bytes)
+
+
+def _read_rows(
+    conn: PgConnection, query: sql.Composed, keys: Sequence[Any], max_text_bytes: int
+) -> tuple[list[Any], list[tuple[Any, str]]]:
     try:
         with conn.transaction():
             rows = conn.execute(

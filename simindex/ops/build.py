@@ -150,7 +150,8 @@ def build(
                     key=sql.Identifier(source.key_column),
                     text=sql.Identifier(source.text_column),
                     table=source.identifier,
-                )
+                ),
+                {},  # (its '%%' read as one)
             )
             for keys, (values, present) in computed(
                 spec_json, read.batches(reader, batch_size), workers
@@ -214,7 +215,7 @@ def learn_counts(conn: PgConnection, source: Source, spec: IndexSpec, rows: int)
 def _queued_keys(conn: PgConnection, triggers: Triggers) -> frozenset[str]:
     """The keys queued now (at most :data:`DEQUEUE_KEYS`), in their text form."""
     rows = conn.execute(
-        statement("build_queued_keys", queue=triggers.queue, limit=sql.Literal(DEQUEUE_KEYS))
+        statement("build_queued_keys", queue=triggers.queue), {"limit": DEQUEUE_KEYS}
     )
     return frozenset(key for (key,) in rows)
 

@@ -29,6 +29,7 @@ from simindex.core.batch import fingerprint_batch
 from simindex.db.catalog import DEFAULT_SCHEMA, check_name, read_index
 from simindex.db.connection import Bind, PgConnection, transaction
 from simindex.db.minhash_store import MinHashStore
+from simindex.db.source import unfiltered
 from simindex.db.statements import statement
 from simindex.errors import IndexBrokenError
 from simindex.ops.batch import Target, requeue, target_unlocked
@@ -88,34 +89,36 @@ def check(
         stale: list[Any] = []
         orphaned: list[Any] = []
         checked = 0
-        for keys, texts, stored in _rows(conn, target, sampled):
-            checked += len(keys)
-            values, present = fingerprint_batch(target.spec.to_json(), texts)
-            expected = _stored_form(target, values)
-            for position, key in enumerate(keys):
-                held = stored[position]
-                if not present[position]:
-                    if held is not None:
+        # Every row, whatever policy the table has, and no policy run as the checker.
+        with unfiltered(conn, target.source):
+            for keys, texts, stored in _rows(conn, target, sampled):
+                checked += len(keys)
+                values, present = fingerprint_batch(target.spec.to_json(), texts)
+                expected = _stored_form(target, values)
+                for position, key in enumerate(keys):
+                    held = stored[position]
+                    if not present[position]:
+                        if held is not None:
+                            orphaned.append(key)
+                    elif held is None:
+                        missing.append(key)
+                    elif held != expected[position]:
+                        stale.append(key)
+            for table in target.store.side_tables():
+                rows = conn.execute(
+                    statement(
+                        "check_orphans",
+                        table=table,
+                        source=target.source.identifier,
+                        key=sql.Identifier(target.source.key_column),
+                        sample=sampled,
+                    )
+                ).fetchall()
+                known = set(orphaned)
+                for (key,) in rows:
+                    if key not in known:
                         orphaned.append(key)
-                elif held is None:
-                    missing.append(key)
-                elif held != expected[position]:
-                    stale.append(key)
-        for table in target.store.side_tables():
-            rows = conn.execute(
-                statement(
-                    "check_orphans",
-                    table=table,
-                    source=target.source.identifier,
-                    key=sql.Identifier(target.source.key_column),
-                    sample=sampled,
-                )
-            ).fetchall()
-            known = set(orphaned)
-            for (key,) in rows:
-                if key not in known:
-                    orphaned.append(key)
-                    known.add(key)
+                        known.add(key)
     broken = (info.last_error or "") if info.broken else None
     return CheckReport(checked, missing, stale, orphaned, int(counts[0]), int(counts[1]), broken)
 

@@ -18,7 +18,7 @@ SELECT ctid FROM {queue} FOR UPDATE SKIP LOCKED
 -- function, which round-trips in this session: COPY reads it back, and psycopg need not load
 -- values it cannot, such as dates past 9999 or 'infinity'), the text, and the row's version
 -- and ctid (build_dequeue).
-SELECT pg_catalog.format('%s', {key}), {text},
+SELECT pg_catalog.format('%%s', {key}), {text},
        pg_catalog.concat_ws('/', tableoid, ctid, xmin), ctid
 FROM {table}
 
@@ -26,7 +26,7 @@ FROM {table}
 -- The keys queued before the build's read, in their text form (the type's output function,
 -- never a cast: a cast to text could be the key type owner's function): the rows whose
 -- version the read keeps for build_dequeue.
-SELECT pg_catalog.format('%s', key) FROM {queue} LIMIT {limit}
+SELECT pg_catalog.format('%%s', key) FROM {queue} LIMIT %(limit)s
 
 -- name: build_dequeue
 -- Of the entries locked by build_lock_queue, the ones whose source row is now, exactly, a row
