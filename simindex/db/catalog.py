@@ -32,7 +32,7 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB, REGCLASS
+from sqlalchemy.dialects.postgresql import JSONB, OID, REGCLASS
 from sqlalchemy.dialects.postgresql.base import ischema_names
 from sqlalchemy.types import UserDefinedType
 
@@ -172,6 +172,9 @@ def catalog_table(metadata: MetaData, schema: str = DEFAULT_SCHEMA) -> Table:
         # key and text columns by number and type. regclass and regtype dump as names, so a
         # restored database finds its tables and types again.
         Column("source", REGCLASS, nullable=True),
+        # The table's OID when the index was made, as a number: a restore from a dump gives the
+        # table another OID, which tells that its columns may be numbered anew.
+        Column("source_oid", OID, nullable=True),
         Column("key_attnum", SmallInteger, nullable=True),
         Column("key_type_id", REGTYPE, nullable=True),
         Column("key_typmod", Integer, nullable=True),
@@ -205,17 +208,33 @@ def catalog(schema: str) -> sql.Identifier:
     return sql.Identifier(check_schema(schema), "indexes")
 
 
-Health = Literal["broken", "row_error", "recovered"]
+Health = Literal["broken", "row_error", "recovered", "resolved"]
 
 
 def record_health(
-    conn: PgConnection, schema: str, name: str, health: Health, error: str | None = None
+    conn: PgConnection,
+    schema: str,
+    name: str,
+    health: Health,
+    error: str | None = None,
+    *,
+    failed: sql.Identifier | None = None,
 ) -> None:
     """Record index ``name`` broken (``error`` says why), its latest failed row's ``error``,
-    or recovered, through ``record_health_v1`` (the worker right may call it; a catalog row a
-    build or drop holds is left alone)."""
+    recovered, or resolved (its last error forgotten, when its ``failed`` items table is
+    empty), through ``record_health_v1`` (the worker right may call it; a catalog row a build
+    or drop holds is left alone)."""
+    function = sql.Identifier(schema, "record_health_v1")
+    if health == "resolved":
+        if failed is None:
+            raise ValueError("resolved needs the index's failed items table")
+        conn.execute(
+            statement("catalog_record_resolved", function=function, failed=failed),
+            {"name": name},
+        )
+        return
     conn.execute(
-        statement("catalog_record_health", function=sql.Identifier(schema, "record_health_v1")),
+        statement("catalog_record_health", function=function),
         {"name": name, "health": health, "error": error},
     )
 

@@ -182,6 +182,8 @@ def process(
     if failures:
         key, error = failures[-1]
         note(conn, target, "row_error", f"key {key}: {error}")
+    else:
+        note(conn, target, "resolved")
     return BatchResult(len(keys), written.indexed, written.removed, len(failures), tuple(failures))
 
 
@@ -204,7 +206,14 @@ def note(conn: PgConnection, target: Target, health: Health, error: str | None =
     in a savepoint: a worker role without the right to do so still syncs."""
     try:
         with conn.transaction():
-            record_health(conn, target.triggers.schema, target.name, health, error)
+            record_health(
+                conn,
+                target.triggers.schema,
+                target.name,
+                health,
+                error,
+                failed=target.triggers.failed,
+            )
     except psycopg.OperationalError:
         raise
     except psycopg.Error:

@@ -31,12 +31,21 @@ from sqlalchemy.engine import Connection
 
 from simindex.core.frequency import KEPT_SHINGLES, SAMPLE_ROWS, ShingleCounts, count_shingles
 from simindex.core.spec import IndexSpec, refreshed
-from simindex.db.catalog import IndexInfo, Store, catalog, lock_source, read_index, store_for
+from simindex.db.answers import visible_statements
+from simindex.db.catalog import (
+    IndexInfo,
+    Store,
+    catalog,
+    lock_source,
+    read_index,
+    record_health,
+    store_for,
+)
 from simindex.db.connection import Bind, PgConnection, connect, transaction
 from simindex.db.objects import create_statements, drop_statements
 from simindex.db.privileges import back_to_caller, become_owner, warn_if_superuser
 from simindex.db.simhash_store import SimHashStore
-from simindex.db.source import Source, describe, row_count, unfiltered
+from simindex.db.source import Source, check_owner, describe, row_count, unfiltered
 from simindex.db.statements import run, statement
 from simindex.db.triggers import Triggers, event_triggers_on
 from simindex.ops.workers import computed
@@ -112,7 +121,6 @@ def build(
     started = time.perf_counter()
     indexed = skipped = 0
     with transaction(bind) as conn:
-        warn_if_superuser(conn, "build")
         info, source = _prepare(conn, index_schema, name)
         estimate = row_count(conn, source)
         if workers is None:
@@ -178,6 +186,8 @@ def build(
             statement("catalog_built", catalog=catalog(index_schema)),
             {"name": name, "row_count": indexed, "skipped_count": skipped},
         )
+        record_health(conn, index_schema, name, "resolved", failed=triggers.failed)
+        warn_if_superuser(conn, "build")
     if not isinstance(bind, Connection):
         _vacuum(bind, store)
     return BuildReport(indexed, skipped, time.perf_counter() - started, dequeued)
@@ -270,6 +280,7 @@ def _prepare(conn: PgConnection, index_schema: str, name: str) -> tuple[IndexInf
             schema=info.source.schema,
             key=info.source.key_column,
         )
+        check_owner(conn, source)
         run(conn, drop_statements(index_schema, name, info.source, info.spec))
         trusted = event_triggers_on(conn, index_schema)
         run(conn, create_statements(index_schema, name, source, info.spec, trusted=trusted))
@@ -325,6 +336,7 @@ def _swap(
     run(conn, live.function_drop_statements())
     run(conn, live.table_statements(staging=False))
     store.swap_in_staging(conn)
+    run(conn, visible_statements(store.schema, store.name, triggers.source))
     run(conn, store.function_statements())
     run(conn, triggers.function_statements(trusted=trusted))
 

@@ -29,7 +29,8 @@ from simindex.core.batch import fingerprint_batch
 from simindex.db.catalog import DEFAULT_SCHEMA, check_name, read_index
 from simindex.db.connection import Bind, PgConnection, transaction
 from simindex.db.minhash_store import MinHashStore
-from simindex.db.source import unfiltered
+from simindex.db.privileges import superuser_warning_off
+from simindex.db.source import refuse_policies
 from simindex.db.statements import statement
 from simindex.errors import IndexBrokenError
 from simindex.ops.batch import Target, requeue, target_unlocked
@@ -89,36 +90,37 @@ def check(
         stale: list[Any] = []
         orphaned: list[Any] = []
         checked = 0
-        # Every row, whatever policy the table has, and no policy run as the checker.
-        with unfiltered(conn, target.source):
-            for keys, texts, stored in _rows(conn, target, sampled):
-                checked += len(keys)
-                values, present = fingerprint_batch(target.spec.to_json(), texts)
-                expected = _stored_form(target, values)
-                for position, key in enumerate(keys):
-                    held = stored[position]
-                    if not present[position]:
-                        if held is not None:
-                            orphaned.append(key)
-                    elif held is None:
-                        missing.append(key)
-                    elif held != expected[position]:
-                        stale.append(key)
-            for table in target.store.side_tables():
-                rows = conn.execute(
-                    statement(
-                        "check_orphans",
-                        table=table,
-                        source=target.source.identifier,
-                        key=sql.Identifier(target.source.key_column),
-                        sample=sampled,
-                    )
-                ).fetchall()
-                known = set(orphaned)
-                for (key,) in rows:
-                    if key not in known:
+        # Every row, and no policy of the source's run as the checker (simindex's own tables'
+        # policies apply: they show a worker every row).
+        refuse_policies(conn, target.source)
+        for keys, texts, stored in _rows(conn, target, sampled):
+            checked += len(keys)
+            values, present = fingerprint_batch(target.spec.to_json(), texts)
+            expected = _stored_form(target, values)
+            for position, key in enumerate(keys):
+                held = stored[position]
+                if not present[position]:
+                    if held is not None:
                         orphaned.append(key)
-                        known.add(key)
+                elif held is None:
+                    missing.append(key)
+                elif held != expected[position]:
+                    stale.append(key)
+        for table in target.store.side_tables():
+            rows = conn.execute(
+                statement(
+                    "check_orphans",
+                    table=table,
+                    source=target.source.identifier,
+                    key=sql.Identifier(target.source.key_column),
+                    sample=sampled,
+                )
+            ).fetchall()
+            known = set(orphaned)
+            for (key,) in rows:
+                if key not in known:
+                    orphaned.append(key)
+                    known.add(key)
     broken = (info.last_error or "") if info.broken else None
     return CheckReport(checked, missing, stale, orphaned, int(counts[0]), int(counts[1]), broken)
 
@@ -139,7 +141,8 @@ def repair(
     if wrong:
         with transaction(bind) as conn:
             requeue(conn, target_unlocked(conn, index_schema, name), wrong)
-    synced = sync(bind, [name], batch_size=batch_size, index_schema=index_schema)
+    with superuser_warning_off("repair"):  # about a worker, which repair is not
+        synced = sync(bind, [name], batch_size=batch_size, index_schema=index_schema)
     if name in synced.broken:
         raise IndexBrokenError(f"index {name!r} is broken: {synced.broken[name]}")
     return report

@@ -40,7 +40,7 @@ from simindex.db.catalog import (
     record_health,
 )
 from simindex.db.connection import Bind, PgConnection, connect, raw_connection
-from simindex.db.privileges import warn_if_superuser
+from simindex.db.privileges import check_worker, warn_if_superuser
 from simindex.db.statements import statement
 from simindex.db.triggers import channel
 from simindex.errors import IndexNotFoundError
@@ -190,6 +190,7 @@ class _Worker:
         self.follow = False
         self.broken: dict[str, _Broken] = {}
         self._role_checked = False
+        self._rights_checked = False
         self._isolation_checked = False
         # Batch sizes of indexes whose batches were cancelled (see _batch).
         self.sizes: dict[str, int] = {}
@@ -278,9 +279,9 @@ class _Worker:
 
     def _indexes(self, conn: PgConnection) -> list[str]:
         with self._unit(conn):
-            if not self._role_checked:
-                warn_if_superuser(conn, "sync")
-                self._role_checked = True
+            if not self._rights_checked:
+                check_worker(conn, self.schema)
+                self._rights_checked = True
             if self.names is not None:
                 return self.names
             return index_names(conn, self.schema)
@@ -393,6 +394,9 @@ class _Worker:
                 keys = take(conn, target, size)
                 if keys:
                     result = process(conn, target, keys, max_text_bytes=self.max_text_bytes)
+                    if not self._role_checked:  # once a batch went well, not before an error
+                        warn_if_superuser(conn, "sync")
+                        self._role_checked = True
                 elif target.broken:
                     probe(conn, target)  # raises while the source is still unreadable
                     result = BatchResult(0, 0, 0, 0)
@@ -402,6 +406,7 @@ class _Worker:
                     result = BatchResult(0, 0, 0, 0)
                 if target.broken:
                     note(conn, target, "recovered")
+                    note(conn, target, "resolved")
         except psycopg.errors.QueryCanceled as exc:
             return self._cancelled(conn, name, size, keys, exc)
         except (psycopg.OperationalError, sqlalchemy.exc.OperationalError, IndexNotFoundError):

@@ -20,7 +20,7 @@ SELECT ctid FROM {queue} FOR UPDATE SKIP LOCKED
 -- and ctid (build_dequeue).
 SELECT pg_catalog.format('%%s', {key}), {text},
        pg_catalog.concat_ws('/', tableoid, ctid, xmin), ctid
-FROM {table}
+FROM ONLY {table}
 
 -- name: build_queued_keys
 -- The keys queued before the build's read, in their text form (the type's output function,
@@ -37,7 +37,7 @@ SELECT pg_catalog.format('%%s', key) FROM {queue} LIMIT %(limit)s
 -- xmin is wrong for rows written under a SAVEPOINT. Run as a statement of its own, after the
 -- locks, so its own snapshot sees every writer that committed before them.
 DELETE FROM {queue} AS q
-USING {source} AS s
+USING ONLY {source} AS s
 WHERE q.ctid OPERATOR(pg_catalog.=) ANY(%(locked)s::pg_catalog.tid[])
   AND s.ctid OPERATOR(pg_catalog.=) ANY(%(ctids)s::pg_catalog.tid[])
   AND pg_catalog.concat_ws('/', s.tableoid, s.ctid, s.xmin)
@@ -55,7 +55,7 @@ FROM {catalog} WHERE name = %(name)s
 
 -- name: source_columns_of_keys
 -- Columns of the source rows with these keys, to show beside them.
-SELECT {key}, {columns} FROM {table} WHERE {key} OPERATOR(pg_catalog.=) ANY(%(keys)s)
+SELECT {key}, {columns} FROM ONLY {table} WHERE {key} OPERATOR(pg_catalog.=) ANY(%(keys)s)
 
 -- name: source_columns_check
 SELECT {columns} FROM {table} LIMIT 0
