@@ -116,7 +116,8 @@ def load_target(conn: PgConnection, schema: str, name: str) -> Target | None:
 
 
 def take(conn: PgConnection, target: Target, limit: int) -> list[Any]:
-    """Remove up to ``limit`` entries no other transaction holds; their keys."""
+    """Remove up to ``limit`` entries no other transaction holds; their keys, in their text
+    form (any key PostgreSQL can store, read back by the key type's input function)."""
     rows = conn.execute(
         statement("sync_take", queue=target.triggers.queue), {"limit": limit}
     ).fetchall()
@@ -124,7 +125,8 @@ def take(conn: PgConnection, target: Target, limit: int) -> list[Any]:
 
 
 def take_keys(conn: PgConnection, target: Target, keys: Sequence[Any]) -> list[Any]:
-    """Remove the entries of ``keys`` (waiting for any other transaction holding one)."""
+    """Remove the entries of ``keys`` (waiting for any other transaction holding one); their
+    keys in their text form, as :func:`take`."""
     rows = conn.execute(
         statement("sync_take_keys", queue=target.triggers.queue, key_type=target.triggers.key_type),
         {"keys": key_array(conn, keys)},

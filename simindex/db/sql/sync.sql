@@ -235,6 +235,9 @@ LISTEN {channel}
 SELECT 1 FROM {catalog} WHERE name = %(name)s
 
 -- name: sync_take
+-- Keys come back in their text form (the type's output function): every key PostgreSQL can
+-- store, even one psycopg cannot load (a date 'infinity', a year past 9999, '24:00'), goes
+-- through the batch and back in by the type's input function (pg_array.key_array).
 -- A batch of entries, deleted now and gone for good when the batch commits; if the worker
 -- dies first, its transaction rolls back and they are queued again. The rows are found again
 -- by ctid (a TID scan; they are locked, so they cannot move): matching on the key would let
@@ -244,11 +247,12 @@ SELECT 1 FROM {catalog} WHERE name = %(name)s
 DELETE FROM {queue} WHERE ctid = ANY(ARRAY(
     SELECT ctid FROM {queue} LIMIT %(limit)s FOR UPDATE SKIP LOCKED
 ))
-RETURNING key
+RETURNING pg_catalog.format('%%s', key)
 
 -- name: sync_take_keys
 -- Given entries (the SQLAlchemy session's own, which it holds locked already).
-DELETE FROM {queue} WHERE key OPERATOR(pg_catalog.=) ANY(%(keys)s::{key_type}[]) RETURNING key
+DELETE FROM {queue} WHERE key OPERATOR(pg_catalog.=) ANY(%(keys)s::{key_type}[])
+RETURNING pg_catalog.format('%%s', key)
 
 -- name: sync_requeue
 INSERT INTO {queue} AS q (key) SELECT unnest(%(keys)s::{key_type}[])
@@ -264,7 +268,7 @@ ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false
 -- The current rows; a text over the size limit is not sent at all.
 -- The text by its type's own cast to text (describe() admits built-in ones only; the types
 -- were checked again under the table lock).
-SELECT {key},
+SELECT pg_catalog.format('%%s', {key}),
        CASE WHEN pg_catalog.octet_length({text}::text) <= %(max_bytes)s THEN {text}::text END,
        pg_catalog.octet_length({text}::text)
 FROM ONLY {source}
