@@ -265,14 +265,23 @@ INSERT INTO {queue} AS q (key) SELECT f.key FROM {failed} AS f
 ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false
 
 -- name: sync_read
--- The current rows; a text over the size limit is not sent at all.
+-- The current rows. A text is sent while the batch's texts so far (in ctid order, a running
+-- sum of their sizes, which octet_length takes from the stored datum without reading it) stay
+-- within %(budget)s bytes; later ones, and any over %(max_bytes)s, come as NULL with their
+-- size: the worker reads those afterwards in groups within the budget, or alone (its memory
+-- stays bounded by bytes, not rows).
 -- The text by its type's own cast to text (describe() admits built-in ones only; the types
 -- were checked again under the table lock).
-SELECT pg_catalog.format('%%s', {key}),
-       CASE WHEN pg_catalog.octet_length({text}::text) <= %(max_bytes)s THEN {text}::text END,
-       pg_catalog.octet_length({text}::text)
-FROM ONLY {source}
-WHERE {key} OPERATOR(pg_catalog.=) ANY(%(keys)s::{key_type}[])
+SELECT pg_catalog.format('%%s', s.k),
+       CASE WHEN s.size <= %(max_bytes)s AND s.running <= %(budget)s THEN s.t END,
+       s.size
+FROM (
+    SELECT {key} AS k, {text}::text AS t, pg_catalog.octet_length({text}::text) AS size,
+           pg_catalog.sum(pg_catalog.octet_length({text}::text))
+               OVER (ORDER BY ctid ROWS UNBOUNDED PRECEDING) AS running
+    FROM ONLY {source}
+    WHERE {key} OPERATOR(pg_catalog.=) ANY(%(keys)s::{key_type}[])
+) AS s
 
 -- name: sync_fail
 INSERT INTO {failed} AS f (key, error) VALUES (%(key)s, %(error)s)
