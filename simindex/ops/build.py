@@ -74,6 +74,10 @@ class BuildReport:
 MAX_BATCH_SIZE = 1_000_000
 """Rows per batch at most (a batch's texts are in memory at once)."""
 MAX_WORKERS = 256
+BATCH_BYTES = 32 * 1024 * 1024
+"""Bytes of text in a batch at most (a longer text is a batch of its own)."""
+INLINE_BYTES = 16 * 1024
+"""Texts up to this long come with the build's cursor; longer ones are read one at a time."""
 DEQUEUE_KEYS = 1_000_000
 """Queued keys a build takes off the queue at most (it keeps them in memory while it reads);
 entries past these stay queued, and sync processes them again."""
@@ -81,21 +85,54 @@ entries past these stay queued, and sync processes them again."""
 
 class _Read:
     """The build's read, batch by batch: keys in their text form (which COPY reads back), and
-    the exact row versions read of the keys that were queued before it (see :func:`_dequeue`)."""
+    the exact row versions read of the keys that were queued before it (see :func:`_dequeue`).
 
-    def __init__(self, queued: frozenset[str]) -> None:
+    A batch holds ``size`` rows or :data:`BATCH_BYTES` of text, whichever comes first: the
+    cursor sends texts up to :data:`INLINE_BYTES` (and fetches few enough rows that a fetch
+    stays within the bytes too); a longer text is read alone, by its row version's ctid, and
+    fingerprinted as a batch of one."""
+
+    def __init__(self, conn: PgConnection, triggers: Triggers, queued: frozenset[str]) -> None:
+        self.conn = conn
+        source = triggers.source
+        self.one = statement(
+            "build_read_one",
+            text=sql.Identifier(source.text_column),
+            key=sql.Identifier(source.key_column),
+            key_type=triggers.key_type,
+            table=source.identifier,
+        )
         self.queued = queued
         self.versions: list[str] = []
         self.ctids: list[str] = []
 
     def batches(self, cursor: Any, size: int) -> Iterator[tuple[list[Any], list[str | None]]]:
-        while rows := cursor.fetchmany(size):
-            if self.queued:
-                for key, _, version, ctid in rows:
-                    if key in self.queued:
-                        self.versions.append(version)
-                        self.ctids.append(ctid)
-            yield [row[0] for row in rows], [row[1] for row in rows]
+        keys: list[Any] = []
+        texts: list[str | None] = []
+        held = 0
+        while rows := cursor.fetchmany(min(size, BATCH_BYTES // INLINE_BYTES)):
+            for key, text, version, ctid, length in rows:
+                if length is not None and text is None:  # a long text: alone
+                    found = self.conn.execute(self.one, {"ctid": ctid, "key": key}).fetchone()
+                    if found is None:
+                        continue  # deleted since the read's snapshot: the delete queued it
+                    self._seen(key, version, ctid)
+                    yield [key], [found[0]]
+                    continue
+                self._seen(key, version, ctid)
+                keys.append(key)
+                texts.append(text)
+                held += length or 0
+                if len(keys) >= size or held >= BATCH_BYTES:
+                    yield keys, texts
+                    keys, texts, held = [], [], 0
+        if keys:
+            yield keys, texts
+
+    def _seen(self, key: str, version: str, ctid: str) -> None:
+        if key in self.queued:
+            self.versions.append(version)
+            self.ctids.append(ctid)
 
 
 def build(
@@ -145,7 +182,7 @@ def build(
         run(conn, back_to_caller())
         spec_json = spec.to_json()
         pending = _Pending(store)
-        read = _Read(queued)
+        read = _Read(conn, triggers, queued)
         # The source is read with the caller's rights (the cursor checks them when it opens)
         # and without row-level security (refused if the caller is subject to it), so no
         # policy of the table's owner runs; every fetch runs as the caller, and simindex's
@@ -159,7 +196,7 @@ def build(
                     text=sql.Identifier(source.text_column),
                     table=source.identifier,
                 ),
-                {},  # (its '%%' read as one)
+                {"inline": INLINE_BYTES},
             )
             for keys, (values, present) in computed(
                 spec_json, read.batches(reader, batch_size), workers

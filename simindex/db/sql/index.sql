@@ -16,11 +16,24 @@ SELECT ctid FROM {queue} FOR UPDATE SKIP LOCKED
 -- name: build_read
 -- The build's read: a server-side cursor over the key, in its text form (the type's output
 -- function, which round-trips in this session: COPY reads it back, and psycopg need not load
--- values it cannot, such as dates past 9999 or 'infinity'), the text, and the row's version
--- and ctid (build_dequeue).
-SELECT pg_catalog.format('%%s', {key}), {text},
-       pg_catalog.concat_ws('/', tableoid, ctid, xmin), ctid
+-- values it cannot, such as dates past 9999 or 'infinity'), the text up to %(inline)s bytes
+-- (a longer one is read alone, build_read_one), the row's version and ctid (build_dequeue),
+-- and the text's size (which octet_length takes from the stored datum without reading it).
+SELECT pg_catalog.format('%%s', {key}),
+       CASE WHEN pg_catalog.octet_length({text}::text) <= %(inline)s THEN {text} END,
+       pg_catalog.concat_ws('/', tableoid, ctid, xmin), ctid,
+       pg_catalog.octet_length({text}::text)
 FROM ONLY {table}
+
+-- name: build_read_one
+-- A long text: of the row version build_read saw, by its ctid; when the row changed since, as
+-- it is now (its version is then not the one build_dequeue compares, so a queued entry stays);
+-- none when it was deleted since (the delete queued it). The key, in its text form, is read
+-- back by its type's input function.
+(SELECT {text} FROM ONLY {table} WHERE ctid OPERATOR(pg_catalog.=) %(ctid)s::pg_catalog.tid)
+UNION ALL
+(SELECT {text} FROM ONLY {table} WHERE {key} OPERATOR(pg_catalog.=) %(key)s::{key_type})
+LIMIT 1
 
 -- name: build_queued_keys
 -- The keys queued before the build's read, in their text form (the type's output function,
