@@ -14,12 +14,12 @@ SELECT EXISTS (SELECT 1 FROM {queue} WHERE key OPERATOR(pg_catalog.=) %(key)s),
 SELECT ctid FROM {queue} FOR UPDATE SKIP LOCKED
 
 -- name: build_read
--- The build's read: a server-side cursor over the key, in its text form (the type's output
--- function, which round-trips in this session: COPY reads it back, and psycopg need not load
+-- The build's read: a server-side cursor over the key, in its text form (concat calls the
+-- type's output function, never a cast, and it round-trips in this session: COPY reads it back, and psycopg need not load
 -- values it cannot, such as dates past 9999 or 'infinity'), the text up to %(inline)s bytes
 -- (a longer one is read alone, build_read_one), the row's version and ctid (build_dequeue),
 -- and the text's size (which octet_length takes from the stored datum without reading it).
-SELECT pg_catalog.format('%%s', {key}),
+SELECT pg_catalog.concat({key}),
        CASE WHEN pg_catalog.octet_length({text}::text) <= %(inline)s THEN {text} END,
        pg_catalog.concat_ws('/', tableoid, ctid, xmin), ctid,
        pg_catalog.octet_length({text}::text)
@@ -39,7 +39,7 @@ LIMIT 1
 -- The keys queued before the build's read, in their text form (the type's output function,
 -- never a cast: a cast to text could be the key type owner's function): the rows whose
 -- version the read keeps for build_dequeue.
-SELECT pg_catalog.format('%%s', key) FROM {queue} LIMIT %(limit)s
+SELECT pg_catalog.concat(key) FROM {queue} LIMIT %(limit)s
 
 -- name: build_dequeue
 -- Of the entries locked by build_lock_queue, the ones whose source row is now, exactly, a row

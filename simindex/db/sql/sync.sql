@@ -185,13 +185,15 @@ TRUNCATE {tables}
 EXECUTE pg_catalog.format({statement}, aliases)
 
 -- name: sync_event_triggers_on
--- Whether simindex's two event triggers watch this database (enabled, for ordinary sessions).
+-- Whether simindex's two event triggers watch this database (enabled, for ordinary sessions,
+-- and the one following changes of a table for every command tag).
 SELECT count(*) = 2
 FROM pg_catalog.pg_event_trigger AS e
 JOIN pg_catalog.pg_proc AS p ON p.oid = e.evtfoid
 JOIN pg_catalog.pg_namespace AS n ON n.oid = p.pronamespace
 WHERE n.nspname = %(schema)s AND p.proname IN ('on_sql_drop_v1', 'on_alter_table_v1')
   AND e.evtenabled IN ('O', 'A')
+  AND (p.proname = 'on_sql_drop_v1' OR e.evttags IS NULL)
 
 -- name: sync_build_lock
 -- Taken by a build before it reads the source: deletes meanwhile queue their keys (see the
@@ -235,7 +237,7 @@ LISTEN {channel}
 SELECT 1 FROM {catalog} WHERE name = %(name)s
 
 -- name: sync_take
--- Keys come back in their text form (the type's output function): every key PostgreSQL can
+-- Keys come back in their text form (concat: the type's output function): every key PostgreSQL can
 -- store, even one psycopg cannot load (a date 'infinity', a year past 9999, '24:00'), goes
 -- through the batch and back in by the type's input function (pg_array.key_array).
 -- A batch of entries, deleted now and gone for good when the batch commits; if the worker
@@ -247,12 +249,12 @@ SELECT 1 FROM {catalog} WHERE name = %(name)s
 DELETE FROM {queue} WHERE ctid = ANY(ARRAY(
     SELECT ctid FROM {queue} LIMIT %(limit)s FOR UPDATE SKIP LOCKED
 ))
-RETURNING pg_catalog.format('%%s', key)
+RETURNING pg_catalog.concat(key)
 
 -- name: sync_take_keys
 -- Given entries (the SQLAlchemy session's own, which it holds locked already).
 DELETE FROM {queue} WHERE key OPERATOR(pg_catalog.=) ANY(%(keys)s::{key_type}[])
-RETURNING pg_catalog.format('%%s', key)
+RETURNING pg_catalog.concat(key)
 
 -- name: sync_requeue
 INSERT INTO {queue} AS q (key) SELECT unnest(%(keys)s::{key_type}[])
@@ -272,7 +274,7 @@ ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false
 -- stays bounded by bytes, not rows).
 -- The text by its type's own cast to text (describe() admits built-in ones only; the types
 -- were checked again under the table lock).
-SELECT pg_catalog.format('%%s', s.k),
+SELECT pg_catalog.concat(s.k),
        CASE WHEN s.size <= %(max_bytes)s AND s.running <= %(budget)s THEN s.t END,
        s.size
 FROM (
