@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import psycopg
 from numpy.typing import NDArray
 from psycopg import sql
 from sqlalchemy.engine import Connection
@@ -48,6 +49,7 @@ from simindex.db.simhash_store import SimHashStore
 from simindex.db.source import Source, check_owner, describe, row_count, unfiltered
 from simindex.db.statements import run, statement
 from simindex.db.triggers import Triggers, event_triggers_on
+from simindex.errors import IndexBusyError
 from simindex.ops.workers import computed
 
 _log = logging.getLogger(__name__)
@@ -78,6 +80,11 @@ BATCH_BYTES = 32 * 1024 * 1024
 """Bytes of text in a batch at most (a longer text is a batch of its own)."""
 INLINE_BYTES = 16 * 1024
 """Texts up to this long come with the build's cursor; longer ones are read one at a time."""
+SWAP_LOCK_TIMEOUT = "100ms"
+"""How long a build's swap waits for its locks at a time (queries queue behind it no longer)."""
+SWAP_WAIT_SECONDS = 600.0
+"""How long a build tries to take the locks of its swap before it gives up."""
+_SWAP_RETRY_DELAYS = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
 DEQUEUE_KEYS = 1_000_000
 """Queued keys a build takes off the queue at most (it keeps them in memory while it reads);
 entries past these stay queued, and sync processes them again."""
@@ -212,6 +219,7 @@ def build(
         pending.flush(conn)
         run(conn, become_owner())
         store.finish(conn, staging=True)
+        _lock_for_swap(conn, live.side_tables())
         _swap(conn, live, store, triggers, trusted=event_triggers_on(conn, index_schema))
         conn.execute(
             statement("catalog_set_spec", catalog=catalog(index_schema)),
@@ -362,6 +370,37 @@ class _Pending:
             self.store.copy(conn, self.keys, values, staging=True)
         run(conn, back_to_caller())
         self.keys, self.values = [], []
+
+
+def _lock_for_swap(conn: PgConnection, tables: list[sql.Identifier]) -> None:
+    """Lock the live tables the swap drops, waiting :data:`SWAP_LOCK_TIMEOUT` at a time and
+    trying again after a pause (growing to 2 s): a query never waits behind the build for
+    longer than that, even while another transaction (a reader's, idle in it) holds the tables
+    for long. Raises :class:`~simindex.errors.IndexBusyError` after :data:`SWAP_WAIT_SECONDS`.
+    """
+    deadline = time.monotonic() + SWAP_WAIT_SECONDS
+    lock = statement("build_swap_lock", tables=sql.SQL(", ").join(tables))
+    for attempt in itertools.count():
+        try:
+            with conn.transaction():  # a savepoint: a lock timeout leaves the build usable
+                row = conn.execute(
+                    statement("build_lock_timeout"), {"timeout": SWAP_LOCK_TIMEOUT}
+                ).fetchone()
+                conn.execute(lock)
+                conn.execute(
+                    statement("build_lock_timeout_restore"), {"previous": row[0] if row else "0"}
+                )
+            return
+        except psycopg.errors.LockNotAvailable as exc:
+            if time.monotonic() >= deadline:
+                raise IndexBusyError(
+                    f"build waited {SWAP_WAIT_SECONDS:.0f} s for its index's tables, which "
+                    "another transaction holds (a reader's, left open?); the index is "
+                    "unchanged. Set idle_in_transaction_session_timeout for reader roles"
+                ) from exc
+            delay = _SWAP_RETRY_DELAYS[min(attempt, len(_SWAP_RETRY_DELAYS) - 1)]
+            _log.info("build: its index's tables are in use; trying again in %.2f s", delay)
+            time.sleep(delay)
 
 
 def _swap(

@@ -57,6 +57,19 @@ WHERE q.ctid OPERATOR(pg_catalog.=) ANY(%(locked)s::pg_catalog.tid[])
       OPERATOR(pg_catalog.=) ANY(%(versions)s::pg_catalog.text[])
   AND s.{key} OPERATOR(pg_catalog.=) q.key
 
+-- name: build_lock_timeout
+-- A build's swap waits this long at a time for its locks, so that no query queues behind it
+-- for longer; the setting before, for build_lock_timeout_restore.
+SELECT pg_catalog.current_setting('lock_timeout'),
+       pg_catalog.set_config('lock_timeout', %(timeout)s, true)
+
+-- name: build_lock_timeout_restore
+SELECT pg_catalog.set_config('lock_timeout', %(previous)s, true)
+
+-- name: build_swap_lock
+-- The live tables the swap drops: taken before it, in a savepoint the build retries.
+LOCK TABLE {tables} IN ACCESS EXCLUSIVE MODE
+
 -- name: build_isolation
 SELECT pg_catalog.current_setting('transaction_isolation')
 
