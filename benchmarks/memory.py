@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import multiprocessing
 import resource
 import time
@@ -27,6 +26,7 @@ from typing import Any
 
 import psycopg
 from pgserver import add_server_options, benchmark_server
+from report import new_result, write_result
 
 RESULTS = Path(__file__).parent / "results" / "memory.json"
 
@@ -124,11 +124,13 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=RESULTS)
     add_server_options(parser, default="local")
     args = parser.parse_args()
+    result = new_result("memory", None)
     with benchmark_server(args.server, {"fsync": "off"}) as server:
-        results = [row for rows in args.rows for row in measure(server.dsn, rows, args.mib)]
-        payload = {"server": server.version, "results": results}
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        result["results"] = [
+            row for rows in args.rows for row in measure(server.dsn, rows, args.mib)
+        ]
+        version = server.version
+    write_result(args.output, result, version)
     print(f"written to {args.output}")
 
 
