@@ -1,4 +1,4 @@
-"""``simindex.grant``: give a database role a right on simindex (the README's Security section
+"""``simindex.grant``: give a database role a right on simindex (docs/security.md
 says who owns what and what each right allows)."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def grant(
             (create, build, drop, clusters: membership in the ``simindex_owner`` role).
 
     The caller must be an admin (a superuser, or for ``"admin"`` one holding ADMIN OPTION on
-    ``simindex_owner``). See the README's Security section.
+    ``simindex_owner``). See docs/security.md.
     """
     check_schema(index_schema)
     with session(bind, index_schema) as conn:

@@ -30,6 +30,7 @@ from typing import Any
 
 from psycopg import sql
 
+from simindex.db.answers import protect_statements
 from simindex.db.connection import PgConnection
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.simhash_store import SimHashStore
@@ -115,6 +116,8 @@ class Triggers:
         return [
             statement("sync_create_queue", queue=self.queue, key_type=self.key_type),
             statement("sync_create_failed", failed=self.failed, key_type=self.key_type),
+            *protect_statements(self.schema, self.name, self.queue),
+            *protect_statements(self.schema, self.name, self.failed),
         ]
 
     def function_statements(self, *, trusted: bool = False) -> list[sql.Composed]:

@@ -26,7 +26,7 @@ def test_public_names_resolve() -> None:
 
 
 def test_documented_import_paths_work() -> None:
-    """Every import the README shows, whatever room the code lives in now."""
+    """Every import the docs show, whatever room the code lives in now."""
     from simindex.bits import to_signed, to_unsigned
     from simindex.check import CheckReport, check, repair
     from simindex.design import choose_lsh, choose_manku, manku_cost_table

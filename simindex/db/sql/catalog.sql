@@ -120,3 +120,15 @@ WHERE id = (SELECT id FROM {catalog} WHERE name = %(name)s FOR NO KEY UPDATE SKI
 
 -- name: catalog_recovered
 UPDATE {catalog} SET broken = false WHERE name = %(name)s AND broken
+
+-- name: catalog_resolved
+-- The last error is forgotten once nothing holds it: the index is not broken and no failed
+-- item is left (retried and indexed, or its row gone). Matches no row, and locks none, in the
+-- usual case: a batch of an index with no error to forget.
+UPDATE {catalog} SET last_error = NULL, last_error_at = NULL
+WHERE id = (
+    SELECT id FROM {catalog}
+    WHERE name = %(name)s AND NOT broken AND last_error IS NOT NULL
+    FOR NO KEY UPDATE SKIP LOCKED
+)
+AND NOT EXISTS (SELECT FROM {failed})

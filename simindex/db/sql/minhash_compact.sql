@@ -22,7 +22,7 @@ CREATE FUNCTION {function}(
     signature integer[],
     band_keys integer[],
     threshold double precision DEFAULT {threshold},
-    max_rows integer DEFAULT NULL
+    max_rows integer DEFAULT {max_rows}
 )
 RETURNS TABLE (key {key_type}, similarity double precision)
 LANGUAGE plpgsql VOLATILE PARALLEL SAFE
@@ -68,7 +68,8 @@ $body$
 
 -- name: compact_similar_key_function
 CREATE FUNCTION {function}(
-    key {key_type}, threshold double precision DEFAULT {threshold}, max_rows integer DEFAULT NULL
+    key {key_type}, threshold double precision DEFAULT {threshold},
+    max_rows integer DEFAULT {max_rows}
 )
 RETURNS TABLE (key {key_type}, similarity double precision)
 LANGUAGE sql VOLATILE PARALLEL SAFE

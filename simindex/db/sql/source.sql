@@ -1,14 +1,19 @@
+-- name: source_table_oid
+-- The table a user names, resolved like PostgreSQL resolves it (the caller's search_path
+-- unless qualified: run on the caller's path, so it names every function it calls).
+SELECT pg_catalog.to_regclass(%(qualified)s::pg_catalog.text)::pg_catalog.oid::pg_catalog.int8
+
 -- name: source_table
--- The table a user names, resolved like PostgreSQL resolves it (search_path unless qualified).
--- With its parents and children by inheritance or partitioning, which its triggers do not follow.
-SELECT c.oid::bigint AS oid, n.nspname AS schema, c.relname AS name, c.relkind::text AS kind,
+-- The table source_table_oid found, with its parents and children by inheritance or
+-- partitioning, which its triggers do not follow.
+SELECT n.nspname AS schema, c.relname AS name, c.relkind::text AS kind,
        ARRAY(SELECT h.inhparent::regclass::text FROM pg_catalog.pg_inherits AS h
              WHERE h.inhrelid = c.oid ORDER BY 1) AS parents,
        ARRAY(SELECT h.inhrelid::regclass::text FROM pg_catalog.pg_inherits AS h
              WHERE h.inhparent = c.oid ORDER BY 1) AS children
 FROM pg_catalog.pg_class AS c
 JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
-WHERE c.oid = pg_catalog.to_regclass(%(qualified)s)
+WHERE c.oid = %(oid)s
 
 -- name: source_columns
 -- Each column's type as SQL can name it anywhere: typmod-exact (char(5), numeric(10,2)) and
@@ -208,3 +213,13 @@ BEGIN
     END IF;
 END
 $check$
+
+-- name: source_row_security_off
+-- Read the source without row-level security: no policy (code the table's owner wrote) runs
+-- as the reader; a reader subject to a policy gets an error instead of a filtered table. The
+-- value before, for source_row_security_restore.
+SELECT s.previous, pg_catalog.set_config('row_security', 'off', true)
+FROM (SELECT pg_catalog.current_setting('row_security')) AS s (previous)
+
+-- name: source_row_security_restore
+SELECT pg_catalog.set_config('row_security', %(previous)s, true)

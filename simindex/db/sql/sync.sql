@@ -283,3 +283,12 @@ SELECT (SELECT count(*) FROM {queue}), (SELECT count(*) FROM {failed})
 
 -- name: sync_failed_items
 SELECT key, error, attempts, failed_at FROM {failed} ORDER BY key
+
+-- name: sync_read_committed
+-- First in each batch's transaction, whatever the role's or database's default: every
+-- statement of a batch must see what committed before it (the source read after the entries
+-- were taken sees the writers that held them; see sync_take).
+SET TRANSACTION ISOLATION LEVEL READ COMMITTED
+
+-- name: sync_isolation
+SELECT pg_catalog.current_setting('transaction_isolation')

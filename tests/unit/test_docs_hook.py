@@ -1,0 +1,41 @@
+"""The docs site's benchmark tables come from benchmarks/results/*.json when it is built."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def hook() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("docs_hook", ROOT / "docs/hooks/benchmarks.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_marker_of_the_docs_renders_a_table() -> None:
+    module = hook()
+    for page in (ROOT / "docs").glob("*.md"):
+        rendered = module.render(page.read_text(encoding="utf-8"))
+        assert "<!-- results:" not in rendered, page.name
+
+
+def test_the_figures_are_the_results_files() -> None:
+    module = hook()
+    sync = json.loads((ROOT / "benchmarks/results/sync.json").read_text(encoding="utf-8"))
+    rendered = module.render("<!-- results: sync -->\n<!-- results: machines -->")
+    assert f"p50 {sync['latency']['latency_ms']['p50']} ms" in rendered
+    for path in (ROOT / "benchmarks/results").glob("*.json"):
+        assert f"`{path.name}`" in rendered  # every file's machine is listed
+
+
+def test_an_unknown_table_fails_the_build() -> None:
+    with pytest.raises(ValueError, match="no such table"):
+        hook().render("<!-- results: nonesuch -->")
