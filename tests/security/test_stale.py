@@ -23,6 +23,7 @@ from simindex._metrics import exposition
 from simindex.check import check
 from simindex.db.connection import dispose_engines
 from simindex.db.schema import migrate
+from simindex.embedded import embedded_bindir
 from simindex.errors import IndexNotReadyError, SourceError
 from simindex.index import Index, create_index, get_index
 from simindex.ops.stats import index_stats
@@ -221,16 +222,20 @@ def test_a_source_that_joins_an_inheritance_tree_is_marked(
 
 
 def _client(name: str, dsn: str) -> str:
-    """A pg_dump or pg_restore of the server's major version or newer, or the test skips."""
-    found = shutil.which(name)
-    if found is None:
-        pytest.skip(f"no {name} on PATH")
-    version = subprocess.run([found, "--version"], capture_output=True, text=True, check=True)
-    client_major = int(re.findall(r"\d+", version.stdout)[0])
+    """A pg_dump or pg_restore of the server's major version or newer (the one on PATH, or
+    the embedded server's), or the test skips."""
     server_major = int(scalar(dsn, "SHOW server_version_num")) // 10000
-    if client_major < server_major:
-        pytest.skip(f"{name} {client_major} cannot dump or restore a PostgreSQL {server_major}")
-    return found
+    bindir = embedded_bindir()
+    candidates = [shutil.which(name), str(bindir / name) if bindir is not None else None]
+    majors = []
+    for found in filter(None, candidates):
+        version = subprocess.run([found, "--version"], capture_output=True, text=True)
+        if version.returncode != 0:
+            continue
+        majors.append(int(re.findall(r"\d+", version.stdout)[0]))
+        if majors[-1] >= server_major:
+            return found
+    pytest.skip(f"no {name} of PostgreSQL {server_major} or newer (found {majors})")
 
 
 @pytest.fixture
