@@ -88,7 +88,9 @@ def test_create_index_installs_triggers_and_drop_removes_them(
         "SELECT string_agg(tgname, ' ' ORDER BY tgname) FROM pg_trigger WHERE NOT tgisinternal"
     )
     assert scalar(database_dsn, triggers) == (
-        "simindex_docs_delete simindex_docs_insert simindex_docs_truncate simindex_docs_update"
+        "simindex_docs_delete simindex_docs_delete_row simindex_docs_insert "
+        "simindex_docs_insert_row simindex_docs_truncate simindex_docs_update "
+        "simindex_docs_update_row"
     )
     assert scalar(
         database_dsn,
@@ -658,8 +660,16 @@ def test_check_finds_and_repair_fixes(database_dsn: str, index: Index) -> None:
         "UPDATE documents SET body = NULL WHERE id = 8",
         "ALTER TABLE documents "
         + ", ".join(
-            f"ENABLE ALWAYS TRIGGER simindex_docs_{event}"
-            for event in ("insert", "update", "delete", "truncate")
+            [
+                *(
+                    f"ENABLE ALWAYS TRIGGER simindex_docs_{event}"
+                    for event in ("insert", "update", "delete", "truncate")
+                ),
+                *(
+                    f"ENABLE REPLICA TRIGGER simindex_docs_{event}_row"
+                    for event in ("insert", "update", "delete")
+                ),
+            ]
         ),
         "ALTER EVENT TRIGGER simindex_alter_table_v1 ENABLE",
         f"UPDATE simindex.{side} SET {stored} WHERE key = 7",
