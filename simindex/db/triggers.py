@@ -14,7 +14,12 @@ DELETE     delete the index rows at once; queue the keys too, NOTIFY
 TRUNCATE   truncate the index's side tables
 =========  ===============================================================
 
-Statement-level throughout: one INSERT ... SELECT per statement, however many rows, and no
+In replica mode (``session_replication_role = replica``: a logical replication subscription's
+apply, which fires row triggers only, or a session set so) three row triggers enabled REPLICA
+queue each row's key instead (see ``db/sql/sync.sql``); the statement triggers are enabled
+ALWAYS and, in that mode, leave INSERT, UPDATE and DELETE to them.
+
+Statement-level otherwise: one INSERT ... SELECT per statement, however many rows, and no
 trigger depends on a column, so the app may rename, retype or drop any column (see the
 function's own comment in ``db/sql/sync.sql`` for how it follows the source by column number).
 
