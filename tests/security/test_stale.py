@@ -409,6 +409,12 @@ def test_rows_a_logical_replication_subscription_applies_are_queued() -> None:
             assert scalar(replica, "SELECT count(*) FROM simindex.docs_queue") > 0
             assert_exact(replica, index)
             assert [m.key for m in index.near("a row that arrived by replication")] == [100]
+            superuser(
+                origin, "TRUNCATE docs", "INSERT INTO docs VALUES (200, 'after the truncate')"
+            )
+            _replicated(origin, replica)
+            assert_exact(replica, index)
+            assert scalar(replica, "SELECT count(*) FROM simindex.docs_simhash") == 1
         finally:
             dispose_engines()
             superuser(replica, "DROP SUBSCRIPTION IF EXISTS docs_in")
