@@ -56,6 +56,7 @@ import rensa
 import simhash as simhash_package
 import xxhash
 from fingerprint_makers import NUM_PERM, SCHEMES, SEED, Timing, Work, measure, timing_record
+from fingerprint_spec import baseline_timings, spec_timings, speed_targets
 from fingerprint_tables import print_report
 from numpy.typing import NDArray
 from report import log, new_result, read_result, write_result
@@ -182,6 +183,7 @@ def end_to_end(label: str, texts: list[str], size: Size, peers: bool = True) -> 
             lambda: sum(makers.simhash_batch_count(hashes(c)) for c in chunks),
         ),
         *(run(f"simindex MinHash {scheme} batch", ours_batch(scheme)) for scheme in SCHEMES),
+        *spec_timings(label, texts, size.batch, size.repeats),
     ]
     if not peers:
         return timings
@@ -480,6 +482,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="JSON results path")
     parser.add_argument("--cpu", type=int, help="CPU to pin to (default: the lowest allowed)")
     parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="another simindex tree (e.g. main from git archive): its spec path is timed first",
+    )
+    parser.add_argument(
         "--print", dest="print_only", type=Path, help="print the tables of a written JSON and stop"
     )
     args = parser.parse_args(argv)
@@ -495,6 +502,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     non_ascii_documents = corpus.non_ascii_documents(size.non_ascii)
     long_texts = [document.text for document in long_documents]
     shingle_counts = [len(Shingling().shingles(text)) for text in long_texts]
+    baseline = None
+    if args.baseline:
+        baseline = baseline_timings(args.baseline, size.long, size.batch, size.repeats, args.cpu)
 
     identical = identical_shingles(long_texts, size)
     ascii_texts = [text for text in long_texts if text.isascii()]
@@ -511,7 +521,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     end_to_end_found = {
         label: comparisons(timings, with_targets=False)
         for label, timings in end_to_end_runs.items()
-        if len(timings) > 2 * (1 + len(SCHEMES))  # peers were measured too
+        if label != "long_ascii_only"  # the others were measured beside the peers
     }
     median_shingles = statistics.median(shingle_counts)
     elapsed = time.perf_counter() - started
@@ -555,6 +565,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             for label, timings in end_to_end_runs.items()
         },
         "end_to_end_targets_long": absolute_targets(end_to_end_runs),
+        "baseline": baseline,
+        "speed_targets_long": speed_targets(end_to_end_runs["long"], baseline),
         "profile_long": profile,
         "jaccard_sanity": sanity,
     }
