@@ -8,15 +8,8 @@ PostgreSQL and queries them there.
 from __future__ import annotations
 
 import importlib
-from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
-from simindex.core.bits import hamming_distance
-from simindex.core.design import LshDesign, MankuDesign, choose_lsh, choose_manku
-from simindex.core.minhash import MinHasher, MinHashSignature, Scheme
-from simindex.core.simhash import simhash, simhash_batch
-from simindex.core.spec import MinHash, SimHash
-from simindex.core.text import Shingling, normalize, tokenize
 from simindex.errors import (
     IncompatibleSignaturesError,
     IndexExistsError,
@@ -24,17 +17,24 @@ from simindex.errors import (
     IndexNotReadyError,
     KeyNotIndexedError,
     LowRecallWarning,
+    MissingRightError,
     SchemaNotMigratedError,
     SerialBuildWarning,
     SimindexError,
 )
 
-try:
-    __version__ = metadata.version("simindex")
-except metadata.PackageNotFoundError:  # a source tree that was never installed
-    __version__ = "0+unknown"
+# The one place the version is written (pyproject.toml reads it): reading it from the
+# installed metadata would cost `simindex --version` a tenth of a second.
+__version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from simindex.core.bits import hamming_distance
+    from simindex.core.design import LshDesign, MankuDesign, choose_lsh, choose_manku
+    from simindex.core.minhash import MinHasher, MinHashSignature, Scheme
+    from simindex.core.simhash import simhash, simhash_batch
+    from simindex.core.spec import MinHash, SimHash
+    from simindex.core.text import Shingling, normalize, tokenize
+    from simindex.core.tokens import register_tokenizer
     from simindex.db.schema import migrate
     from simindex.grants import grant
     from simindex.index import (
@@ -48,8 +48,25 @@ if TYPE_CHECKING:
     )
     from simindex.ops.build import BuildReport
 
-# The database side loads on first use, so fingerprinting alone never imports a driver.
+# Everything loads on first use: fingerprinting alone never imports a driver, and the command
+# line (`simindex --help`) imports neither numpy nor a driver until a command needs them.
 _LAZY = {
+    "hamming_distance": "simindex.core.bits",
+    "LshDesign": "simindex.core.design",
+    "MankuDesign": "simindex.core.design",
+    "choose_lsh": "simindex.core.design",
+    "choose_manku": "simindex.core.design",
+    "MinHasher": "simindex.core.minhash",
+    "MinHashSignature": "simindex.core.minhash",
+    "Scheme": "simindex.core.minhash",
+    "simhash": "simindex.core.simhash",
+    "simhash_batch": "simindex.core.simhash",
+    "MinHash": "simindex.core.spec",
+    "SimHash": "simindex.core.spec",
+    "Shingling": "simindex.core.text",
+    "normalize": "simindex.core.text",
+    "tokenize": "simindex.core.text",
+    "register_tokenizer": "simindex.core.tokens",
     "BuildReport": "simindex.ops.build",
     "Index": "simindex.index",
     "Match": "simindex.index",
@@ -84,6 +101,7 @@ __all__ = [
     "MinHash",
     "MinHashSignature",
     "MinHasher",
+    "MissingRightError",
     "SchemaNotMigratedError",
     "Scheme",
     "SerialBuildWarning",
@@ -102,6 +120,7 @@ __all__ = [
     "list_indexes",
     "migrate",
     "normalize",
+    "register_tokenizer",
     "simhash",
     "simhash_batch",
     "tokenize",

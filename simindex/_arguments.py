@@ -12,10 +12,10 @@ from simindex.db.minhash_store import MinHashStore
 
 @dataclass(frozen=True, slots=True)
 class SimilarArguments:
-    """A text's MinHash as ``<name>_similar_v1(signature, band_hashes)`` takes it."""
+    """A text's MinHash as ``<name>_similar_v1(signature, band_keys)`` takes it."""
 
     signature: tuple[int, ...]
-    band_hashes: tuple[int, ...]
+    band_keys: tuple[int, ...]
 
 
 def function_arguments(info: IndexInfo, text: str | None) -> int | SimilarArguments | None:

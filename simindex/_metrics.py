@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
+from simindex.db.catalog import DRIFT_STATES
 from simindex.ops.stats import IndexStats, index_stats
 from simindex.ops.sync_report import SyncReport
 
@@ -32,6 +33,12 @@ _INDEX_GAUGES: tuple[tuple[str, str, Callable[[IndexStats], float]], ...] = (
         "simindex_index_broken",
         "1 while the sync worker's batches of the index fail as a whole",
         lambda s: float(s.info.broken),
+    ),
+    (
+        "simindex_index_needs_rebuild",
+        "1 while the index does not follow its table (state needs_rebuild or source_dropped; "
+        "simindex stats says why)",
+        lambda s: float(s.info.state in DRIFT_STATES),
     ),
     ("simindex_index_bytes", "disk use of the index's tables", lambda s: s.total_bytes),
 )

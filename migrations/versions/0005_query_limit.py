@@ -1,7 +1,7 @@
 """The dispatching query functions take ``max_rows``: at most that many rows, the nearest.
 
 ``near_key_v1`` and ``similar_key_v1`` as revision 0004 defined them (argument checks, answers
-cast to the argument's type by OID), with a last ``max_rows integer DEFAULT NULL``: NULL is
+cast to the argument's type by OID), with a last ``max_rows integer DEFAULT 1000``: NULL is
 every row, below 1 is refused with SQLSTATE 22023. The limit is applied to the index's own
 function's answer, so it works for indexes built by any release.
 
@@ -50,7 +50,7 @@ _CHECKS = """
 _NEAR_KEY = """
 CREATE FUNCTION {schema}.near_key_v1(
     index_name text, row_key anyelement, max_distance integer DEFAULT NULL,
-    max_rows integer DEFAULT NULL
+    max_rows integer DEFAULT 1000
 )
 RETURNS TABLE (key anyelement, distance integer)
 LANGUAGE plpgsql STABLE
@@ -91,7 +91,7 @@ $body$
 _SIMILAR_KEY = """
 CREATE FUNCTION {schema}.similar_key_v1(
     index_name text, row_key anyelement, threshold double precision DEFAULT NULL,
-    max_rows integer DEFAULT NULL
+    max_rows integer DEFAULT 1000
 )
 RETURNS TABLE (key anyelement, similarity double precision)
 LANGUAGE plpgsql STABLE

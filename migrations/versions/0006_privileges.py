@@ -40,7 +40,7 @@ STATES = LIVE_STATES + ", 'needs_rebuild', 'source_dropped'"
 # The functions this revision installs, their argument types, and whether EXECUTE is revoked
 # from PUBLIC (drift_v1 and source_usable_v1 serve the readers' queries).
 FUNCTIONS = (
-    ("drift_v1", "oid, smallint, oid, integer, smallint, oid", False),
+    ("drift_v1", "{schema}.indexes", False),
     ("source_changed_v1", "text, oid", True),
     ("source_usable_v1", "text", False),
     ("follow_source_v1", "oid", True),
@@ -142,7 +142,8 @@ def downgrade() -> None:
         _sql(
             "ALTER TABLE {schema}.indexes "
             "DROP CONSTRAINT indexes_state_check, "
-            "DROP COLUMN source, DROP COLUMN key_attnum, DROP COLUMN key_type_id, "
+            "DROP COLUMN source, DROP COLUMN source_oid, DROP COLUMN key_attnum, "
+            "DROP COLUMN key_type_id, "
             "DROP COLUMN key_typmod, DROP COLUMN text_attnum, DROP COLUMN text_type_id, "
             "DROP COLUMN state_reason, "
             f"ADD CONSTRAINT indexes_state_check CHECK (state IN ({LIVE_STATES}))"

@@ -34,6 +34,7 @@ END
 -- name: catalog
 ALTER TABLE {schema}.indexes
     ADD COLUMN source regclass,
+    ADD COLUMN source_oid oid,
     ADD COLUMN key_attnum smallint,
     ADD COLUMN key_type_id regtype,
     ADD COLUMN key_typmod integer,
@@ -51,7 +52,7 @@ DECLARE
     event text;
 BEGIN
     UPDATE {schema}.indexes AS i
-    SET source = c.oid, key_attnum = k.attnum, key_type_id = k.atttypid,
+    SET source = c.oid, source_oid = c.oid, key_attnum = k.attnum, key_type_id = k.atttypid,
         key_typmod = k.atttypmod, text_attnum = t.attnum, text_type_id = t.atttypid
     FROM pg_catalog.pg_class AS c
     JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
@@ -100,52 +101,117 @@ BEGIN
 END
 
 -- name: drift_v1
--- Why a source no longer matches what the catalog recorded, or NULL.
-CREATE FUNCTION {schema}.drift_v1(
-    source oid, key_attnum smallint, key_type_id oid, key_typmod integer,
-    text_attnum smallint, text_type_id oid
-)
+-- Why index i no longer follows its source, or NULL. The source is known by OID and its key and
+-- text columns by number and type, so renames change nothing. A column found under its
+-- recorded name at another number, in a table of another OID than the one recorded (source_oid,
+-- which dumps as a number where source dumps as a name), was renumbered by a restore from a
+-- dump (the columns numbered anew, dropped ones left out): follow_source_v1 finds it again by
+-- name (the names the catalog holds are current where the event triggers watch). And since a write the
+-- triggers do not see leaves the index stale: each of the index's four triggers on the table,
+-- enabled ALWAYS (replica mode too), and no partitioning or inheritance (statement triggers
+-- fire for the table a statement names only, not for its partitions, children or parents).
+CREATE FUNCTION {schema}.drift_v1(i {schema}.indexes)
 RETURNS text LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $body$
 SELECT CASE
     WHEN c.oid IS NULL THEN 'its table was dropped'
+    WHEN restored AND kn.attnum OPERATOR(pg_catalog.<>) i.key_attnum
+     AND kn.atttypid OPERATOR(pg_catalog.=) i.key_type_id
+        THEN 'its key column ' || quote_ident(kn.attname) || ' is column ' || kn.attnum
+            || ' now, not ' || i.key_attnum || ' (a restore from a dump numbers columns anew)'
+    WHEN restored AND tn.attnum OPERATOR(pg_catalog.<>) i.text_attnum
+     AND tn.atttypid OPERATOR(pg_catalog.=) i.text_type_id
+        THEN 'its text column ' || quote_ident(tn.attname) || ' is column ' || tn.attnum
+            || ' now, not ' || i.text_attnum || ' (a restore from a dump numbers columns anew)'
     WHEN k.attnum IS NULL THEN 'its key column was dropped'
     WHEN t.attnum IS NULL THEN 'its text column was dropped'
-    WHEN k.atttypid OPERATOR(pg_catalog.<>) key_type_id
-      OR k.atttypmod OPERATOR(pg_catalog.<>) key_typmod
+    WHEN k.atttypid OPERATOR(pg_catalog.<>) i.key_type_id
+      OR k.atttypmod OPERATOR(pg_catalog.<>) i.key_typmod
         THEN 'its key column ' || quote_ident(k.attname) || ' changed type from '
-            || format_type(key_type_id, key_typmod) || ' to '
+            || format_type(i.key_type_id, i.key_typmod) || ' to '
             || format_type(k.atttypid, k.atttypmod)
-    WHEN t.atttypid OPERATOR(pg_catalog.<>) text_type_id
+    WHEN t.atttypid OPERATOR(pg_catalog.<>) i.text_type_id
         THEN 'its text column ' || quote_ident(t.attname) || ' changed type from '
-            || format_type(text_type_id, NULL) || ' to ' || format_type(t.atttypid, NULL)
+            || format_type(i.text_type_id, NULL) || ' to ' || format_type(t.atttypid, NULL)
+    WHEN c.relkind OPERATOR(pg_catalog.=) 'p'
+        THEN 'its table is partitioned: writes straight into a partition bypass its triggers'
+    WHEN h.parents IS NOT NULL
+        THEN 'its table became a partition or inheritance child of ' || h.parents
+            || ': writes through the parent bypass its triggers'
+    WHEN h.children IS NOT NULL
+        THEN 'its table has inheritance children (' || h.children
+            || '), whose writes bypass its triggers'
+    WHEN g.unfired IS NOT NULL
+        THEN 'its triggers do not fire for ' || g.unfired || ': writes go unqueued'
 END
-FROM (VALUES (source)) AS s (relid)
+FROM (VALUES (i.source::oid, i.source_oid IS DISTINCT FROM i.source::oid))
+    AS s (relid, restored)
 LEFT JOIN pg_catalog.pg_class AS c ON c.oid OPERATOR(pg_catalog.=) s.relid
 LEFT JOIN pg_catalog.pg_attribute AS k
-    ON k.attrelid OPERATOR(pg_catalog.=) c.oid AND k.attnum OPERATOR(pg_catalog.=) key_attnum
+    ON k.attrelid OPERATOR(pg_catalog.=) c.oid AND k.attnum OPERATOR(pg_catalog.=) i.key_attnum
    AND NOT k.attisdropped
 LEFT JOIN pg_catalog.pg_attribute AS t
-    ON t.attrelid OPERATOR(pg_catalog.=) c.oid AND t.attnum OPERATOR(pg_catalog.=) text_attnum
+    ON t.attrelid OPERATOR(pg_catalog.=) c.oid AND t.attnum OPERATOR(pg_catalog.=) i.text_attnum
    AND NOT t.attisdropped
+LEFT JOIN pg_catalog.pg_attribute AS kn
+    ON kn.attrelid OPERATOR(pg_catalog.=) c.oid AND kn.attname OPERATOR(pg_catalog.=) i.key_column
+   AND kn.attnum OPERATOR(pg_catalog.>) 0 AND NOT kn.attisdropped
+LEFT JOIN pg_catalog.pg_attribute AS tn
+    ON tn.attrelid OPERATOR(pg_catalog.=) c.oid
+   AND tn.attname OPERATOR(pg_catalog.=) i.text_column
+   AND tn.attnum OPERATOR(pg_catalog.>) 0 AND NOT tn.attisdropped
+LEFT JOIN LATERAL (
+    SELECT (SELECT string_agg(x.inhparent::regclass::text, ', ')
+            FROM pg_catalog.pg_inherits AS x WHERE x.inhrelid OPERATOR(pg_catalog.=) c.oid)
+               AS parents,
+           (SELECT string_agg(x.inhrelid::regclass::text, ', ')
+            FROM pg_catalog.pg_inherits AS x WHERE x.inhparent OPERATOR(pg_catalog.=) c.oid)
+               AS children
+) AS h ON true
+LEFT JOIN LATERAL (
+    -- Each event's trigger (the function's own: by the function, whatever its name), the
+    -- one enabled ALWAYS first; tgtype's bits: 4 INSERT, 8 DELETE, 16 UPDATE, 32 TRUNCATE.
+    SELECT string_agg(e.event || CASE x.enabled WHEN 'D' THEN ' (disabled)'
+                                                WHEN 'O' THEN ' (not in replica mode)'
+                                                WHEN 'R' THEN ' (in replica mode only)'
+                                                ELSE ' (dropped)' END,
+                      ', ' ORDER BY e.bit) AS unfired
+    FROM (VALUES ('INSERT', 4), ('DELETE', 8), ('UPDATE', 16), ('TRUNCATE', 32))
+        AS e (event, bit)
+    LEFT JOIN LATERAL (
+        SELECT r.tgenabled::text AS enabled
+        FROM pg_catalog.pg_trigger AS r
+        JOIN pg_catalog.pg_proc AS p ON p.oid OPERATOR(pg_catalog.=) r.tgfoid
+        WHERE r.tgrelid OPERATOR(pg_catalog.=) c.oid
+          AND p.pronamespace OPERATOR(pg_catalog.=) (
+                SELECT n.oid FROM pg_catalog.pg_namespace AS n
+                WHERE n.nspname OPERATOR(pg_catalog.=) {schema_literal})
+          AND p.proname OPERATOR(pg_catalog.=) (i.name || '_trigger_v1')
+          AND (r.tgtype::integer OPERATOR(pg_catalog.&) e.bit) OPERATOR(pg_catalog.<>) 0
+        ORDER BY r.tgenabled OPERATOR(pg_catalog.<>) 'A'
+        LIMIT 1
+    ) AS x ON true
+    WHERE x.enabled IS DISTINCT FROM 'A'
+) AS g ON true
 $body$
 
 -- name: source_changed_v1
 -- Called by an index's trigger function (as the owner role) when the source does not look as
--- the catalog says: another table (refused), or a key or text column changed or gone (the
--- index is marked, the write goes on). Catalog rows held by a build are left alone.
+-- the catalog says: another table (refused), a table restored from a dump (its columns found
+-- again by name: true, look again), or a key or text column changed or gone (the index is
+-- marked, the write goes on). Catalog rows held by a build are left alone.
 CREATE FUNCTION {schema}.source_changed_v1(index_name text, relid oid)
-RETURNS void LANGUAGE plpgsql VOLATILE
+RETURNS boolean LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $body$
 DECLARE
-    entry record;
+    entry {schema}.indexes;
     reason text;
 BEGIN
     SELECT i.* INTO entry FROM {schema}.indexes AS i WHERE i.name = index_name;
     IF NOT FOUND THEN
-        RETURN;  -- dropped meanwhile
+        RETURN false;  -- dropped meanwhile
     END IF;
     IF entry.source IS NULL OR entry.source::oid OPERATOR(pg_catalog.<>) relid THEN
         RAISE EXCEPTION USING ERRCODE = '42501',
@@ -153,17 +219,21 @@ BEGIN
                 || ' serve its source table only, not ' || relid::regclass::text;
     END IF;
     IF entry.state NOT IN ({live_states}) THEN
-        RETURN;
+        RETURN false;
     END IF;
-    reason := {schema}.drift_v1(entry.source, entry.key_attnum, entry.key_type_id,
-                                entry.key_typmod, entry.text_attnum, entry.text_type_id);
+    IF entry.source_oid IS DISTINCT FROM relid THEN
+        PERFORM {schema}.follow_source_v1(relid);
+        RETURN true;
+    END IF;
+    reason := {schema}.drift_v1(entry);
     IF reason IS NULL THEN
-        RETURN;
+        RETURN false;
     END IF;
     UPDATE {schema}.indexes AS i
     SET state = 'needs_rebuild', state_reason = reason, updated_at = now()
     WHERE i.id = (SELECT x.id FROM {schema}.indexes AS x WHERE x.name = index_name
                   FOR NO KEY UPDATE SKIP LOCKED);
+    RETURN false;
 END
 $body$
 
@@ -191,13 +261,35 @@ END
 $body$
 
 -- name: follow_source_v1
--- Records drift of the source ``relid``: its current names, and a changed or dropped key or
--- text column (needs_rebuild). Run by the event triggers, as the owner role.
+-- Records drift of the source ``relid``: its current names, its columns' numbers after a
+-- restore, and whatever else drift_v1 finds (needs_rebuild). Run by the event triggers and by
+-- source_changed_v1, as the owner role.
 CREATE FUNCTION {schema}.follow_source_v1(relid oid)
 RETURNS void LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $body$
 BEGIN
+    -- A restored table (see drift_v1): its columns found again by their recorded names and
+    -- types (where none is, the number stands, and drift_v1 judges it); the OID recorded anew.
+    UPDATE {schema}.indexes AS i
+    SET key_attnum = coalesce((
+            SELECT k.attnum FROM pg_catalog.pg_attribute AS k
+            WHERE k.attrelid OPERATOR(pg_catalog.=) relid
+              AND k.attname OPERATOR(pg_catalog.=) i.key_column
+              AND k.atttypid OPERATOR(pg_catalog.=) i.key_type_id
+              AND k.attnum OPERATOR(pg_catalog.>) 0 AND NOT k.attisdropped), i.key_attnum),
+        text_attnum = coalesce((
+            SELECT t.attnum FROM pg_catalog.pg_attribute AS t
+            WHERE t.attrelid OPERATOR(pg_catalog.=) relid
+              AND t.attname OPERATOR(pg_catalog.=) i.text_column
+              AND t.atttypid OPERATOR(pg_catalog.=) i.text_type_id
+              AND t.attnum OPERATOR(pg_catalog.>) 0 AND NOT t.attisdropped), i.text_attnum),
+        source_oid = relid
+    WHERE i.source::oid OPERATOR(pg_catalog.=) relid
+      AND i.source_oid IS DISTINCT FROM relid
+      AND i.id IN (SELECT x.id FROM {schema}.indexes AS x
+                   WHERE x.source::oid OPERATOR(pg_catalog.=) relid
+                   FOR NO KEY UPDATE SKIP LOCKED);
     UPDATE {schema}.indexes AS i
     SET source_schema = f.schema_name, source_table = f.table_name,
         key_column = coalesce(f.key_name, i.key_column),
@@ -210,8 +302,7 @@ BEGIN
     FROM (
         SELECT x.id, n.nspname AS schema_name, c.relname AS table_name,
                k.attname AS key_name, t.attname AS text_name,
-               {schema}.drift_v1(c.oid, x.key_attnum, x.key_type_id, x.key_typmod,
-                                 x.text_attnum, x.text_type_id) AS reason
+               {schema}.drift_v1(x) AS reason
         FROM {schema}.indexes AS x
         JOIN pg_catalog.pg_class AS c ON c.oid OPERATOR(pg_catalog.=) x.source::oid
         JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
@@ -280,6 +371,17 @@ BEGIN
         PERFORM {schema}.distrust_v1(entry.name);
     END LOOP;
     BEGIN
+        -- A trigger dropped (DROP TRIGGER, or its function dropped): the indexes whose
+        -- triggers no longer all fire are marked (drift_v1 finds which).
+        IF EXISTS (SELECT FROM pg_catalog.pg_event_trigger_dropped_objects() AS d
+                   WHERE d.object_type = 'trigger') THEN
+            FOR entry IN
+                SELECT DISTINCT i.source::oid AS relid FROM {schema}.indexes AS i
+                WHERE i.state IN ({live_states}) AND {schema}.drift_v1(i) IS NOT NULL
+            LOOP
+                PERFORM {schema}.follow_source_v1(entry.relid);
+            END LOOP;
+        END IF;
         UPDATE {schema}.indexes AS i
         SET state = 'source_dropped',
             state_reason = 'its table ' || d.object_identity || ' was dropped',
@@ -318,8 +420,9 @@ DECLARE
     entry record;
 BEGIN
     -- The indexes of every table the command changed: the tables altered, those whose row
-    -- type was (ALTER TYPE of a typed table's type), and their children (a change of a parent
-    -- reaches them).
+    -- type was (ALTER TYPE of a typed table's type), their children (a change of a parent
+    -- reaches them) and their parents (a table made, or made to inherit, a child of a source:
+    -- drift_v1 marks the source, whose triggers do not see the child's writes).
     FOR entry IN
         WITH RECURSIVE changed (relid) AS (
             SELECT d.objid FROM pg_catalog.pg_event_trigger_ddl_commands() AS d
@@ -330,9 +433,12 @@ BEGIN
             JOIN pg_catalog.pg_class AS t ON t.oid OPERATOR(pg_catalog.=) d.objid
             JOIN pg_catalog.pg_class AS c ON c.reloftype OPERATOR(pg_catalog.=) t.reltype
             WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::regclass
+              AND t.relkind OPERATOR(pg_catalog.=) 'c'  -- an index's reltype is 0, as untyped tables' reloftype
             UNION
-            SELECT h.inhrelid FROM pg_catalog.pg_inherits AS h
-            JOIN changed AS x ON h.inhparent OPERATOR(pg_catalog.=) x.relid
+            SELECT CASE WHEN h.inhparent OPERATOR(pg_catalog.=) x.relid THEN h.inhrelid
+                        ELSE h.inhparent END
+            FROM pg_catalog.pg_inherits AS h
+            JOIN changed AS x ON x.relid IN (h.inhparent, h.inhrelid)
         )
         SELECT DISTINCT i.name, i.source::oid AS relid FROM {schema}.indexes AS i
         JOIN changed AS x ON x.relid OPERATOR(pg_catalog.=) i.source::oid
@@ -361,7 +467,7 @@ BEGIN
     EXECUTE 'CREATE EVENT TRIGGER ' || quote_ident({sql_drop}) || ' ON sql_drop '
         || 'EXECUTE FUNCTION ' || quote_ident({schema_literal}) || '.on_sql_drop_v1()';
     EXECUTE 'CREATE EVENT TRIGGER ' || quote_ident({alter_table}) || ' ON ddl_command_end '
-        || 'WHEN TAG IN (''ALTER TABLE'', ''ALTER TYPE'') '
+        || 'WHEN TAG IN (''ALTER TABLE'', ''ALTER TYPE'', ''CREATE TABLE'') '
         || 'EXECUTE FUNCTION ' || quote_ident({schema_literal}) || '.on_alter_table_v1()';
 END
 

@@ -21,12 +21,10 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TextIO, cast
 
-import psycopg
-import sqlalchemy.exc
-
 import simindex
 from simindex.cli._common import (
     FAILED,
+    INTERRUPTED,
     OK,
     PROG,
     USAGE,
@@ -44,6 +42,7 @@ from simindex.cli._logs import formatter
 from simindex.cli._query import add_fingerprint, add_query
 from simindex.cli._schema import add_grant, add_migrate
 from simindex.cli._sync import add_check, add_repair, add_sync
+from simindex.db.redaction import redact
 from simindex.errors import SimindexError
 
 if TYPE_CHECKING:
@@ -68,6 +67,14 @@ COMMANDS: Sequence[Callable[[Subparsers, argparse.ArgumentParser], None]] = (
     add_demo,
 )
 
+# What Ctrl-C leaves behind, by command (each writes in one transaction, rolled back).
+_INTERRUPTED = {
+    "build": "the build was rolled back; the index is as it was before it",
+    "create": "nothing was created",
+    "repair": "the repair of the current batch was rolled back",
+    "sync": "the current batch was rolled back; its keys are still queued",
+}
+
 # Killed by SIGPIPE, as the shell reports it: `simindex pairs docs | head` is not an error.
 _BROKEN_PIPE = 141
 
@@ -88,7 +95,11 @@ def parser() -> argparse.ArgumentParser:
     commands = cast(
         "Subparsers",
         main_parser.add_subparsers(
-            title="commands", metavar="COMMAND", required=True, parser_class=CommandParser
+            title="commands",
+            dest="command",
+            metavar="COMMAND",
+            required=True,
+            parser_class=CommandParser,
         ),
     )
     common = common_options()
@@ -100,8 +111,14 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default: ``sys.argv[1:]``); the exit code."""
     args = parser().parse_args(argv)  # exits 2 on a usage error, 0 for --help
+    # No password of the DSN is ever printed: not in an error, not in a log line.
+    dsn = (
+        getattr(args, "dsn", None)
+        or os.environ.get("SIMINDEX_DSN")
+        or os.environ.get("DATABASE_URL")
+    )
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(formatter(getattr(args, "log_format", "text")))
+    handler.setFormatter(_Redacting(formatter(getattr(args, "log_format", "text")), dsn))
     logging.getLogger("simindex").addHandler(handler)
     verbose = getattr(args, "verbose", False)
     logging.getLogger("simindex").setLevel(logging.INFO if verbose else logging.WARNING)
@@ -112,21 +129,35 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.showwarning = _warning_line
             return run(args)
     except UsageError as exc:
-        return _fail(str(exc), USAGE)
+        return _fail(redact(str(exc), dsn), USAGE)
     except (SimindexError, ValueError) as exc:
-        return _fail(str(exc))
-    except sqlalchemy.exc.DBAPIError as exc:
-        return _fail(_database_message(exc.orig if exc.orig is not None else exc))
-    except psycopg.Error as exc:
-        return _fail(_database_message(exc))
+        return _fail(redact(str(exc), dsn))
     except BrokenPipeError:
         # The reader of stdout is gone; Python would complain again flushing it at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return _BROKEN_PIPE
     except KeyboardInterrupt:  # before or after sync's own handlers were in place
-        return 130
+        print(f"{PROG}: interrupted: {_INTERRUPTED.get(args.command, 'stopped')}", file=sys.stderr)
+        return INTERRUPTED
+    except Exception as exc:
+        message = _driver_message(exc)
+        if message is None:
+            raise
+        return _fail(redact(message, dsn))
     finally:
         logging.getLogger("simindex").removeHandler(handler)
+
+
+class _Redacting(logging.Formatter):
+    """A log format whose lines carry no password of the DSN (a driver's message may)."""
+
+    def __init__(self, inner: logging.Formatter, dsn: str | None) -> None:
+        super().__init__()
+        self.inner = inner
+        self.dsn = dsn
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(self.inner.format(record), self.dsn)
 
 
 def _warning_line(
@@ -141,7 +172,23 @@ def _warning_line(
     print(f"{PROG}: warning: {' '.join(str(message).split())}", file=sys.stderr, flush=True)
 
 
+def _driver_message(exc: Exception) -> str | None:
+    """The one line for a database driver's error; None for any other exception. The drivers
+    are imported only if a command loaded them (``--help`` and ``--version`` load neither)."""
+    alchemy = sys.modules.get("sqlalchemy.exc")
+    if alchemy is not None and isinstance(exc, alchemy.DBAPIError):
+        return _database_message(exc.orig if exc.orig is not None else exc)
+    if "psycopg" in sys.modules:
+        import psycopg
+
+        if isinstance(exc, psycopg.Error):
+            return _database_message(exc)
+    return None
+
+
 def _database_message(exc: BaseException) -> str:
+    import psycopg
+
     if isinstance(exc, psycopg.OperationalError):
         return f"cannot reach the database: {exc}"
     if isinstance(exc, psycopg.errors.UndefinedTable | psycopg.errors.InvalidSchemaName):

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 PROG = "simindex"
 OK, FAILED, USAGE = 0, 1, 2
+INTERRUPTED = 130  # by Ctrl-C (SIGINT) or SIGTERM, as a shell reports SIGINT
 
 if TYPE_CHECKING:
     # generic only in typeshed, not at run time
@@ -27,11 +28,25 @@ class CommandParser(argparse.ArgumentParser):
     argparse fills a command's positionals at the first run of them, so in ``query NAME
     --limit 3 TEXT`` the optional TEXT is left empty and TEXT is "unrecognized". Here such a
     leftover goes to the first optional positional still empty.
+
+    Options whose help shows a default from a heavy module (the maths, the worker) are added
+    by :meth:`later`, when this command is the one parsed: ``simindex --help``, ``--version``
+    and the other commands never import that module.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._later: list[Callable[[argparse.ArgumentParser], None]] = []
+
+    def later(self, add: Callable[[argparse.ArgumentParser], None]) -> None:
+        """Call ``add(self)`` when this command's arguments are parsed, before they are."""
+        self._later.append(add)
 
     def parse_known_args(  # type: ignore[override]  # one signature for typeshed's overloads
         self, args: Sequence[str] | None = None, namespace: Any = None
     ) -> tuple[Any, list[str]]:
+        while self._later:
+            self._later.pop(0)(self)
         namespace, extras = super().parse_known_args(args, namespace)
         for action in self._get_positional_actions():
             if action.nargs != "?" or getattr(namespace, action.dest) is not None:
@@ -41,6 +56,15 @@ class CommandParser(argparse.ArgumentParser):
                 extras.remove(leftover)
                 setattr(namespace, action.dest, leftover)
         return namespace, extras
+
+
+def later(parser: argparse.ArgumentParser, add: Callable[[argparse.ArgumentParser], None]) -> None:
+    """``add(parser)`` when ``parser``, a command's, is the one parsed (see
+    :class:`CommandParser`); at once for any other parser."""
+    if isinstance(parser, CommandParser):
+        parser.later(add)
+    else:
+        add(parser)
 
 
 class UsageError(Exception):

@@ -13,6 +13,7 @@ from simindex.cli._common import (
     database,
     emit,
     flag,
+    later,
     non_negative_int,
     number,
     positive_int,
@@ -63,16 +64,14 @@ _METHOD_OPTIONS: tuple[tuple[str, str, dict[str, Any], str], ...] = (
     ("shingling", "--numbers", {"choices": ("keep", "drop")}, "keep or drop words of digits"),
     ("shingling", "--strip-markup", {"action": "store_true"},
      "index the visible text of HTML or XML: tags, comments, scripts and entities removed"),
-    ("shingling", "--tokenizer", {"metavar": "MODULE:FUNCTION"},
-     "your own tokenizer, by import path (it must import wherever build and sync run)"),
+    ("shingling", "--tokenizer", {"metavar": "NAME"},
+     "your own tokenizer, by the name an installed package registers in the "
+     "'simindex.tokenizers' entry-point group (found wherever build and sync run)"),
 )
 # fmt: on
 
 
 def add_create(commands: Subparsers, common: argparse.ArgumentParser) -> None:
-    from simindex.core.spec import MinHash, SimHash
-    from simindex.core.text import Shingling
-
     parser = commands.add_parser(
         "create",
         parents=[common],
@@ -93,6 +92,15 @@ def add_create(commands: Subparsers, common: argparse.ArgumentParser) -> None:
         help="simhash: Hamming distance of 64-bit SimHashes, exact; minhash: Jaccard "
         "similarity of shingle sets, by LSH bands (default: %(default)s)",
     )
+    later(parser, _add_method_options)
+    parser.set_defaults(run=run_create)
+
+
+def _add_method_options(parser: argparse.ArgumentParser) -> None:
+    """The options of each method, with the defaults of its dataclass (the maths: numpy)."""
+    from simindex.core.spec import MinHash, SimHash
+    from simindex.core.text import Shingling
+
     defaults = {
         "simhash": SimHash(),
         "minhash": MinHash(),
@@ -108,7 +116,6 @@ def add_create(commands: Subparsers, common: argparse.ArgumentParser) -> None:
         if "type" in keywords:
             keywords = {"metavar": "N"} | keywords
         groups[method].add_argument(option, **keywords, default=None, help=help_text + shown)
-    parser.set_defaults(run=run_create)
 
 
 def run_create(args: argparse.Namespace) -> int:

@@ -144,7 +144,7 @@ def add_fingerprint(commands: Subparsers, common: argparse.ArgumentParser) -> No
         description="Compute the fingerprint of a text (TEXT, --file, or stdin with '-') as "
         "index NAME computes it, in the form its SQL functions take: SimHash as a signed "
         "bigint (the unsigned 64-bit value minus 2**63) for <NAME>_near_v1(fingerprint => ...); "
-        "MinHash as the signature and band_hashes arrays of <NAME>_similar_v1.",
+        "MinHash as the signature and band_keys arrays of <NAME>_similar_v1.",
     )
     parser.add_argument("name", metavar="NAME", help="the index")
     parser.add_argument(
@@ -171,10 +171,10 @@ def run_fingerprint(args: argparse.Namespace) -> int:
     result = {
         "index": args.name,
         "signature": list(value.signature),
-        "band_hashes": list(value.band_hashes),
+        "band_keys": list(value.band_keys),
     }
     text = "\n".join(
-        f"{name} {{{','.join(map(str, result[name]))}}}" for name in ("signature", "band_hashes")
+        f"{name} {{{','.join(map(str, result[name]))}}}" for name in ("signature", "band_keys")
     )
     emit(args, result, text)
     return OK

@@ -5,15 +5,15 @@ from __future__ import annotations
 import argparse
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import psycopg
-from psycopg import sql
-
-from simindex.db.catalog import IndexInfo
-from simindex.db.connection import Bind, transaction
-from simindex.db.statements import statement
 from simindex.errors import SimindexError
+
+if TYPE_CHECKING:
+    from simindex.db.catalog import IndexInfo
+    from simindex.db.connection import Bind
+
+# The driver and the database layer load when a command runs, not when the parser is made.
 
 _CHUNK = 1000  # keys looked up per query while streaming
 _TABLE_WIDTH = 60  # characters of a value in a table for people
@@ -33,6 +33,8 @@ class Shown:
     """Looks up the ``columns`` of the rows of an index's table, by key."""
 
     def __init__(self, bind: Bind, info: IndexInfo, columns: Sequence[str]) -> None:
+        from psycopg import sql
+
         self.bind = bind
         self.columns = list(columns)
         source = info.source
@@ -45,6 +47,11 @@ class Shown:
             self._check(info)
 
     def _check(self, info: IndexInfo) -> None:
+        import psycopg
+
+        from simindex.db.connection import transaction
+        from simindex.db.statements import statement
+
         try:
             with transaction(self.bind) as conn:
                 conn.execute(statement("source_columns_check", **self._parts))
@@ -58,6 +65,9 @@ class Shown:
         wanted = list(dict.fromkeys(keys))
         if not self.columns or not wanted:
             return {}
+        from simindex.db.connection import transaction
+        from simindex.db.statements import statement
+
         with transaction(self.bind) as conn:
             rows = conn.execute(
                 statement("source_columns_of_keys", **self._parts), {"keys": wanted}

@@ -5,15 +5,20 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sys
 from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
 from simindex import _terminal as terminal
 from simindex.cli._common import (
     FAILED,
+    INTERRUPTED,
     OK,
+    PROG,
+    UsageError,
     database,
     emit,
+    later,
     non_negative_int,
     number,
     positive_int,
@@ -30,9 +35,6 @@ _notice = logging.getLogger("simindex.cli")
 
 
 def add_sync(commands: Subparsers, common: argparse.ArgumentParser) -> None:
-    from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES
-    from simindex.ops.sync import DEFAULT_CONNECTIONS
-
     parser = commands.add_parser(
         "sync",
         parents=[common],
@@ -53,6 +55,28 @@ def add_sync(commands: Subparsers, common: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--retry-failed", action="store_true", help="queue every failed item again first"
     )
+    later(parser, _add_worker_options)
+    add_log_options(parser)
+    parser.add_argument(
+        "--metrics-port",
+        type=positive_int,
+        metavar="PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics while running",
+    )
+    parser.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="the address --metrics-port listens on (default: %(default)s)",
+    )
+    parser.set_defaults(run=run_sync)
+
+
+def _add_worker_options(parser: argparse.ArgumentParser) -> None:
+    """The options whose defaults are the worker's (its modules load the driver)."""
+    from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES
+    from simindex.ops.sync import DEFAULT_CONNECTIONS
+
     _add_batch_size(parser)
     parser.add_argument(
         "--connections",
@@ -76,20 +100,6 @@ def add_sync(commands: Subparsers, common: argparse.ArgumentParser) -> None:
         metavar="N",
         help="longer texts become failed items instead of being read (default: %(default)s)",
     )
-    add_log_options(parser)
-    parser.add_argument(
-        "--metrics-port",
-        type=positive_int,
-        metavar="PORT",
-        help="serve Prometheus metrics at http://HOST:PORT/metrics while running",
-    )
-    parser.add_argument(
-        "--metrics-host",
-        default="127.0.0.1",
-        metavar="HOST",
-        help="the address --metrics-port listens on (default: %(default)s)",
-    )
-    parser.set_defaults(run=run_sync)
 
 
 def add_log_options(parser: argparse.ArgumentParser) -> None:
@@ -141,19 +151,25 @@ def run_sync(args: argparse.Namespace) -> int:
             f"no simindex schema {schema!r} in this database: run `simindex migrate`"
         )
     names = args.indexes or None
-    if args.follow:
-        which = ", ".join(names) if names else "all indexes"
-        _notice.info(f"following {which}; SIGTERM or Ctrl-C stops after the current batch")
     report = SyncReport()
     with ExitStack() as stack:
         stop = stack.enter_context(stop_on_signals())
         if args.metrics_port is not None:
             from simindex._metrics import serving
 
-            stack.enter_context(
-                serving(dsn, schema, report, port=args.metrics_port, host=args.metrics_host)
-            )
+            try:
+                stack.enter_context(
+                    serving(dsn, schema, report, port=args.metrics_port, host=args.metrics_host)
+                )
+            except OSError as exc:  # the port taken (another worker?), or no such address
+                raise UsageError(
+                    f"--metrics-port {args.metrics_port}: cannot listen on "
+                    f"{args.metrics_host}:{args.metrics_port}: {exc.strerror or exc}"
+                ) from exc
             _notice.info(f"metrics at http://{args.metrics_host}:{args.metrics_port}/metrics")
+        if args.follow:
+            which = ", ".join(names) if names else "all indexes"
+            _notice.info(f"following {which}; SIGTERM or Ctrl-C stops after the current batch")
         sync(
             dsn,
             names,
@@ -187,6 +203,8 @@ def run_sync(args: argparse.Namespace) -> int:
         f"({report.seconds:.2f} s)"
     )
     emit(args, result, text)
+    if stop.is_set() and not args.follow:
+        return _stopped_early(dsn, schema, names)
     if report.ok:
         return OK
     problems = []
@@ -204,6 +222,27 @@ def run_sync(args: argparse.Namespace) -> int:
     _notice.warning("; ".join(problems))
     # A worker stopped by a signal is not a failure: what failed was logged as it happened.
     return OK if args.follow else FAILED
+
+
+def _stopped_early(dsn: str, schema: str, names: list[str] | None) -> int:
+    """A one-shot sync stopped by SIGINT or SIGTERM: say so and what is left, and exit 130
+    (a cron job must not take it for a drained queue)."""
+    from simindex.db.catalog import index_names
+    from simindex.db.connection import transaction
+    from simindex.ops.batch import queue_counts
+
+    if names is None:
+        with transaction(dsn) as conn:
+            names = index_names(conn, schema)
+    left = {name: queue_counts(dsn, name, index_schema=schema)[0] for name in names}
+    waiting = ", ".join(f"{name}: {count:,}" for name, count in sorted(left.items()) if count)
+    print(
+        f"{PROG}: interrupted: sync stopped after its current batch; "
+        + (f"keys still queued ({waiting})" if waiting else "nothing is left in the queues")
+        + "; run `simindex sync` again to finish",
+        file=sys.stderr,
+    )
+    return INTERRUPTED
 
 
 def add_check(commands: Subparsers, common: argparse.ArgumentParser) -> None:
@@ -290,7 +329,7 @@ def add_repair(commands: Subparsers, common: argparse.ArgumentParser) -> None:
         "and workers. Prints what the check found; keys that fail become failed items.",
     )
     parser.add_argument("name", metavar="NAME", help="the index")
-    _add_batch_size(parser)
+    later(parser, _add_batch_size)
     add_log_options(parser)
     parser.set_defaults(run=run_repair)
 

@@ -5,6 +5,12 @@ PostgreSQL has no unsigned 64-bit type. Fingerprints and permuted prefixes are s
 top bit keeps sorted order, so a range of unsigned values is the same range of stored values,
 and XOR of two stored values equals XOR of the originals (the flipped bits cancel), so Hamming
 distances computed in SQL need no conversion back.
+
+**The one form of a fingerprint in simindex's API is the signed ``bigint``**: what the SQL
+functions take, what ``Index.fingerprint`` and ``simindex fingerprint`` give, and what
+``Index.near(fingerprint=)`` and ``simindex.sqlalchemy.near(..., fingerprint=)`` take. Only the
+maths of :mod:`simindex.core.simhash` works in the unsigned form; :func:`to_signed` converts,
+and :func:`check_fingerprint` refuses a value that can only be unsigned.
 """
 
 from __future__ import annotations
@@ -30,6 +36,21 @@ def to_unsigned(value: int) -> int:
     if not -_OFFSET <= value < _OFFSET:
         raise ValueError(f"expected a signed 64-bit value, got {value}")
     return value + _OFFSET
+
+
+def check_fingerprint(value: object, what: str = "fingerprint") -> int:
+    """``value`` if it is a fingerprint in the API's form, a signed 64-bit ``int``;
+    TypeError or ValueError (which says how to convert an unsigned value) otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} must be an int (a signed bigint), got {type(value).__name__}")
+    if _OFFSET <= value <= MAX_UNSIGNED:
+        raise ValueError(
+            f"{what} must be a signed 64-bit int (the form Index.fingerprint gives and the SQL "
+            f"functions take), got the unsigned {value}: pass simindex.bits.to_signed({value})"
+        )
+    if not -_OFFSET <= value < _OFFSET:
+        raise ValueError(f"{what} must be a signed 64-bit int, got {value}")
+    return value
 
 
 def to_signed_array(values: NDArray[np.uint64]) -> NDArray[np.int64]:

@@ -60,6 +60,9 @@ def simhash(
 ) -> int | None:
     """The 64-bit SimHash of one document's feature hashes, or ``None`` when it has none.
 
+    Unsigned, the form of the maths; an index's API and SQL take the signed form
+    (:func:`simindex.core.bits.to_signed`).
+
     Parameters:
         hashes: one uint64 per feature occurrence (see :mod:`simindex.core.text`).
         weights: optional weight per feature (e.g. IDF); default 1 each, i.e. term frequency.

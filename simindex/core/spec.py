@@ -34,7 +34,7 @@ from simindex.core.minhash import MinHasher, Scheme, SchemeName
 from simindex.core.packing import CURRENT, FORMATS, WIDE
 from simindex.core.simhash import check_top_n, simhash_batch
 from simindex.core.text import Shingling
-from simindex.core.tokens import load_tokenizer
+from simindex.core.tokens import find_tokenizer, load_tokenizer
 
 SPEC_VERSION = 3
 """The newest spec version. Version 2 adds the MinHash storage format, SimHash designs sized to
@@ -174,11 +174,20 @@ class IndexSpec:
             raise TypeError("a SimHash spec has no MinHasher")
         return MinHasher(self.method.scheme, self.method.num_perm, self.method.seed)
 
-    def check_tokenizer(self) -> None:
-        """Import the tokenizer the spec names, if any: creating an index fails then, with the
+    def check_tokenizer(self) -> IndexSpec:
+        """The spec with the version of the tokenizer it names recorded: the one registered in
+        this process (:func:`~simindex.core.tokens.register_tokenizer`), which must be the
+        version the spec names, if it names one. Creating an index fails here, with the
         reason (:class:`~simindex.errors.TokenizerError`), rather than every row of a build."""
-        if self.method.shingling.tokenizer is not None:
-            load_tokenizer(self.method.shingling.tokenizer)
+        shingling = self.method.shingling
+        if shingling.tokenizer is None:
+            return self
+        load_tokenizer(shingling.tokenizer, shingling.tokenizer_version)
+        if shingling.tokenizer_version is not None:
+            return self
+        _, version = find_tokenizer(shingling.tokenizer)
+        pinned = replace(shingling, tokenizer_version=version)
+        return replace(self, method=replace(self.method, shingling=pinned))
 
     def features(self, texts: Sequence[str | None]) -> list[NDArray[np.uint64]]:
         """The feature hashes of each text: its shingles (one per occurrence), without the
@@ -294,6 +303,8 @@ def _as_dict(spec: IndexSpec) -> dict[str, Any]:
     }
     if not shingling.plain:
         data["shingling"] |= {name: getattr(shingling, name) for name in _TOKEN_OPTIONS}
+    if shingling.tokenizer is not None:
+        data["shingling"]["tokenizer_version"] = shingling.tokenizer_version
     method = spec.method
     if method.ignore_common is not None:
         data["ignore_common"] = method.ignore_common

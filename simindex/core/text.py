@@ -22,7 +22,7 @@ scripts and character references, :func:`simindex.core.tokens.strip_markup`, bef
 else), ``punctuation="delete"`` (punctuation is removed instead of separating tokens:
 ``don't`` is ``dont``), ``identifiers`` (the underscore joins a token, as in code:
 ``row_id``), ``numbers="drop"`` (tokens of digits only are left out), or a user ``tokenizer``
-named by import path, whose tokens are used as they come (no normalisation). With every option
+registered by name, whose tokens are used as they come (no normalisation). With every option
 at its default the rules above apply unchanged, so existing indexes keep their values.
 
 Term frequency weighting is implicit: a shingle that occurs three times is three features.
@@ -30,6 +30,7 @@ Term frequency weighting is implicit: a shingle that occurs three times is three
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 import sys
@@ -37,14 +38,19 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Literal, cast
+from typing import Literal, NamedTuple, cast
 
 import numpy as np
 import xxhash
 from numpy.typing import NDArray
 
 from simindex.core.bits import MAX_UNSIGNED
-from simindex.core.tokens import check_import_path, strip_markup, user_tokens
+from simindex.core.tokens import (
+    check_tokenizer_name,
+    check_tokenizer_version,
+    strip_markup,
+    user_tokens,
+)
 
 Unit = Literal["word", "char"]
 Punctuation = Literal["split", "delete"]
@@ -75,13 +81,28 @@ def _mark_ranges() -> str:
     return "".join(f"{re.escape(chr(low))}-{re.escape(chr(high))}" for low, high in ranges)
 
 
-_MARKS = _mark_ranges()
-_TOKEN = re.compile(f"[{_CJK}]|(?:[^\\W_{_CJK}]|[{_MARKS}])+")
-# The option rules: the underscore joins tokens (identifiers); punctuation deleted is every
-# character that is neither part of a token nor a space.
-_IDENTIFIER_TOKEN = re.compile(f"[{_CJK}]|(?:[^\\W{_CJK}]|[{_MARKS}])+")
-_PUNCTUATION = re.compile(f"[^\\w\\s{_MARKS}]|_")
-_PUNCTUATION_NOT_UNDERSCORE = re.compile(f"[^\\w\\s{_MARKS}]")
+class _Patterns(NamedTuple):
+    token: re.Pattern[str]
+    # The option rules: the underscore joins tokens (identifiers); punctuation deleted is
+    # every character that is neither part of a token nor a space.
+    identifier_token: re.Pattern[str]
+    punctuation: re.Pattern[str]
+    punctuation_not_underscore: re.Pattern[str]
+
+
+@functools.cache
+def _patterns() -> _Patterns:
+    """The token regexes, made on first use: listing the marks walks every code point (a
+    tenth of a second), which importing the package (``simindex --help``) should not pay."""
+    marks = _mark_ranges()
+    return _Patterns(
+        re.compile(f"[{_CJK}]|(?:[^\\W_{_CJK}]|[{marks}])+"),
+        re.compile(f"[{_CJK}]|(?:[^\\W{_CJK}]|[{marks}])+"),
+        re.compile(f"[^\\w\\s{marks}]|_"),
+        re.compile(f"[^\\w\\s{marks}]"),
+    )
+
+
 _CJK_CHARACTER = re.compile(f"[{_CJK}]")
 # Kana voiced sound marks follow the regex's own precedence only through the regex itself.
 _KANA_MARKS = ("\u3099", "\u309a")
@@ -145,7 +166,7 @@ def tokenize(normalized: str) -> list[str]:
     """Tokens of an already normalised text (see the module docstring for the rule)."""
     if normalized.isascii():
         return normalized.encode("ascii").translate(_ASCII_SEPARATORS).decode("ascii").split()
-    return _TOKEN.findall(normalized)
+    return _patterns().token.findall(normalized)
 
 
 def _token_bytes(normalized: str) -> list[bytes]:
@@ -153,7 +174,10 @@ def _token_bytes(normalized: str) -> list[bytes]:
     if normalized.isascii():
         return normalized.encode("ascii").translate(_ASCII_SEPARATORS).split()
     if any(mark in normalized for mark in _KANA_MARKS):
-        return [token.encode("utf-8", "surrogatepass") for token in _TOKEN.findall(normalized)]
+        return [
+            token.encode("utf-8", "surrogatepass")
+            for token in _patterns().token.findall(normalized)
+        ]
     data = normalized.encode("utf-8", "surrogatepass")
     if (len(data) - len(normalized)) * 64 > len(normalized):  # mostly non-ASCII: all at once
         return _translated(normalized)
@@ -238,9 +262,13 @@ class Shingling:
         numbers: ``"keep"`` or ``"drop"`` the tokens made of digits only.
         strip_markup: read HTML or XML as its visible text (tags, comments, scripts and
             character references removed) before anything else.
-        tokenizer: an import path ``"package.module:function"`` of a function taking the text
-            and returning its tokens (str), used instead of the built-in rules; it must be
-            importable wherever fingerprints are computed (the app, build, sync).
+        tokenizer: the name of a tokenizer registered in the process
+            (:func:`simindex.register_tokenizer`, or the ``simindex.tokenizers`` entry-point
+            group): a function taking the text and returning its tokens (str), used instead of
+            the built-in rules; it must be registered wherever fingerprints are computed (the
+            app, build, sync).
+        tokenizer_version: the version of that tokenizer the index is made with; None takes
+            the registered one's when the index is created.
     """
 
     unit: Unit = "word"
@@ -252,6 +280,7 @@ class Shingling:
     numbers: Numbers = "keep"
     strip_markup: bool = False
     tokenizer: str | None = None
+    tokenizer_version: str | None = None
 
     def __post_init__(self) -> None:
         if self.unit not in ("word", "char"):
@@ -287,8 +316,12 @@ class Shingling:
             )
             if value
         ]
+        if self.tokenizer_version is not None:
+            check_tokenizer_version(self.tokenizer_version)
+            if self.tokenizer is None:
+                raise ValueError("tokenizer_version needs a tokenizer")
         if self.tokenizer is not None:
-            check_import_path(self.tokenizer)
+            check_tokenizer_name(self.tokenizer)
             if self.unit != "word":
                 raise ValueError("a tokenizer makes word shingles: it needs unit 'word'")
             if token_rules:
@@ -321,7 +354,7 @@ class Shingling:
         if self.strip_markup:
             text = strip_markup(text)
         if self.tokenizer is not None:
-            return user_tokens(self.tokenizer, text)
+            return user_tokens(self.tokenizer, self.tokenizer_version, text)
         if text.isascii():
             return [token.decode("ascii") for token in self._ascii_tokens(text)]
         return self._unicode_tokens(text)
@@ -329,10 +362,13 @@ class Shingling:
     def _unicode_tokens(self, text: str) -> list[str]:
         """The option rules, by regex: the definition the ASCII fast path is held to."""
         folded = unicodedata.normalize("NFKC", text).casefold()
+        patterns = _patterns()
         if self.punctuation == "delete":
-            deleted = _PUNCTUATION_NOT_UNDERSCORE if self.identifiers else _PUNCTUATION
+            deleted = (
+                patterns.punctuation_not_underscore if self.identifiers else patterns.punctuation
+            )
             folded = deleted.sub("", folded)
-        found = (_IDENTIFIER_TOKEN if self.identifiers else _TOKEN).findall(folded)
+        found = (patterns.identifier_token if self.identifiers else patterns.token).findall(folded)
         if self.numbers == "drop":
             return [token for token in found if not token.isnumeric()]
         return found
@@ -357,7 +393,7 @@ class Shingling:
         if self.tokenizer is None:
             found = self._unicode_tokens(text)
         else:
-            found = user_tokens(self.tokenizer, text)
+            found = user_tokens(self.tokenizer, self.tokenizer_version, text)
         return [token.encode("utf-8", "surrogatepass") for token in found]
 
     def _characters(self, text: str) -> str:

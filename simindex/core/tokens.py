@@ -1,18 +1,19 @@
 """What a text is before it is tokenised: markup stripped, or a user's own tokenizer (layer 1).
 
 Both are part of an index's spec (:class:`simindex.core.text.Shingling`), so a worker and a build
-reproduce them: markup stripping is a fixed rule pinned by golden vectors, and a user
-tokenizer is named by its import path (``"myapp.text:tokens"``) and imported wherever
-fingerprints are computed.
+reproduce them: markup stripping is a fixed rule pinned by golden vectors, and a user tokenizer
+is named by a name and a version the process registered (:func:`register_tokenizer`, or the
+``simindex.tokenizers`` entry-point group of an installed package). A spec is data from the
+database: its tokenizer name is only ever looked up among those, never imported.
 """
 
 from __future__ import annotations
 
-import functools
 import html
-import importlib
 import re
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from importlib.metadata import entry_points
 
 from simindex.errors import TokenizerError
 
@@ -24,7 +25,13 @@ _HIDDEN = re.compile(r"<(script|style)\b[^>]*>.*?(?:</\1\s*>|\Z)", re.DOTALL | r
 _CDATA = re.compile(r"<!\[CDATA\[(.*?)(?:\]\]>|\Z)", re.DOTALL)
 # A tag starts with a letter, "/", "!" or "?" right after "<": "a < b" in prose is not a tag.
 _TAG = re.compile(r"<[A-Za-z/!?][^<>]*>")
-_IMPORT_PATH = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,62}")
+ENTRY_POINT_GROUP = "simindex.tokenizers"
+"""The entry-point group whose names are tokenizers (the object: a callable; its version: its
+``simindex_version`` attribute, else ``"1"``)."""
+
+_registry: dict[str, tuple[Tokenizer, str]] = {}
+_registry_lock = threading.Lock()
 
 
 def strip_markup(text: str) -> str:
@@ -38,56 +45,121 @@ def strip_markup(text: str) -> str:
     return html.unescape(text) if "&" in text else text
 
 
-def check_import_path(path: str) -> str:
-    """``path`` if it has the form ``package.module:function``; ValueError otherwise."""
-    if not isinstance(path, str):
-        raise TypeError(f"tokenizer must be an import path str, got {type(path).__name__}")
-    if not _IMPORT_PATH.fullmatch(path):
+def check_tokenizer_name(name: str) -> str:
+    """``name`` if it can name a tokenizer (letters, digits, ``_ . -``, at most 63); else
+    ValueError. A name is looked up, never imported: an import path is not a name."""
+    if not isinstance(name, str):
+        raise TypeError(f"tokenizer must be a registered name (str), got {type(name).__name__}")
+    if not _NAME.fullmatch(name):
         raise ValueError(
-            f"tokenizer must be an import path such as 'myapp.text:tokens' (module, a colon, "
-            f"then the function), got {path!r}"
+            "tokenizer must be the name of a tokenizer registered in this process "
+            "(simindex.register_tokenizer('myapp-words', function, version='1'): letters, "
+            f"digits, '_', '.' and '-', at most 63), got {name!r}"
         )
-    return path
+    return name
 
 
-@functools.cache
-def load_tokenizer(path: str) -> Tokenizer:
-    """The callable ``path`` names, imported once per process; :class:`TokenizerError` with
-    the reason when it cannot be."""
-    module_name, _, attributes = check_import_path(path).partition(":")
-    try:
-        found: object = importlib.import_module(module_name)
-    except Exception as exc:  # an ImportError, or anything the module raises as it loads
-        raise TokenizerError(
-            f"cannot import the tokenizer {path!r}: {type(exc).__name__}: {exc} (it must be "
-            "importable wherever fingerprints are computed: the app, `simindex build`, "
-            "`simindex sync`)"
-        ) from exc
-    for attribute in attributes.split("."):
+def check_tokenizer_version(version: str) -> str:
+    """``version`` if it is a non-empty str of at most 63 characters; else ValueError."""
+    if not isinstance(version, str):
+        raise TypeError(f"tokenizer version must be a str, got {type(version).__name__}")
+    if not 0 < len(version) <= 63 or not version.isprintable():
+        raise ValueError(f"tokenizer version must be 1 to 63 printable characters, got {version!r}")
+    return version
+
+
+def register_tokenizer(name: str, function: Tokenizer, *, version: str = "1") -> None:
+    """Make ``function`` (text -> iterable of str tokens) the tokenizer ``name`` in this process.
+
+    Register it wherever fingerprints are computed (the app, ``simindex build`` and ``simindex
+    sync``), or ship it in a package's ``simindex.tokenizers`` entry-point group, which every
+    process finds by itself. An index records the name and ``version``: change the version when
+    the tokens change, and a process with another version refuses to fingerprint for the
+    index (rebuild it after creating it again). Registering a name again with the same
+    function and version changes nothing; with another one it raises ValueError.
+    """
+    check_tokenizer_name(name)
+    check_tokenizer_version(version)
+    if not callable(function):
+        raise TypeError(f"a tokenizer must be callable, got {type(function).__name__}")
+    with _registry_lock:
+        existing = _registry.get(name)
+        if existing is not None and existing != (function, version):
+            raise ValueError(
+                f"a tokenizer named {name!r} is already registered (version {existing[1]!r})"
+            )
+        _registry[name] = (function, version)
+
+
+def registered_tokenizers() -> dict[str, tuple[Tokenizer, str]]:
+    """The tokenizers :func:`register_tokenizer` registered (entry points not included): what
+    a build hands its worker processes."""
+    with _registry_lock:
+        return dict(_registry)
+
+
+def install_tokenizers(tokenizers: Mapping[str, tuple[Tokenizer, str]]) -> None:
+    """Register each of ``tokenizers`` (a build's worker process, from its parent)."""
+    for name, (function, version) in tokenizers.items():
+        register_tokenizer(name, function, version=version)
+
+
+def find_tokenizer(name: str) -> tuple[Tokenizer, str]:
+    """The tokenizer registered as ``name`` and its version; :class:`TokenizerError` when no
+    tokenizer of that name is registered in this process (nothing is imported by name)."""
+    found = _registry.get(name)  # one dict read: no lock on every text
+    if found is not None:
+        return found
+    check_tokenizer_name(name)
+    for entry in entry_points(group=ENTRY_POINT_GROUP, name=name):
         try:
-            found = getattr(found, attribute)
-        except AttributeError as exc:
+            function = entry.load()
+        except Exception as exc:  # anything the installed package raises as it loads
             raise TokenizerError(
-                f"cannot import the tokenizer {path!r}: {module_name} has no {attributes!r}"
+                f"the tokenizer {name!r} of the {ENTRY_POINT_GROUP!r} entry points "
+                f"({entry.value}) does not load: {type(exc).__name__}: {exc}"
             ) from exc
-    if not callable(found):
-        raise TokenizerError(f"the tokenizer {path!r} is a {type(found).__name__}, not callable")
-    return found  # checked callable above; its signature is the user's
+        if not callable(function):
+            raise TokenizerError(
+                f"the tokenizer {name!r} ({entry.value}) is a {type(function).__name__}, "
+                "not callable"
+            )
+        version = str(getattr(function, "simindex_version", "1"))
+        with _registry_lock:
+            return _registry.setdefault(name, (function, version))
+    raise TokenizerError(
+        f"no tokenizer named {name!r} is registered in this process: call "
+        f"simindex.register_tokenizer({name!r}, function, version=...) before fingerprints are "
+        f"computed (the app, `simindex build`, `simindex sync`), or install a package that "
+        f"names it in the {ENTRY_POINT_GROUP!r} entry-point group"
+    )
 
 
-def user_tokens(path: str, text: str) -> list[str]:
-    """The tokens the user's tokenizer gives for ``text``, empty ones left out."""
-    tokens = load_tokenizer(path)(text)
+def load_tokenizer(name: str, version: str | None = None) -> Tokenizer:
+    """The tokenizer registered as ``name``, checked to be of ``version`` if one is given."""
+    function, registered = find_tokenizer(name)
+    if version is not None and registered != version:
+        raise TokenizerError(
+            f"the index was made with version {version!r} of the tokenizer {name!r}; this "
+            f"process registered version {registered!r}, whose tokens may differ (register "
+            "the index's version, or create the index again and build it)"
+        )
+    return function
+
+
+def user_tokens(name: str, version: str | None, text: str) -> list[str]:
+    """The tokens the registered tokenizer ``name`` gives for ``text``, empty ones left out."""
+    tokens = load_tokenizer(name, version)(text)
     if isinstance(tokens, str | bytes):
         raise TokenizerError(
-            f"the tokenizer {path!r} returned a {type(tokens).__name__}; it must return an "
+            f"the tokenizer {name!r} returned a {type(tokens).__name__}; it must return an "
             "iterable of str tokens"
         )
     result = list(tokens)
     for token in result:
         if not isinstance(token, str):
             raise TokenizerError(
-                f"the tokenizer {path!r} returned a {type(token).__name__} token; tokens must "
+                f"the tokenizer {name!r} returned a {type(token).__name__} token; tokens must "
                 "be str"
             )
     return [token for token in result if token]

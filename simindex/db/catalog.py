@@ -31,7 +31,7 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB, REGCLASS
+from sqlalchemy.dialects.postgresql import JSONB, OID, REGCLASS
 from sqlalchemy.dialects.postgresql.base import ischema_names
 from sqlalchemy.types import UserDefinedType
 
@@ -171,6 +171,9 @@ def catalog_table(metadata: MetaData, schema: str = DEFAULT_SCHEMA) -> Table:
         # key and text columns by number and type. regclass and regtype dump as names, so a
         # restored database finds its tables and types again.
         Column("source", REGCLASS, nullable=True),
+        # The table's OID when the index was made, as a number: a restore from a dump gives the
+        # table another OID, which tells that its columns may be numbered anew.
+        Column("source_oid", OID, nullable=True),
         Column("key_attnum", SmallInteger, nullable=True),
         Column("key_type_id", REGTYPE, nullable=True),
         Column("key_typmod", Integer, nullable=True),

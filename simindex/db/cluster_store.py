@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from psycopg import sql
 
+from simindex.db.answers import max_rows, protect_statements
 from simindex.db.connection import PgConnection
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.pg_array import key_array
@@ -89,10 +90,13 @@ class ClusterStore:
                 table=self.table,
             )
         )
+        # A cluster is named by its smallest key: a row is seen when its key and that one are.
+        run(conn, protect_statements(self.schema, self.name, self.table, ("key", "cluster_id")))
         conn.execute(
             statement(
                 "clusters_survivors_function",
                 function=self.survivors_function,
+                max_rows=max_rows(),
                 key_type=key_type,
                 index_name=sql.Literal(self.name),
                 catalog=sql.Identifier(self.schema, "indexes"),

@@ -18,6 +18,7 @@ from numpy.typing import NDArray
 from psycopg import sql
 
 from simindex.core.packing import band_keys, packed_signatures
+from simindex.db.answers import max_rows, protect_statements
 from simindex.db.connection import PgConnection
 from simindex.db.copytext import field
 from simindex.db.minhash_store import MinHashStore
@@ -56,7 +57,8 @@ class CompactMinHashStore(MinHashStore):
                 table=self.table(staging),
                 key_type=self._key_type(),
                 band_columns=band_columns,
-            )
+            ),
+            *protect_statements(self.schema, self.name, self.table(staging)),
         ]
 
     def function_statements(self) -> list[sql.Composed]:
@@ -77,6 +79,7 @@ class CompactMinHashStore(MinHashStore):
                 ),
                 function=self.similar_function,
                 key_type=self._key_type(),
+                max_rows=max_rows(),
                 threshold=sql.Literal(self.threshold),
                 table=self.table(),
                 num_perm=sql.Literal(float(self.num_perm)),
@@ -88,6 +91,7 @@ class CompactMinHashStore(MinHashStore):
                 **usable,
                 function=self.similar_key_function,
                 key_type=self._key_type(),
+                max_rows=max_rows(),
                 threshold=sql.Literal(self.threshold),
                 table=self.table(),
                 similar=self.similar_function,
@@ -96,6 +100,7 @@ class CompactMinHashStore(MinHashStore):
                 ),
             ),
             self.pairs_function_statement(),
+            statement("pairs_revoke_function", function=self.pairs_function),
         ]
 
     def pairs_query(

@@ -4,6 +4,11 @@ Every public entry point accepts all three, so the conversion lives here, once. 
 always psycopg 3: bulk writes use its COPY support. A DSN string gets one pooled Engine per
 string for the life of the process (opening a connection costs ten times a query), disposed of
 at exit or by :func:`dispose_engines`.
+
+Every connection simindex works on has its ``search_path`` pinned to ``pg_catalog, pg_temp``
+while simindex uses it (see :func:`pinned`): no function, operator or type a statement names
+resolves on a caller's path, where another role could have put an exact-type shadow of a
+built-in. A caller's own connection gets its own path back afterwards.
 """
 
 from __future__ import annotations
@@ -12,20 +17,26 @@ import atexit
 import re
 import select
 import threading
+import weakref
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.exc import ArgumentError, DisconnectionError
+
+from simindex.db.redaction import redact
 
 Bind = Engine | Connection | str
 """What every public entry point accepts: an Engine, a Connection or a DSN string."""
 PgConnection = psycopg.Connection[tuple[Any, ...]]
 """A psycopg connection as simindex uses it (tuple rows)."""
+
+PINNED_SEARCH_PATH = "pg_catalog, pg_temp"
+"""The search_path of every statement simindex sends (simindex's own schema is always named)."""
 
 _SQLALCHEMY_URL = "postgresql+psycopg"
 _LIBPQ_SCHEMES = ("postgresql", "postgres")
@@ -45,17 +56,23 @@ def connect(bind: Engine | Connection | str) -> Iterator[Connection]:
             with the same string.
 
     Raises ValueError for a string that is neither, and for an Engine or Connection whose
-    driver is not psycopg 3.
+    driver is not psycopg 3. The connection's ``search_path`` is :data:`PINNED_SEARCH_PATH`
+    inside the block: for a caller's Connection, in their transaction (begun here if none
+    was), and theirs again when the block ends; an Engine's connection goes back to its pool
+    with the path it had.
     """
     if isinstance(bind, Connection):
         _check_driver(bind.engine)
-        yield bind
+        if not bind.in_transaction():
+            bind.begin()  # so that the pin is the transaction's, and the caller's commit ours
+        with pinned(raw_connection(bind)):
+            yield bind
     elif isinstance(bind, Engine):
         _check_driver(bind)
-        with bind.connect() as connection:
+        with bind.connect() as connection, _pinned_for_session(connection):
             yield connection
     elif isinstance(bind, str):
-        with engine_for(bind).connect() as connection:
+        with engine_for(bind).connect() as connection:  # pinned once, when it was opened
             yield connection
     else:
         raise TypeError(
@@ -89,7 +106,11 @@ def autocommit_connection(bind: Engine | str) -> Iterator[PgConnection]:
             raise TypeError("simindex needs the psycopg (version 3) driver")
         conn.autocommit = True
         try:
-            yield conn
+            if isinstance(bind, Engine):
+                with pinned(conn):  # the caller's pool: their path back afterwards
+                    yield conn
+            else:
+                yield conn  # pinned once, when it was opened
         finally:
             if not conn.closed:
                 conn.autocommit = False
@@ -114,6 +135,8 @@ def engine_for(dsn: str) -> Engine:
     engine = _engines.get(dsn)
     if engine is None:
         made = _engine_for(dsn)
+        # First among the connect listeners: before SQLAlchemy's own first statements.
+        event.listen(made, "connect", _pin_new_connection, insert=True)
         event.listen(made, "checkout", _check_idle_connection)
         with _engines_lock:
             engine = _engines.setdefault(dsn, made)
@@ -131,6 +154,105 @@ def dispose_engines() -> None:
         _engines.clear()
     for engine in engines:
         engine.dispose()
+
+
+_callers_paths: weakref.WeakKeyDictionary[PgConnection, str] = weakref.WeakKeyDictionary()
+
+_PIN = (
+    "WITH caller AS MATERIALIZED (SELECT pg_catalog.current_setting('search_path') AS path) "
+    "SELECT caller.path, pg_catalog.set_config('search_path', %(pinned)s, %(local)s) FROM caller"
+)
+_RESTORE = "SELECT pg_catalog.set_config('search_path', %(path)s, %(local)s)"
+
+
+@contextmanager
+def pinned(conn: PgConnection) -> Iterator[PgConnection]:
+    """``conn`` with its ``search_path`` pinned to :data:`PINNED_SEARCH_PATH` inside the block,
+    and the path it had before set again after it.
+
+    In a transaction the pin is the transaction's own (``set_config(..., true)``): a rollback,
+    or a rollback to a savepoint taken before the block, undoes it too; a transaction that
+    failed inside the block is left to its rollback. In autocommit the pin is the session's
+    until the block ends. Nested blocks pin once.
+    """
+    if conn in _callers_paths:
+        yield conn
+        return
+    local = not conn.autocommit
+    row = conn.execute(_PIN, {"pinned": PINNED_SEARCH_PATH, "local": local}).fetchone()
+    assert row is not None
+    _callers_paths[conn] = str(row[0])
+    try:
+        yield conn
+    finally:
+        path = _callers_paths.pop(conn, None)
+        status = conn.info.transaction_status
+        usable = (local and status == psycopg.pq.TransactionStatus.INTRANS) or (
+            not local and conn.autocommit and status == psycopg.pq.TransactionStatus.IDLE
+        )
+        if path is not None and not conn.closed and usable:
+            conn.execute(_RESTORE, {"path": path, "local": local})
+
+
+def callers_search_path(conn: PgConnection) -> str | None:
+    """The ``search_path`` ``conn`` had before simindex pinned it (what a table name the
+    caller gave resolves on), or None if it is not pinned."""
+    return _callers_paths.get(conn)
+
+
+@contextmanager
+def on_callers_search_path(conn: PgConnection) -> Iterator[None]:
+    """Inside a pinned block, the caller's own path for a statement that must resolve a name
+    the caller gave (a table), and that names every function and operator it uses."""
+    path = _callers_paths.get(conn)
+    if path is None:
+        yield
+        return
+    local = not conn.autocommit
+    conn.execute(_RESTORE, {"path": path, "local": local})
+    try:
+        yield
+    finally:
+        if conn.info.transaction_status != psycopg.pq.TransactionStatus.INERROR:
+            conn.execute(_RESTORE, {"path": PINNED_SEARCH_PATH, "local": local})
+
+
+@contextmanager
+def _pinned_for_session(connection: Connection) -> Iterator[None]:
+    """A connection of a caller's Engine pinned for as long as simindex holds it: its path
+    set for the session (simindex commits several transactions on it), and set back before
+    it returns to the pool (or the connection is discarded, if that fails)."""
+    raw = raw_connection(connection)
+    row = raw.execute(_PIN, {"pinned": PINNED_SEARCH_PATH, "local": False}).fetchone()
+    assert row is not None
+    raw.commit()
+    path = str(row[0])
+    _callers_paths[raw] = path
+    try:
+        yield
+    finally:
+        _callers_paths.pop(raw, None)
+        try:
+            if connection.in_transaction():
+                connection.rollback()
+            if not raw.closed:
+                raw.rollback()
+                raw.execute(_RESTORE, {"path": path, "local": False})
+                raw.commit()
+        except psycopg.Error:
+            with suppress(Exception):
+                connection.invalidate()
+
+
+def _pin_new_connection(dbapi_connection: Any, record: Any) -> None:
+    """A connection of a DSN string's Engine (simindex's own) is pinned for its whole life."""
+    if isinstance(dbapi_connection, psycopg.Connection) and dbapi_connection not in _callers_paths:
+        row = dbapi_connection.execute(
+            _PIN, {"pinned": PINNED_SEARCH_PATH, "local": False}
+        ).fetchone()
+        dbapi_connection.commit()
+        assert row is not None
+        _callers_paths[dbapi_connection] = str(row[0])
 
 
 def _check_idle_connection(dbapi_connection: Any, record: Any, proxy: Any) -> None:
@@ -155,7 +277,12 @@ def _engine_for(dsn: str) -> Engine:
     match = _SCHEME.match(dsn)
     scheme = match.group(1).lower() if match else None
     if scheme == _SQLALCHEMY_URL:
-        return create_engine(dsn)
+        try:
+            return create_engine(dsn, use_native_hstore=False)
+        except (ArgumentError, ValueError) as exc:  # their messages may quote the URL
+            raise ValueError(
+                f"not a valid {_SQLALCHEMY_URL}:// URL: {redact(str(exc), dsn)}"
+            ) from None
     if scheme is not None and scheme not in _LIBPQ_SCHEMES:
         raise ValueError(
             f"expected a {_SQLALCHEMY_URL}:// URL or a libpq connection string, "
@@ -166,10 +293,29 @@ def _engine_for(dsn: str) -> Engine:
     try:
         conninfo_to_dict(dsn)
     except psycopg.ProgrammingError as exc:
-        raise ValueError(f"not a valid libpq connection string: {exc}") from exc
+        # libpq quotes the part of the string it stopped at, which may be the password:
+        # only the names of its parameters are kept (the cause, which has it all, is not).
+        raise ValueError(f"not a valid libpq connection string: {_parse_error(exc)}") from None
     # Handing the string to libpq itself keeps every libpq form working (socket directories,
     # service files, multiple hosts), which a round trip through a SQLAlchemy URL would not.
-    return create_engine(f"{_SQLALCHEMY_URL}://", creator=lambda: psycopg.connect(dsn))
+    # No hstore lookup on connect: psycopg's type query compares oid = regtype unqualified.
+    return create_engine(
+        f"{_SQLALCHEMY_URL}://", creator=lambda: psycopg.connect(dsn), use_native_hstore=False
+    )
+
+
+_QUOTED = re.compile(r'"([^"]*)"')
+
+
+def _parse_error(exc: psycopg.Error) -> str:
+    keywords = {option.keyword.decode() for option in psycopg.pq.Conninfo.get_defaults()}
+
+    def kept(match: re.Match[str]) -> str:
+        quoted = match.group(1)
+        plain = quoted in keywords or not any(character.isalnum() for character in quoted)
+        return match.group(0) if plain else '"..."'
+
+    return " ".join(_QUOTED.sub(kept, str(exc)).split())
 
 
 def _check_driver(engine: Engine) -> None:

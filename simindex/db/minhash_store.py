@@ -20,6 +20,7 @@ from psycopg import sql
 
 from simindex.core.bits import to_signed_array
 from simindex.core.design import LshDesign
+from simindex.db.answers import max_rows, protect_statements
 from simindex.db.connection import PgConnection
 from simindex.db.copytext import field
 from simindex.db.pg_array import BigintArray, key_array, register
@@ -75,6 +76,8 @@ class MinHashStore:
                 "minhash_create_signatures", table=self.signatures(staging), key_type=key_type
             ),
             statement("minhash_create_bands", table=self.bands(staging), key_type=key_type),
+            *protect_statements(self.schema, self.name, self.signatures(staging)),
+            *protect_statements(self.schema, self.name, self.bands(staging)),
         ]
 
     def create_functions(self, conn: PgConnection) -> None:
@@ -86,6 +89,7 @@ class MinHashStore:
             "index_name": sql.Literal(self.name),
             "key_type": self._key_type(),
             "threshold": sql.Literal(self.threshold),
+            "max_rows": max_rows(),
             "signatures": self.signatures(),
             "bands": self.bands(),
         }
@@ -104,6 +108,7 @@ class MinHashStore:
                 **common,
             ),
             self.pairs_function_statement(),
+            statement("pairs_revoke_function", function=self.pairs_function),
         ]
 
     def pairs_function_statement(self) -> sql.Composed:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from psycopg import sql
 
 from simindex.core.spec import IndexSpec
+from simindex.db import answers
 from simindex.db.catalog import catalog, check_name, store_for
 from simindex.db.cluster_store import ClusterStore
 from simindex.db.privileges import as_owner, type_usage
@@ -43,6 +44,7 @@ def create_statements(
     triggers = Triggers(index_schema, name, source, store)
     owned = [
         insert,
+        *answers.visible_statements(index_schema, name, source),
         *store.create_statements(),
         *store.finish_statements(),
         *store.function_statements(),
@@ -68,6 +70,7 @@ def drop_statements(
             *Triggers(index_schema, name, source, store).remove_statements(),
             *store.drop_statements(),
             *ClusterStore(index_schema, name).drop_statements(),
+            *answers.drop_statements(index_schema, name),
             statement("catalog_delete", catalog=catalog(index_schema), name=literal_name),
         ]
     )

@@ -21,6 +21,8 @@ they are recorded in PostgreSQL itself (``\\ddp`` shows them) and apply to every
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -29,6 +31,7 @@ from psycopg import sql
 
 from simindex.db.connection import PgConnection
 from simindex.db.statements import statement
+from simindex.errors import MissingRightError
 
 OWNER = "simindex_owner"
 """The NOLOGIN role that owns simindex's schema and every object in it."""
@@ -61,11 +64,44 @@ def back_to_caller() -> list[sql.Composed]:
 
 
 _warned: set[tuple[str, str, int, str, str]] = set()
+_quiet: list[str] = []
+
+
+@contextmanager
+def superuser_warning_off(why: str) -> Iterator[None]:
+    """No superuser warning while the block runs: the demo's own throwaway cluster, or
+    ``repair``'s sync, which is not the worker the warning is about."""
+    _quiet.append(why)
+    try:
+        yield
+    finally:
+        _quiet.remove(why)
+
+
+def check_worker(conn: PgConnection, schema: str, what: str = "sync") -> None:
+    """Raise :class:`MissingRightError` unless the current role holds the worker right on
+    simindex's schema ``schema``: without it every batch would fail on simindex's own tables,
+    which says nothing about the indexes (none is broken)."""
+    catalog = sql.Identifier(schema, "indexes").as_string(conn)
+    row = conn.execute(
+        statement("role_may_work"), {"schema": schema, "catalog": catalog}
+    ).fetchone()
+    if row is None or not row[1]:
+        role = row[0] if row else "this role"
+        raise MissingRightError(
+            f"role {role!r} lacks the worker right that {what} needs (it may not write "
+            f"simindex's queues and tables in schema {schema!r}); an admin gives it with "
+            f"`simindex grant {role} --worker` (Python: simindex.grant(engine, {role!r}, "
+            f"'worker')); nothing was changed, no index is broken"
+        )
 
 
 def warn_if_superuser(conn: PgConnection, what: str) -> None:
     """Log a warning when ``what`` (sync, build) runs as a superuser: it needs far less. Once
-    per process for each database and role, so a loop of builds does not repeat it."""
+    per process for each database and role, so a loop of builds does not repeat it; called
+    once the work went well, so that it never stands in front of an error."""
+    if _quiet:
+        return
     info = conn.info
     seen = (what, info.host, info.port, info.dbname, info.user)
     if seen in _warned:

@@ -18,11 +18,13 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from psycopg import sql
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
-from simindex.db.catalog import DEFAULT_SCHEMA, check_schema
+from simindex.db.catalog import DEFAULT_SCHEMA, catalog, check_schema
 from simindex.db.connection import connect
+from simindex.db.statements import statement
 from simindex.errors import SimindexError
 
 MIGRATIONS_PACKAGE = "simindex.migrations"
@@ -48,8 +50,22 @@ def migrate(
         schema: the schema for simindex's tables and functions; always quoted, so any name
             PostgreSQL accepts (1 to 63 bytes).
         revision: an Alembic revision to stop at.
+
+    At the newest revision it also finds again the columns of tables restored from a dump (see
+    the README's "Backup and restore").
     """
     _run(bind, schema, lambda config: command.upgrade(config, revision))
+    if revision == "head":
+        with connect(bind) as connection:
+            raw = connection.connection.driver_connection
+            found = statement(
+                "catalog_restored",
+                follow=sql.Identifier(schema, "follow_source_v1"),
+                catalog=catalog(schema),
+            )
+            connection.exec_driver_sql(found.as_string(raw))
+            if not isinstance(bind, Connection):
+                connection.commit()
 
 
 def downgrade(

@@ -20,6 +20,7 @@ from psycopg.adapt import PyFormat
 
 from simindex.core.bits import BITS, MAX_UNSIGNED, to_signed_array
 from simindex.core.design import MankuDesign, MankuTable
+from simindex.db.answers import max_rows, protect_statements
 from simindex.db.connection import PgConnection
 from simindex.db.copytext import field
 from simindex.db.pg_array import BigintArray, key_array, register
@@ -99,7 +100,8 @@ class SimHashStore:
                 table=self.table(staging),
                 key_type=self._key_type(),
                 prefix_columns=prefix_columns,
-            )
+            ),
+            *protect_statements(self.schema, self.name, self.table(staging)),
         ]
 
     def create_functions(self, conn: PgConnection) -> None:
@@ -117,6 +119,7 @@ class SimHashStore:
                 guard=swap_guard(self.schema, self._table_name(), self.near_function, 3, self.name),
                 function=self.near_function,
                 key_type=self._key_type(),
+                max_rows=max_rows(),
                 default_distance=sql.Literal(self.design.max_distance),
                 query=self.candidates_query(sql.SQL("$1"), sql.SQL("$2")),
             ),
@@ -125,6 +128,7 @@ class SimHashStore:
                 **usable,
                 function=self.near_key_function,
                 key_type=self._key_type(),
+                max_rows=max_rows(),
                 default_distance=sql.Literal(self.design.max_distance),
                 table=self.table(),
                 near=self.near_function,
@@ -146,6 +150,7 @@ class SimHashStore:
                     for position in range(self.design.table_count)
                 ),
             ),
+            statement("pairs_revoke_function", function=self.pairs_function),
         ]
 
     def candidates_query(

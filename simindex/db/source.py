@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from simindex.db.connection import PgConnection
+from simindex.db.connection import PgConnection, on_callers_search_path
 from simindex.db.statements import statement
 from simindex.errors import SourceError
 
@@ -67,15 +67,19 @@ def describe(
         if value is not None and (not isinstance(value, str) or not value):
             raise TypeError(f"{label} must be a non-empty str, got {value!r}")
     qualified = sql.Identifier(schema, table) if schema else sql.Identifier(table)
-    found = conn.execute(
-        statement("source_table"), {"qualified": qualified.as_string(conn)}
-    ).fetchone()
+    with on_callers_search_path(conn):
+        resolved = conn.execute(
+            statement("source_table_oid"), {"qualified": qualified.as_string(conn)}
+        ).fetchone()
+    found = None
+    if resolved is not None and resolved[0] is not None:
+        oid = int(resolved[0])
+        found = conn.execute(statement("source_table"), {"oid": oid}).fetchone()
     if found is None:
         where = f"schema {schema!r}" if schema else "the search_path"
         raise SourceError(f"table {table!r} does not exist in {where}")
-    oid, found_schema, found_table, kind = found
-    if kind not in ("r", "p"):
-        raise SourceError(f"{found_schema}.{found_table} is not a table (relkind {kind!r})")
+    found_schema, found_table, kind, parents, children = found
+    _check_alone(f"{found_schema}.{found_table}", kind, parents, children)
     columns = {
         str(row[0]): _Column(*row[1:])
         for row in conn.execute(statement("source_columns"), {"oid": oid})
@@ -140,6 +144,29 @@ def describe(
     )
 
 
+def _check_alone(table: str, kind: str, parents: list[str], children: list[str]) -> None:
+    """A source is a plain table outside any inheritance or partitioning tree: statement
+    triggers fire for the table a statement names only, so a write straight into a partition
+    or child, or through a parent, would bypass the index."""
+    if kind == "p":
+        raise SourceError(
+            f"{table} is a partitioned table: simindex's triggers would not see writes straight "
+            "into its partitions, nor ATTACH, DETACH, TRUNCATE or DROP of one; index a plain table"
+        )
+    if kind != "r":
+        raise SourceError(f"{table} is not a table (relkind {kind!r})")
+    if parents:
+        raise SourceError(
+            f"{table} is a partition or an inheritance child of {', '.join(parents)}: writes "
+            "through the parent would bypass simindex's triggers; index a plain table"
+        )
+    if children:
+        raise SourceError(
+            f"{table} has inheritance children ({', '.join(children)}), whose rows simindex's "
+            "triggers would not see; index a table without children"
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class _Column:
     type: str
@@ -184,6 +211,21 @@ def _unique_columns(conn: PgConnection, oid: object, table: str) -> set[str]:
     return {str(name) for (name,) in conn.execute(statement("source_unique_columns"), {"oid": oid})}
 
 
+def check_owner(conn: PgConnection, source: Source) -> None:
+    """Raise :class:`SourceError` unless the current role may make the index's triggers: they
+    are enabled ALWAYS (so that rows a logical replication subscription applies, and writes
+    under ``session_replication_role = replica``, are queued too), which only the table's owner
+    (or a superuser) may do."""
+    row = conn.execute(statement("source_owned"), {"oid": source.oid}).fetchone()
+    if row is None or row[0]:
+        return
+    raise SourceError(
+        f"{source.schema}.{source.table} belongs to {row[1]}: an index's triggers are enabled "
+        "ALWAYS (replicated writes are indexed too), which only the table's owner may do; run "
+        f"this as {row[1]}, a member of it or a superuser"
+    )
+
+
 def row_estimate(conn: PgConnection, source: Source) -> int | None:
     """The planner's row count of the source (cheap; None before the first ANALYZE)."""
     row = conn.execute(statement("source_row_estimate"), {"oid": source.oid}).fetchone()
@@ -191,9 +233,37 @@ def row_estimate(conn: PgConnection, source: Source) -> int | None:
 
 
 def row_count(conn: PgConnection, source: Source) -> int:
-    """The source's real row count (a scan: builds read every row anyway)."""
-    row = conn.execute(statement("source_count", table=source.identifier)).fetchone()
+    """The source's real row count (a scan: builds read every row anyway), read
+    :func:`unfiltered`."""
+    with unfiltered(conn, source):
+        row = conn.execute(statement("source_count", table=source.identifier)).fetchone()
     return int(row[0]) if row else 0
+
+
+@contextmanager
+def unfiltered(conn: PgConnection, source: Source) -> Iterator[None]:
+    """Within the block, ``conn`` reads tables with ``row_security = off``: a reader that may
+    bypass row-level security (a superuser, a BYPASSRLS role, the table's owner unless it
+    forces RLS on itself) reads every row and no policy runs; any other reader's statement
+    fails, raised as :class:`~simindex.errors.SourceError` (an index error: sync records the
+    index broken rather than take the rows a policy hides for removed). The setting is put
+    back afterwards, so a caller's transaction goes on as it was."""
+    row = conn.execute(statement("source_row_security_off")).fetchone()
+    previous = row[0] if row else "on"
+    try:
+        yield
+    except psycopg.errors.InsufficientPrivilege as exc:
+        if "row-level security" not in (exc.diag.message_primary or ""):
+            raise
+        raise SourceError(
+            f"{source.schema}.{source.table} has row-level security, which the current role "
+            "does not bypass: simindex reads every row of a source, as the table's owner, a "
+            "superuser or a BYPASSRLS role (ALTER ROLE ... BYPASSRLS), never through a "
+            f"policy ({exc.diag.message_primary})"
+        ) from exc
+    finally:
+        if conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS:
+            conn.execute(statement("source_row_security_restore"), {"previous": previous})
 
 
 def key_from_text(conn: PgConnection, source: Source, text: str) -> Any:

@@ -30,6 +30,7 @@ from typing import Any
 
 from psycopg import sql
 
+from simindex.db.answers import protect_statements
 from simindex.db.connection import PgConnection
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.simhash_store import SimHashStore
@@ -115,6 +116,8 @@ class Triggers:
         return [
             statement("sync_create_queue", queue=self.queue, key_type=self.key_type),
             statement("sync_create_failed", failed=self.failed, key_type=self.key_type),
+            *protect_statements(self.schema, self.name, self.queue),
+            *protect_statements(self.schema, self.name, self.failed),
         ]
 
     def function_statements(self, *, trusted: bool = False) -> list[sql.Composed]:
@@ -129,8 +132,10 @@ class Triggers:
         ]
 
     def trigger_statements(self) -> list[sql.Composed]:
-        """The triggers on the source table (its owner's or a superuser's to create)."""
-        return [
+        """The triggers on the source table, enabled ALWAYS (its owner's or a superuser's to
+        create): they fire in replica mode too (a logical replication subscription, a session
+        with ``session_replication_role = replica``)."""
+        created = [
             statement(
                 "sync_create_trigger",
                 trigger=self.trigger(event),
@@ -140,6 +145,13 @@ class Triggers:
                 function=self.function,
             )
             for event in EVENTS
+        ]
+        enable = sql.SQL(", ").join(
+            sql.SQL("ENABLE ALWAYS TRIGGER {}").format(self.trigger(event)) for event in EVENTS
+        )
+        return [
+            *created,
+            statement("sync_enable_always", source=self.source.identifier, enable=enable),
         ]
 
     def install_statements(self, *, trusted: bool = False) -> list[sql.Composed]:

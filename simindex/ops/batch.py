@@ -176,13 +176,21 @@ def process(
     written = _write(conn, target, remove + unread, upsert_keys, values, set(unread))
     failures += written.failures
     for key, error in failures:
-        conn.execute(
-            statement("sync_fail", failed=target.triggers.failed), {"key": key, "error": error}
-        )
+        fail(conn, target, [key], error)
     if failures:
         key, error = failures[-1]
         note(conn, target, "catalog_row_error", error=f"key {key}: {error}")
+    else:
+        note(conn, target, "catalog_resolved")
     return BatchResult(len(keys), written.indexed, written.removed, len(failures), tuple(failures))
+
+
+def fail(conn: PgConnection, target: Target, keys: Sequence[Any], error: str) -> None:
+    """Record ``keys`` as failed items with ``error``."""
+    for key in keys:
+        conn.execute(
+            statement("sync_fail", failed=target.triggers.failed), {"key": key, "error": error}
+        )
 
 
 def probe(conn: PgConnection, target: Target) -> None:
@@ -192,12 +200,15 @@ def probe(conn: PgConnection, target: Target) -> None:
 
 
 def note(conn: PgConnection, target: Target, block: str, **values: str) -> None:
-    """Update the index's health in the catalog (``catalog_row_error``, ``catalog_recovered``),
+    """Update the index's health in the catalog (``catalog_row_error``, ``catalog_recovered``,
+    ``catalog_resolved``),
     in a savepoint: a worker role without the right to do so still syncs."""
     try:
         with conn.transaction():
             conn.execute(
-                statement(block, catalog=catalog(target.triggers.schema)),
+                statement(
+                    block, catalog=catalog(target.triggers.schema), failed=target.triggers.failed
+                ),
                 {"name": target.name, **values},
             )
     except psycopg.OperationalError:

@@ -31,12 +31,13 @@ from sqlalchemy.engine import Connection
 
 from simindex.core.frequency import KEPT_SHINGLES, SAMPLE_ROWS, ShingleCounts, count_shingles
 from simindex.core.spec import IndexSpec, refreshed
+from simindex.db.answers import visible_statements
 from simindex.db.catalog import IndexInfo, Store, catalog, lock_source, read_index, store_for
 from simindex.db.connection import Bind, PgConnection, connect, transaction
 from simindex.db.objects import create_statements, drop_statements
 from simindex.db.privileges import back_to_caller, become_owner, warn_if_superuser
 from simindex.db.simhash_store import SimHashStore
-from simindex.db.source import Source, describe, row_count
+from simindex.db.source import Source, check_owner, describe, row_count, unfiltered
 from simindex.db.statements import run, statement
 from simindex.db.triggers import Triggers, event_triggers_on
 from simindex.ops.workers import computed
@@ -65,11 +66,28 @@ class BuildReport:
 MAX_BATCH_SIZE = 1_000_000
 """Rows per batch at most (a batch's texts are in memory at once)."""
 MAX_WORKERS = 256
+DEQUEUE_KEYS = 1_000_000
+"""Queued keys a build takes off the queue at most (it keeps them in memory while it reads);
+entries past these stay queued, and sync processes them again."""
 
 
-def _batches(cursor: Any, size: int) -> Iterator[tuple[list[Any], list[str | None]]]:
-    while rows := cursor.fetchmany(size):
-        yield [row[0] for row in rows], [row[1] for row in rows]
+class _Read:
+    """The build's read, batch by batch: keys in their text form (which COPY reads back), and
+    the exact row versions read of the keys that were queued before it (see :func:`_dequeue`)."""
+
+    def __init__(self, queued: frozenset[str]) -> None:
+        self.queued = queued
+        self.versions: list[str] = []
+        self.ctids: list[str] = []
+
+    def batches(self, cursor: Any, size: int) -> Iterator[tuple[list[Any], list[str | None]]]:
+        while rows := cursor.fetchmany(size):
+            if self.queued:
+                for key, _, version, ctid in rows:
+                    if key in self.queued:
+                        self.versions.append(version)
+                        self.ctids.append(ctid)
+            yield [row[0] for row in rows], [row[1] for row in rows]
 
 
 def build(
@@ -95,7 +113,6 @@ def build(
     started = time.perf_counter()
     indexed = skipped = 0
     with transaction(bind) as conn:
-        warn_if_superuser(conn, "build")
         info, source = _prepare(conn, index_schema, name)
         estimate = row_count(conn, source)
         if workers is None:
@@ -108,35 +125,46 @@ def build(
         triggers = Triggers(index_schema, name, source, store)
         # Before the snapshot the read takes: deletes meanwhile queue their keys.
         triggers.build_lock(conn)
-        # Taken before the read's own snapshot, so whatever it sees, the read sees too.
-        snapshot, isolation = conn.execute(statement("build_snapshot")).fetchone() or ("", "")
-        # The source is read with the caller's rights (the cursor checks them when it opens);
-        # simindex's tables are written as its owner role.
-        reader = conn.cursor(name="simindex_build")
-        reader.execute(
-            statement(
-                "source_read",
-                key=sql.Identifier(source.key_column),
-                text=sql.Identifier(source.text_column),
-                table=source.identifier,
-            )
-        )
+        (isolation,) = conn.execute(statement("build_isolation")).fetchone() or ("",)
+        # Later statements see later commits only under READ COMMITTED: else nothing is
+        # dequeued (sync does it again).
+        dequeue = isolation == "read committed"
+        queued = _queued_keys(conn, triggers) if dequeue else frozenset()
         run(conn, become_owner())
         live.drop_staging(conn)
         store.drop_staging(conn)
         store.create(conn, staging=True)
+        run(conn, back_to_caller())
         spec_json = spec.to_json()
         pending = _Pending(store)
-        for keys, (values, present) in computed(spec_json, _batches(reader, batch_size), workers):
-            kept = np.flatnonzero(present)
-            kept_keys = [keys[i] for i in kept.tolist()]
-            pending.add(conn, kept_keys, values[kept])
-            indexed += len(kept_keys)
-            skipped += len(keys) - len(kept_keys)
-            if progress is not None:
-                progress(indexed + skipped, estimate)
+        read = _Read(queued)
+        # The source is read with the caller's rights (the cursor checks them when it opens)
+        # and without row-level security (refused if the caller is subject to it), so no
+        # policy of the table's owner runs; every fetch runs as the caller, and simindex's
+        # tables are written as its owner role between fetches (_Pending.flush).
+        with unfiltered(conn, source):
+            reader = conn.cursor(name="simindex_build")
+            reader.execute(
+                statement(
+                    "build_read",
+                    key=sql.Identifier(source.key_column),
+                    text=sql.Identifier(source.text_column),
+                    table=source.identifier,
+                )
+            )
+            for keys, (values, present) in computed(
+                spec_json, read.batches(reader, batch_size), workers
+            ):
+                kept = np.flatnonzero(present)
+                kept_keys = [keys[i] for i in kept.tolist()]
+                pending.add(conn, kept_keys, values[kept])
+                indexed += len(kept_keys)
+                skipped += len(keys) - len(kept_keys)
+                if progress is not None:
+                    progress(indexed + skipped, estimate)
+            reader.close()
         pending.flush(conn)
-        reader.close()
+        run(conn, become_owner())
         store.finish(conn, staging=True)
         _swap(conn, live, store, triggers, trusted=event_triggers_on(conn, index_schema))
         conn.execute(
@@ -144,13 +172,16 @@ def build(
             {"name": name, "spec": spec_json, "spec_version": spec.version},
         )
         run(conn, back_to_caller())
-        dequeued = 0
-        if isolation == "read committed":  # later statements see later commits
-            dequeued = _dequeue(conn, triggers, snapshot)
+        dequeued = _dequeue(conn, triggers, read) if dequeue else 0
         conn.execute(
             statement("catalog_built", catalog=catalog(index_schema)),
             {"name": name, "row_count": indexed, "skipped_count": skipped},
         )
+        conn.execute(
+            statement("catalog_resolved", catalog=catalog(index_schema), failed=triggers.failed),
+            {"name": name},
+        )
+        warn_if_superuser(conn, "build")
     if not isinstance(bind, Connection):
         _vacuum(bind, store)
     return BuildReport(indexed, skipped, time.perf_counter() - started, dequeued)
@@ -161,7 +192,7 @@ def learn_counts(conn: PgConnection, source: Source, spec: IndexSpec, rows: int)
     source (all of a table that small), read with the caller's rights."""
     percent = 100.0 if rows <= SAMPLE_ROWS else 100.0 * SAMPLE_ROWS / rows
     shingling = spec.method.shingling
-    with conn.cursor(name="simindex_sample") as cursor:
+    with unfiltered(conn, source), conn.cursor(name="simindex_sample") as cursor:
         cursor.itersize = 500
         cursor.execute(
             statement(
@@ -185,19 +216,31 @@ def learn_counts(conn: PgConnection, source: Source, spec: IndexSpec, rows: int)
     return counts
 
 
-def _dequeue(conn: PgConnection, triggers: Triggers, snapshot: str) -> int:
+def _queued_keys(conn: PgConnection, triggers: Triggers) -> frozenset[str]:
+    """The keys queued now (at most :data:`DEQUEUE_KEYS`), in their text form."""
+    rows = conn.execute(
+        statement("build_queued_keys", queue=triggers.queue, limit=sql.Literal(DEQUEUE_KEYS))
+    )
+    return frozenset(key for (key,) in rows)
+
+
+def _dequeue(conn: PgConnection, triggers: Triggers, read: _Read) -> int:
     """Remove the queue entries whose rows the build read as they are now.
 
     An entry no writer holds is locked first; then a new statement (a snapshot taken after the
     locks, so every writer that committed before them is seen) deletes the entries whose
-    source row's current version was visible to ``snapshot``, the one taken before the read.
-    A row changed since, a writer still in its transaction, or a deleted row keeps its entry.
+    source row's current version is one the build read (same table, ctid and xmin: a row
+    version is never changed in place, and one written later has another ctid). A row
+    changed since, written by a transaction the read could not see (in a subtransaction
+    too), or deleted keeps its entry: sync processes it.
     """
-    ctids = [
+    if not read.versions:
+        return 0
+    locked = [
         ctid
         for (ctid,) in conn.execute(statement("build_lock_queue", queue=triggers.queue)).fetchall()
     ]
-    if not ctids:
+    if not locked:
         return 0
     source = triggers.source
     deleted = conn.execute(
@@ -207,7 +250,7 @@ def _dequeue(conn: PgConnection, triggers: Triggers, snapshot: str) -> int:
             source=source.identifier,
             key=sql.Identifier(source.key_column),
         ),
-        {"ctids": ctids, "snapshot": snapshot},
+        {"locked": locked, "ctids": read.ctids, "versions": read.versions},
     )
     return deleted.rowcount
 
@@ -231,6 +274,7 @@ def _prepare(conn: PgConnection, index_schema: str, name: str) -> tuple[IndexInf
             schema=info.source.schema,
             key=info.source.key_column,
         )
+        check_owner(conn, source)
         run(conn, drop_statements(index_schema, name, info.source, info.spec))
         trusted = event_triggers_on(conn, index_schema)
         run(conn, create_statements(index_schema, name, source, info.spec, trusted=trusted))
@@ -264,13 +308,16 @@ class _Pending:
             self.flush(conn)
 
     def flush(self, conn: PgConnection) -> None:
+        """COPY the rows waiting, as simindex's owner role; the caller's role back after."""
         if not self.keys:
             return
         values = np.concatenate(self.values)
+        run(conn, become_owner())
         if isinstance(self.store, SimHashStore):
             self.store.copy(conn, self.store.rows(self.keys, values), staging=True)
         else:
             self.store.copy(conn, self.keys, values, staging=True)
+        run(conn, back_to_caller())
         self.keys, self.values = [], []
 
 
@@ -283,6 +330,7 @@ def _swap(
     run(conn, live.function_drop_statements())
     run(conn, live.table_statements(staging=False))
     store.swap_in_staging(conn)
+    run(conn, visible_statements(store.schema, store.name, triggers.source))
     run(conn, store.function_statements())
     run(conn, triggers.function_statements(trusted=trusted))
 

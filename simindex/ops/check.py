@@ -29,6 +29,7 @@ from simindex.core.batch import fingerprint_batch
 from simindex.db.catalog import DEFAULT_SCHEMA, check_name, read_index
 from simindex.db.connection import Bind, PgConnection, transaction
 from simindex.db.minhash_store import MinHashStore
+from simindex.db.privileges import superuser_warning_off
 from simindex.db.statements import statement
 from simindex.errors import IndexBrokenError
 from simindex.ops.batch import Target, requeue, target_unlocked
@@ -136,7 +137,8 @@ def repair(
     if wrong:
         with transaction(bind) as conn:
             requeue(conn, target_unlocked(conn, index_schema, name), wrong)
-    synced = sync(bind, [name], batch_size=batch_size, index_schema=index_schema)
+    with superuser_warning_off("repair"):  # about a worker, which repair is not
+        synced = sync(bind, [name], batch_size=batch_size, index_schema=index_schema)
     if name in synced.broken:
         raise IndexBrokenError(f"index {name!r} is broken: {synced.broken[name]}")
     return report

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from simindex.core.bits import MAX_UNSIGNED, to_signed
+from simindex.core.bits import check_fingerprint, to_signed
 from simindex.db.catalog import IndexInfo
 from simindex.db.connection import PgConnection
 from simindex.db.simhash_store import SimHashStore
@@ -56,23 +56,25 @@ def near(
     max_distance: int | None,
     limit: int | None = None,
 ) -> list[Match]:
-    """Rows within ``max_distance`` bits of a text's SimHash (or of a fingerprint)."""
-    if (text is None) == (fingerprint is None):
+    """Rows within ``max_distance`` bits of a text's SimHash (or of a fingerprint, in the
+    signed form of :mod:`simindex.core.bits`). A text with no features (None, empty) has
+    no neighbours."""
+    if text is not None and fingerprint is not None:
         raise TypeError("give exactly one of text= or fingerprint=")
     check_limit(limit)
     if fingerprint is None:
+        if text is not None and not isinstance(text, str):
+            raise TypeError(f"text must be a str or None, got {type(text).__name__}")
         values, present = info.spec.simhash_values([text])
         if not present[0]:
             return []
-        fingerprint = int(values[0])
-    if isinstance(fingerprint, bool) or not isinstance(fingerprint, int):
-        raise TypeError(f"fingerprint must be an int, got {type(fingerprint).__name__}")
-    if not 0 <= fingerprint <= MAX_UNSIGNED:
-        raise ValueError(f"fingerprint must be an unsigned 64-bit int, got {fingerprint}")
+        stored = to_signed(int(values[0]))
+    else:
+        stored = check_fingerprint(fingerprint)
     rows = conn.execute(
         statement("simhash_near", function=store.near_function),
         {
-            "fingerprint": to_signed(fingerprint),
+            "fingerprint": stored,
             "max_distance": check_distance(store, max_distance),
             "limit": limit,
         },

@@ -103,7 +103,7 @@ def similar(
                 function=store.similar_function,
                 array_type=sql.SQL(store.array_type),
             ),
-            {"signature": signature, "band_hashes": band_keys, "threshold": floor, "limit": fetch},
+            {"signature": signature, "band_keys": band_keys, "threshold": floor, "limit": fetch},
         ).fetchall()
     if verify == "estimate":
         return [Similar(found_key, float(similarity)) for found_key, similarity in rows]

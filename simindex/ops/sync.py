@@ -40,18 +40,20 @@ from simindex.db.catalog import (
     index_names,
 )
 from simindex.db.connection import Bind, PgConnection, connect, raw_connection
-from simindex.db.privileges import warn_if_superuser
+from simindex.db.privileges import check_worker, warn_if_superuser
 from simindex.db.statements import statement
 from simindex.db.triggers import channel
 from simindex.errors import IndexNotFoundError
 from simindex.ops.batch import (
     DEFAULT_MAX_TEXT_BYTES,
     BatchResult,
+    fail,
     load_target,
     note,
     probe,
     process,
     take,
+    take_keys,
 )
 from simindex.ops.build import MAX_BATCH_SIZE
 from simindex.ops.sync_report import SyncReport, describe, fields, log_batch
@@ -64,8 +66,15 @@ DEFAULT_CONNECTIONS = 2
 _STOP_POLL_SECONDS = 0.25
 _RECONNECT_DELAYS = (0.1, 0.5, 1.0, 2.0, 5.0)
 # Seconds before a --follow worker tries a broken index again, after each failure in a row.
+# Single-entry batches cancelled in a row (each made a failed item) before the index is
+# marked broken: the cause is then the index's (a statement_timeout too short for any row).
+CANCELLED_SINGLES = 3
 BROKEN_RETRY_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 _log = logging.getLogger(__name__)
+
+
+class BatchCancelledError(RuntimeError):
+    """A batch of a single entry was cancelled by the server (a statement_timeout)."""
 
 
 class StopFlag(Protocol):
@@ -181,6 +190,11 @@ class _Worker:
         self.follow = False
         self.broken: dict[str, _Broken] = {}
         self._role_checked = False
+        self._rights_checked = False
+        self._isolation_checked = False
+        # Batch sizes of indexes whose batches were cancelled (see _batch).
+        self.sizes: dict[str, int] = {}
+        self.cancelled_in_row: dict[str, int] = {}
         self._report_lock = threading.Lock()
 
     def run(self, *, follow: bool, retry_failed: bool) -> None:
@@ -239,20 +253,35 @@ class _Worker:
 
     @contextmanager
     def _unit(self, conn: PgConnection) -> Iterator[None]:
-        """A transaction of our own; on a caller's Connection, a savepoint in its transaction
-        (so that a broken index leaves the caller's transaction usable)."""
-        if isinstance(self.bind, Connection) and (
-            conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-        ):
-            conn.execute("SELECT")  # in the caller's transaction, or transaction() would commit
+        """A READ COMMITTED transaction of our own; on a caller's Connection, a savepoint in
+        its transaction (so that a broken index leaves the caller's transaction usable), which
+        must be READ COMMITTED."""
+        idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        if isinstance(self.bind, Connection):
+            if idle:  # in the caller's transaction, or transaction() would commit
+                conn.execute("SELECT")
+            if not self._isolation_checked:
+                (isolation,) = conn.execute(statement("sync_isolation")).fetchone() or ("",)
+                if isolation != "read committed":
+                    raise ValueError(
+                        f"sync runs in a READ COMMITTED transaction, and this Connection's is "
+                        f"{isolation.upper()}: a batch must see the rows as they are when it "
+                        "takes their entries"
+                    )
+                self._isolation_checked = True
+            with conn.transaction():
+                yield
+            return
         with conn.transaction():
+            if idle:
+                conn.execute(statement("sync_read_committed"))
             yield
 
     def _indexes(self, conn: PgConnection) -> list[str]:
         with self._unit(conn):
-            if not self._role_checked:
-                warn_if_superuser(conn, "sync")
-                self._role_checked = True
+            if not self._rights_checked:
+                check_worker(conn, self.schema)
+                self._rights_checked = True
             if self.names is not None:
                 return self.names
             return index_names(conn, self.schema)
@@ -313,7 +342,7 @@ class _Worker:
                     active.remove(name)
                     continue
                 taken = self._batch(conn, name)
-                if not taken:
+                if not taken:  # (a cancelled batch, to try again smaller, counts -1)
                     active.remove(name)
                 elif until_full and taken == self.batch_size:
                     return active
@@ -344,8 +373,12 @@ class _Worker:
 
     def _batch(self, conn: PgConnection, name: str) -> int:
         """One batch of one index, in one transaction; how many entries it took. An error that
-        is not the connection's marks the index broken and takes nothing."""
+        is not the connection's marks the index broken and takes nothing. A batch the server
+        cancelled (a statement_timeout, a cancel request) is tried again half as large (-1);
+        a batch of one cancelled marks the index broken, naming the cause."""
         started = time.perf_counter()
+        size = self.sizes.get(name, self.batch_size)
+        keys: list[object] = []
         try:
             with self._unit(conn):
                 try:
@@ -358,9 +391,12 @@ class _Worker:
                     with self._report_lock:
                         self.report.busy.add(name)
                     return 0
-                keys = take(conn, target, self.batch_size)
+                keys = take(conn, target, size)
                 if keys:
                     result = process(conn, target, keys, max_text_bytes=self.max_text_bytes)
+                    if not self._role_checked:  # once a batch went well, not before an error
+                        warn_if_superuser(conn, "sync")
+                        self._role_checked = True
                 elif target.broken:
                     probe(conn, target)  # raises while the source is still unreadable
                     result = BatchResult(0, 0, 0, 0)
@@ -370,11 +406,17 @@ class _Worker:
                     result = BatchResult(0, 0, 0, 0)
                 if target.broken:
                     note(conn, target, "catalog_recovered")
+                    note(conn, target, "catalog_resolved")
+        except psycopg.errors.QueryCanceled as exc:
+            return self._cancelled(conn, name, size, keys, exc)
         except (psycopg.OperationalError, sqlalchemy.exc.OperationalError, IndexNotFoundError):
             raise
         except Exception as exc:  # the index's own: recorded, and the others go on
             self._broke(conn, name, exc)
             return 0
+        self.cancelled_in_row.pop(name, None)
+        if size < self.batch_size and len(keys) == size:
+            self.sizes[name] = min(size * 2, self.batch_size)  # grow back while it succeeds
         with self._report_lock:
             if keys:
                 self.report.add_batch(name, result)
@@ -391,6 +433,53 @@ class _Worker:
         if keys:
             log_batch(name, result, time.perf_counter() - started)
         return len(keys)
+
+    def _cancelled(
+        self,
+        conn: PgConnection,
+        name: str,
+        size: int,
+        keys: list[object],
+        exc: psycopg.errors.QueryCanceled,
+    ) -> int:
+        """A batch the server cancelled: try again half as large; a single entry cancelled
+        becomes a failed item (it no longer holds up the queue), and after
+        :data:`CANCELLED_SINGLES` of those in a row the index is marked broken."""
+        cause = " ".join(str(exc).split())
+        if size > 1:
+            self.sizes[name] = size // 2
+            _log.warning(
+                "%s: a batch of %d entries was cancelled (%s); trying %d",
+                name,
+                size,
+                cause,
+                size // 2,
+                extra=fields("batch_cancelled", index=name, size=size, error=cause),
+            )
+            return -1
+        error = (
+            f"cancelled ({cause}): the worker role's statement_timeout is shorter than one row "
+            "takes, or a lock it waits for is held that long"
+        )
+        in_row = self.cancelled_in_row.get(name, 0) + 1
+        self.cancelled_in_row[name] = in_row
+        if in_row >= CANCELLED_SINGLES or not keys:
+            self.cancelled_in_row.pop(name, None)
+            self._broke(conn, name, BatchCancelledError(f"a batch of one entry was {error}"))
+            return 0
+        try:
+            with self._unit(conn):
+                target = load_target(conn, self.schema, name)
+                if target is not None:
+                    fail(conn, target, take_keys(conn, target, keys), error)
+        except (psycopg.OperationalError, sqlalchemy.exc.OperationalError, IndexNotFoundError):
+            raise
+        except Exception as record_error:
+            self._broke(conn, name, record_error)
+            return 0
+        with self._report_lock:
+            self.report.add_batch(name, BatchResult(len(keys), 0, 0, len(keys)))
+        return -1
 
     def _broke(self, conn: PgConnection, name: str, exc: Exception) -> None:
         """Record on index ``name`` the error that broke its batch; when to try it again."""

@@ -25,6 +25,7 @@ from multiprocessing.context import BaseContext
 from typing import Any
 
 from simindex.core.batch import Batch, fingerprint_batch
+from simindex.core.tokens import install_tokenizers, registered_tokenizers
 from simindex.errors import SerialBuildWarning
 
 Batches = Iterator[tuple[list[Any], list[str | None]]]
@@ -69,7 +70,14 @@ def _started_pool(workers: int, stack: ExitStack) -> ProcessPoolExecutor | None:
     """A pool whose workers answered a probe, or None (with a warning) when they cannot."""
     method = start_method()
     context: BaseContext = multiprocessing.get_context(method)
-    pool = ProcessPoolExecutor(workers, mp_context=context)
+    # The tokenizers this process registered, registered in each worker too (by reference:
+    # a spawned worker imports their modules, which must be importable).
+    pool = ProcessPoolExecutor(
+        workers,
+        mp_context=context,
+        initializer=install_tokenizers,
+        initargs=(registered_tokenizers(),),
+    )
     try:
         pool.submit(_probe).result(timeout=_PROBE_SECONDS)
     except (BrokenProcessPool, OSError, RuntimeError, TimeoutError) as exc:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sqlalchemy import BigInteger, Double, Integer, cast, column, literal
+from sqlalchemy import BigInteger, Double, Integer, cast, column, literal, null
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql.base import PGDialect
 from sqlalchemy.engine import Connection, Engine
@@ -40,7 +40,7 @@ from sqlalchemy.sql.sqltypes import NullType
 from sqlalchemy.sql.visitors import InternalTraversal
 from sqlalchemy.types import TypeEngine, UserDefinedType
 
-from simindex.core.bits import MAX_UNSIGNED, to_signed
+from simindex.core.bits import check_fingerprint, to_signed
 from simindex.db.catalog import DEFAULT_SCHEMA, IndexInfo, check_name, check_schema, ready_index
 from simindex.db.connection import transaction
 from simindex.db.minhash_store import MinHashStore
@@ -107,10 +107,10 @@ def _compile_named(element: _Named, compiler: SQLCompiler, **kw: Any) -> str:
 
 
 def _max_rows(limit: int | None) -> list[ColumnElement[Any]]:
-    """The ``max_rows`` argument of an index's function, when a limit is given (functions of
-    indexes created or built by this release take it)."""
+    """The ``max_rows`` argument of an index's function: NULL (every row) when no limit is
+    given, since the function's own default is a bound for SQL callers."""
     if limit is None:
-        return []
+        return [_Named("max_rows", cast(null(), Integer()))]
     if isinstance(limit, bool) or not isinstance(limit, int):
         raise TypeError(f"limit must be an int or None, got {type(limit).__name__}")
     if limit < 1:
@@ -137,7 +137,9 @@ def near(
         name: the index.
         text: a text (give exactly one of ``text`` and ``fingerprint``); a text without
             features (empty, only punctuation) finds no rows.
-        fingerprint: a SimHash fingerprint, instead of ``text``.
+        fingerprint: a SimHash fingerprint, instead of ``text``: the signed ``bigint`` the SQL
+            functions take, as :meth:`simindex.Index.fingerprint` gives it (see
+            :mod:`simindex.bits`).
         max_distance: defaults to, and may not exceed, the index's.
         key_type: the ``key`` column's SQLAlchemy type, or a column or mapped attribute whose
             type it takes (default: the type of the source key, from the catalog).
@@ -149,19 +151,15 @@ def near(
         raise TypeError("give exactly one of text= or fingerprint=")
     if text is not None and not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
-    if fingerprint is not None and (
-        isinstance(fingerprint, bool) or not isinstance(fingerprint, int)
-    ):
-        raise TypeError(f"fingerprint must be an int, got {type(fingerprint).__name__}")
-    if fingerprint is not None and not 0 <= fingerprint <= MAX_UNSIGNED:
-        raise ValueError(f"fingerprint must be an unsigned 64-bit int, got {fingerprint}")
+    if fingerprint is not None:
+        check_fingerprint(fingerprint)
     info, store = _ready(_required(bind, "near"), name, index_schema)
     if not isinstance(store, SimHashStore):
         raise TypeError(f"index {name!r} is a MinHash index: use similar()")
     distance = _distance(max_distance, store.design.max_distance)
     stored: int | None = None  # NULL: a text without features has no neighbours
     if fingerprint is not None:
-        stored = to_signed(fingerprint)
+        stored = fingerprint
     else:
         values, present = info.spec.simhash_values([text])
         if present[0]:
@@ -255,14 +253,14 @@ def similar(
         raise TypeError(f"index {name!r} is a SimHash index: use near()")
     floor = _threshold(threshold, store.threshold)
     signature: list[int] | None = None  # NULLs: a text without features has no neighbours
-    band_hashes: list[int] | None = None
+    band_keys: list[int] | None = None
     values, lengths = info.spec.minhash_values([text])
     if lengths[0]:
-        signature, band_hashes = store.query_arguments(values[0])
+        signature, band_keys = store.query_arguments(values[0])
     element = Integer() if store.array_type == "integer" else BigInteger()
     arguments = [
         literal(signature, ARRAY(element)),
-        literal(band_hashes, ARRAY(element)),
+        literal(band_keys, ARRAY(element)),
         literal(floor, Double()),
     ]
     return _call(

@@ -31,7 +31,7 @@ from sqlalchemy import event
 from sqlalchemy.orm import Session, scoped_session, sessionmaker
 
 from simindex.db.catalog import DEFAULT_SCHEMA, catalog, check_schema
-from simindex.db.connection import PgConnection
+from simindex.db.connection import PgConnection, pinned
 from simindex.db.statements import statement
 from simindex.errors import IndexNotFoundError, IndexNotReadyError, SourceChangedError
 from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES, load_target, process, take_keys
@@ -127,6 +127,11 @@ def index_changes(
     if not isinstance(conn, psycopg.Connection):
         raise TypeError(f"simindex needs the psycopg (version 3) driver, got {type(conn).__name__}")
     pg: PgConnection = conn
+    with pinned(pg):  # the app's next statement sees its own search_path again
+        return _index_changes(pg, index_schema, max_text_bytes)
+
+
+def _index_changes(pg: PgConnection, index_schema: str, max_text_bytes: int) -> int:
     if not _scalar(pg, statement("session_wrote")):
         return 0  # nothing written: no trigger fired
     regclass = sql.Identifier(index_schema, "indexes").as_string(pg)

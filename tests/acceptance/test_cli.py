@@ -108,6 +108,40 @@ def test_help_names_the_environment_variables() -> None:
     assert "SIMINDEX_DSN" in create_help.stdout
 
 
+HEAVY = ("numpy", "psycopg", "sqlalchemy", "importlib.metadata")
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["stats", "-h"], ["query", "--help"]])
+def test_help_and_version_load_nothing_heavy(argv: list[str]) -> None:
+    """``--help`` and ``--version`` answer at once: the maths, the drivers and the package
+    metadata load only when a command needs them (each costs a tenth of a second or more)."""
+    code = (
+        "import sys\n"
+        "from simindex.cli import main\n"
+        "try:\n"
+        f"    main({argv!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        f"print(','.join(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT, check=False
+    )
+    assert result.stdout
+    assert result.stderr.strip() == ""
+
+
+def test_sync_help_still_shows_the_worker_defaults() -> None:
+    from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES
+    from simindex.ops.sync import DEFAULT_BATCH_SIZE, DEFAULT_CONNECTIONS
+
+    shown = " ".join(simindex("sync", "--help").stdout.split())
+    assert f"queue entries per transaction (default: {DEFAULT_BATCH_SIZE})" in shown
+    assert f"(default: {DEFAULT_CONNECTIONS})" in shown
+    assert f"instead of being read (default: {DEFAULT_MAX_TEXT_BYTES})" in shown
+    assert "(default: 3)" in " ".join(simindex("create", "--help").stdout.split())
+
+
 def test_no_database_at_all_is_a_usage_error() -> None:
     result = simindex("migrate")
     assert result.returncode == 2
@@ -298,7 +332,154 @@ def test_sync_follow_on_sigint_finishes_the_batch_and_exits_0(
     assert indexed == 200 - left
 
 
+def test_one_shot_sync_stopped_by_sigint_says_what_is_left_and_exits_130(
+    database_dsn: str, index: Index
+) -> None:
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute(
+            "INSERT INTO docs SELECT g, 'queued text ' || g FROM generate_series(101, 300) g"
+        )
+        conn.execute(
+            "CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN PERFORM pg_sleep(0.3); RETURN NULL; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER slow AFTER INSERT OR UPDATE ON simindex.docs_simhash "
+            "FOR EACH STATEMENT EXECUTE FUNCTION slow()"
+        )
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "simindex", "sync", "docs", *ONE_BY_TEN],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment(SIMINDEX_DSN=database_dsn),
+    )
+    try:
+        assert wait_for(lambda: queue_counts(database_dsn, "docs")[0] < 200, 20)
+        worker.send_signal(signal.SIGINT)
+        _, stderr = worker.communicate(timeout=TIMEOUT)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.communicate()
+    left = queue_counts(database_dsn, "docs")[0]
+    assert 0 < left < 200
+    assert worker.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    lines = [line for line in stderr.splitlines() if SUPERUSER_WARNING not in line]
+    assert lines == [
+        f"simindex: interrupted: sync stopped after its current batch; keys still queued "
+        f"(docs: {left:,}); run `simindex sync` again to finish"
+    ]
+
+
+def test_build_interrupted_says_it_was_rolled_back(database_dsn: str, index: Index) -> None:
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute("ALTER TABLE docs DISABLE TRIGGER USER")  # no queue: only build writes
+        conn.execute(
+            "INSERT INTO docs SELECT g, repeat('some words of text ' || g, 50) "
+            "FROM generate_series(101, 60000) g"
+        )
+    active = (
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND state = 'active' AND pid <> pg_backend_pid()"
+    )
+    builder = subprocess.Popen(
+        [sys.executable, "-m", "simindex", "build", "docs", "--workers", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment(SIMINDEX_DSN=database_dsn),
+    )
+    try:
+        assert wait_for(lambda: scalar(database_dsn, active) > 0, 20)
+        builder.send_signal(signal.SIGINT)
+        _, stderr = builder.communicate(timeout=TIMEOUT)
+    finally:
+        if builder.poll() is None:
+            builder.kill()
+            builder.communicate()
+    assert builder.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert stderr.splitlines()[-1] == (
+        "simindex: interrupted: the build was rolled back; the index is as it was before it"
+    )
+    assert scalar(database_dsn, "SELECT count(*) FROM simindex.docs_simhash") == 3
+
+
+def test_a_metrics_port_in_use_is_one_line_and_exit_2(database_dsn: str, index: Index) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = simindex(
+            "sync", "--follow", "--metrics-port", str(port), SIMINDEX_DSN=database_dsn
+        )
+    assert result.returncode == 2
+    line = one_error_line(result)
+    assert f"--metrics-port {port}: cannot listen on 127.0.0.1:{port}" in line
+    assert "in use" in line
+
+
 # -- create, build, query, stats, check, repair, drop
+
+
+def test_stats_forgets_an_error_once_it_is_resolved(docs: str, index: Index) -> None:
+    insert(docs, [(30, "a text longer than the limit given to this sync " * 5)])
+    assert simindex("sync", "--max-text-bytes", "100", SIMINDEX_DSN=docs).returncode == 1
+    [stats] = run_json("stats", dsn=docs)["indexes"]
+    assert "key 30: text is" in stats["last_error"] and stats["failed"] == 1
+    assert "last error at" in simindex("stats", SIMINDEX_DSN=docs).stdout
+    assert simindex("sync", "--retry-failed", SIMINDEX_DSN=docs).returncode == 0
+    [stats] = run_json("stats", dsn=docs)["indexes"]
+    assert (stats["last_error"], stats["last_error_at"], stats["failed"]) == (None, None, 0)
+    assert "last error" not in simindex("stats", SIMINDEX_DSN=docs).stdout
+    # A build forgets it too, when no failed item holds it.
+    with psycopg.connect(docs) as conn:
+        conn.execute(
+            "UPDATE simindex.indexes SET last_error = 'old', last_error_at = now() "
+            "WHERE name = 'docs'"
+        )
+    run_json("build", "docs", dsn=docs)
+    [stats] = run_json("stats", dsn=docs)["indexes"]
+    assert stats["last_error"] is None
+
+
+def raw_stderr(*args: str, dsn: str) -> tuple[int, str]:
+    """Exit code and the whole of stderr (the superuser warning included) of a command."""
+    result = subprocess.run(
+        [sys.executable, "-m", "simindex", *args],
+        capture_output=True,
+        text=True,
+        env=environment(SIMINDEX_DSN=dsn),
+        timeout=TIMEOUT,
+        check=False,
+    )
+    return result.returncode, result.stderr
+
+
+def test_the_superuser_warning_comes_once_the_work_went_well(docs: str) -> None:
+    """The tests run as a superuser: a failing command shows its error alone, repair does not
+    speak of sync, and build and sync say it once they did their work."""
+    assert raw_stderr("build", "nosuch", dsn=docs)[1].splitlines() == [
+        "simindex: error: no index named 'nosuch'"
+    ]
+    code, stderr = raw_stderr("sync", "nosuch", dsn=docs)
+    assert code == 1 and "superuser" not in stderr, stderr
+    assert (
+        raw_stderr("create", "docs_body", "--table", "docs", "--column", "body", dsn=docs)[0] == 0
+    )
+    code, stderr = raw_stderr("build", "docs_body", dsn=docs)
+    assert code == 0 and "simindex build runs as a superuser" in stderr
+    insert(docs, [(20, "a row the queue holds until sync takes it")])
+    code, stderr = raw_stderr("sync", dsn=docs)
+    assert code == 0 and "simindex sync runs as a superuser" in stderr
+    with psycopg.connect(docs) as conn:
+        conn.execute("DELETE FROM simindex.docs_body_simhash WHERE key = 1")
+    code, stderr = raw_stderr("repair", "docs_body", dsn=docs)
+    assert code == 0 and "superuser" not in stderr, stderr
 
 
 def run_json(*args: str, stdin: str = "", dsn: str) -> Any:
@@ -448,7 +629,7 @@ def test_a_minhash_index_with_text_keys(database_dsn: str, tmp_path: Path) -> No
     assert "--exact contradicts --verify estimate" in one_error_line(contradicting)
 
 
-def test_create_with_token_options(database_dsn: str) -> None:
+def test_create_with_token_options(database_dsn: str, tmp_path: Path) -> None:
     with psycopg.connect(database_dsn) as conn:
         conn.execute("CREATE TABLE pages (id integer PRIMARY KEY, html text)")
     created = run_json("create", "pages", "--table", "pages", "--column", "html",
@@ -466,14 +647,26 @@ def test_create_with_token_options(database_dsn: str) -> None:
         "tokenizer": None,
     }
     on_pages = ("--table", "pages", "--column", "html")
-    own = simindex("create", "code", *on_pages, "--tokenizer", "tests.unit.tokenizers:words",
-                   SIMINDEX_DSN=database_dsn)  # fmt: skip
+    # The CLI finds a tokenizer by name in the entry points of what is installed.
+    info = tmp_path / "shipped_words-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: shipped-words\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[simindex.tokenizers]\nshipped-words = tests.unit.tokenizers:words\n"
+    )
+    path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
+    own = simindex("create", "code", *on_pages, "--tokenizer", "shipped-words",
+                   SIMINDEX_DSN=database_dsn, PYTHONPATH=path)  # fmt: skip
     assert own.returncode == 0, own.stderr
-    assert "(tokenizer tests.unit.tokenizers:words)" in own.stdout
-    missing = simindex("create", "other", *on_pages, "--tokenizer", "myapp_missing:tokens",
+    assert "(tokenizer shipped-words)" in own.stdout
+    missing = simindex("create", "other", *on_pages, "--tokenizer", "shipped-words",
                        SIMINDEX_DSN=database_dsn)  # fmt: skip
     assert missing.returncode == 1
-    assert "cannot import the tokenizer 'myapp_missing:tokens'" in one_error_line(missing)
+    assert "no tokenizer named 'shipped-words' is registered" in one_error_line(missing)
+    path_given = simindex("create", "other", *on_pages, "--tokenizer", "builtins:eval",
+                          SIMINDEX_DSN=database_dsn)  # fmt: skip
+    assert path_given.returncode != 0
+    assert "registered in this process" in path_given.stderr
 
 
 def test_create_ignoring_common_shingles(database_dsn: str) -> None:
@@ -572,6 +765,38 @@ def test_fingerprint_is_what_the_sql_function_takes(index: Index, docs: str) -> 
     assert found == [(2,)]
     empty = simindex("fingerprint", "docs", "!!!", SIMINDEX_DSN=docs)
     assert "no features" in one_error_line(empty)
+
+
+@pytest.mark.parametrize("storage_format", [1, 2])
+def test_a_minhash_fingerprint_calls_the_sql_function_by_its_parameter_names(
+    database_dsn: str, storage_format: int
+) -> None:
+    """``fingerprint --json`` names the arrays as the SQL function's parameters are named, in
+    both storage formats."""
+    from simindex.core.spec import MinHash
+    from simindex.sync import sync
+    from tests.integration.test_minhash_storage import format_1_index
+
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute("CREATE TABLE notes (id integer PRIMARY KEY, body text)")
+    if storage_format == 1:
+        format_1_index(database_dsn, MinHash(threshold=0.5))
+    else:
+        create_index(database_dsn, "notes", "notes", "body", method=MinHash(threshold=0.5))
+    with psycopg.connect(database_dsn) as conn:  # the triggers queue them, sync indexes them
+        conn.cursor().executemany("INSERT INTO notes VALUES (%s, %s)", list(enumerate(TEXTS)))
+    sync(database_dsn, ["notes"])
+    arrays = run_json("fingerprint", "notes", TEXTS[0], dsn=database_dsn)
+    assert set(arrays) == {"index", "signature", "band_keys"}
+    text = simindex("fingerprint", "notes", TEXTS[0], SIMINDEX_DSN=database_dsn).stdout
+    assert [line.split()[0] for line in text.splitlines()] == ["signature", "band_keys"]
+    with psycopg.connect(database_dsn) as conn:
+        found = conn.execute(
+            "SELECT key FROM simindex.notes_similar_v1("
+            "signature => %(signature)s, band_keys => %(band_keys)s)",
+            arrays,
+        ).fetchall()
+    assert found == [(0,)]
 
 
 def test_query_shows_columns(index: Index, docs: str) -> None:

@@ -42,11 +42,16 @@ def demo_process(dsn: str | None, **env: str) -> subprocess.Popen[str]:
 
 
 def finish(process: subprocess.Popen[str]) -> str:
+    return finish_with_progress(process)[0]
+
+
+def finish_with_progress(process: subprocess.Popen[str]) -> tuple[str, str]:
     stdout, stderr = process.communicate(timeout=TIMEOUT)
     assert process.returncode == 0, stderr
     assert "Traceback" not in stderr
     assert stderr.startswith("simindex: ")  # progress, on stderr only
-    return stdout
+    assert "superuser" not in stderr  # the demo's role is nobody's worker
+    return stdout, stderr
 
 
 def check_report(stdout: str) -> None:
@@ -124,9 +129,10 @@ def test_demo_without_a_database_starts_and_removes_its_own(short_temp_dir: Path
         server_dirs |= {path.name for path in short_temp_dir.glob("simindex-pg-*")}
         servers |= processes_inside(short_temp_dir) - {process.pid}
         time.sleep(0.05)
-    stdout = finish(process)
+    stdout, stderr = finish_with_progress(process)
     check_report(stdout)
     assert "throwaway PostgreSQL" in stdout
+    assert re.search(r"^simindex: started PostgreSQL \d+\.\d+ from ", stderr, re.MULTILINE)
     assert server_dirs and servers, "the demo ran its server in its temporary directory"
     assert list(short_temp_dir.iterdir()) == []
     assert gone(servers)

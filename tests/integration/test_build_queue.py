@@ -6,6 +6,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
+from simindex.check import check
 from simindex.index import Index, create_index
 from simindex.sync import queue_counts, sync
 
@@ -77,3 +78,38 @@ def test_progress_has_a_total_before_the_table_was_analyzed(notes: str) -> None:
     )
     assert [done for done, _ in seen] == [100, 200, 300]
     assert all(total is not None and total > 0 for _, total in seen)
+
+
+@pytest.mark.parametrize("savepoints", [0, 1, 3])
+def test_a_row_written_in_a_savepoint_committed_during_the_build_stays_queued(
+    notes: str, savepoints: int
+) -> None:
+    """A writer in its transaction when the build's snapshot is taken commits while the build
+    reads: the build read the row as it was before, so its entry must stay queued, however
+    deep in subtransactions the row was written (their xids are not in a snapshot's list)."""
+    index = Index(notes, "notes")
+    holder = psycopg.connect(notes)
+    for depth in range(savepoints):
+        holder.execute(f"SAVEPOINT s{depth}")
+    holder.execute("UPDATE notes SET body = 'written in a savepoint' WHERE id = 5")
+    with psycopg.connect(notes) as other:  # a later transaction ends: the snapshot's xmax
+        other.execute("CREATE TABLE elsewhere (id integer)")  # passes the savepoint's xid
+    committed: list[int] = []
+
+    def during(done: int, total: int | None) -> None:
+        if not committed:
+            holder.commit()
+            committed.append(done)
+
+    try:
+        report = index.build(batch_size=50, workers=1, progress=during)
+        assert committed
+    finally:
+        holder.close()
+    with psycopg.connect(notes) as conn:
+        queued = {key for (key,) in conn.execute("SELECT key FROM simindex.notes_queue")}
+    assert queued == {5}
+    assert report.dequeued == ROWS - 1
+    sync(notes)
+    assert [m.key for m in index.near("written in a savepoint", max_distance=0)] == [5]
+    assert check(notes, "notes").ok

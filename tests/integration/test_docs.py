@@ -226,7 +226,7 @@ _numbers = iter(range(1, 1_000_000))
 
 @pytest.fixture
 def myapp() -> Iterator[None]:
-    """The module the tokenizer example names (``myapp.text:tokens``)."""
+    """The module of the tokenizer example (``myapp.text.tokens``)."""
     package, module = types.ModuleType("myapp"), types.ModuleType("myapp.text")
     module.tokens = str.split  # type: ignore[attr-defined]
     package.text = module  # type: ignore[attr-defined]

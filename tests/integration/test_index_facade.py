@@ -11,7 +11,6 @@ import pytest
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 
-from simindex.bits import to_unsigned
 from simindex.core.spec import MinHash, SimHash
 from simindex.core.text import Shingling
 from simindex.db.connection import connect, engine_for, raw_connection, transaction
@@ -107,7 +106,7 @@ def test_fingerprint_is_what_the_sql_functions_take(docs: str) -> None:
         assert near.fetchall() == [(1,)]
         similar = conn.execute(
             "SELECT key FROM simindex.notes_similar_v1(%s, %s) ORDER BY key",
-            (list(arguments.signature), list(arguments.band_hashes)),
+            (list(arguments.signature), list(arguments.band_keys)),
         )
         assert (1,) in similar.fetchall()
     assert simhash.fingerprint("  !!! ") is None and minhash.fingerprint("") is None
@@ -135,7 +134,7 @@ def test_a_kept_catalog_entry_follows_a_rebuild_and_a_new_index_of_the_name(
     fingerprint = Index(docs, "docs").fingerprint(TEXTS[2])
     assert isinstance(fingerprint, int)
     assert [m.key for m in index.near(TEXTS[2], max_distance=0)] == [3]
-    assert [m.key for m in index.near(fingerprint=to_unsigned(fingerprint), max_distance=0)] == [3]
+    assert [m.key for m in index.near(fingerprint=fingerprint, max_distance=0)] == [3]
     drop_index(docs, "docs")
     with pytest.raises(IndexNotFoundError):
         index.near_key(1)
@@ -182,3 +181,49 @@ def test_a_pooled_connection_the_server_ended_is_replaced(docs: str) -> None:
         ).fetchone()
     assert ended is not None and ended[0] >= 1
     assert [m.key for m in index.near_key(1)] == [2]  # not "the connection is lost"
+
+
+def test_one_fingerprint_form_is_taken_everywhere(docs: str, engine: Engine) -> None:
+    """What ``fingerprint()`` gives, ``near(fingerprint=)`` (facade and SQLAlchemy) and the SQL
+    function take: each row is found at distance 0 from its own fingerprint, whatever its sign."""
+    from sqlalchemy import select
+
+    from simindex.sqlalchemy import near
+
+    texts = [
+        f"row {number} says something of its own: {number * 7919} apples" for number in range(40)
+    ]
+    with psycopg.connect(docs) as conn:
+        conn.execute("CREATE TABLE many (id integer PRIMARY KEY, body text)")
+        conn.cursor().executemany("INSERT INTO many VALUES (%s, %s)", list(enumerate(texts)))
+    index = create_index(docs, "many", "many", "body", method=SimHash(max_distance=3))
+    index.build()
+    signs: set[bool] = set()
+    for key, text in enumerate(texts):
+        fingerprint = index.fingerprint(text)
+        assert isinstance(fingerprint, int)
+        signs.add(fingerprint < 0)
+        by_index = {m.key: m.distance for m in index.near(fingerprint=fingerprint)}
+        assert by_index[key] == 0
+        assert by_index == {m.key: m.distance for m in index.near(text)}
+        selectable = near(engine, "many", fingerprint=fingerprint)
+        with engine.connect() as conn:
+            found = dict(conn.execute(select(selectable.c.key, selectable.c.distance)).all())
+        assert found == by_index
+        with psycopg.connect(docs) as conn:
+            rows = conn.execute(
+                "SELECT key, distance FROM simindex.many_near_v1(%s)", (fingerprint,)
+            ).fetchall()
+        assert dict(rows) == by_index
+    assert signs == {True, False}
+    with pytest.raises(ValueError, match=r"simindex\.bits\.to_signed"):
+        index.near(fingerprint=1 << 63)
+
+
+def test_near_without_text_or_fingerprint_is_empty(docs: str) -> None:
+    index = create_index(docs, "docs", "docs", "body")
+    index.build()
+    assert index.near(text=None) == []
+    assert index.near("") == []
+    with pytest.raises(TypeError, match="exactly one"):
+        index.near(TEXTS[0], fingerprint=-1)

@@ -135,7 +135,7 @@ def test_near_finds_each_tables_own_neighbour(
             query = values[key]
             expected = brute_near(values, query, k)
             assert len(expected) >= index.info().spec.design.table_count + 1  # type: ignore[union-attr]
-            by_python = [(m.distance, m.key) for m in index.near(fingerprint=query)]
+            by_python = [(m.distance, m.key) for m in index.near(fingerprint=to_signed(query))]
             assert by_python == expected
             by_sql = conn.execute(
                 "SELECT distance, key FROM simindex.fp_near_v1(%s)", (to_signed(query),)

@@ -11,7 +11,7 @@ import pytest
 from psycopg import sql
 
 from simindex import errors
-from simindex.core.bits import hamming_distance
+from simindex.core.bits import hamming_distance, to_signed
 from simindex.core.spec import SimHash
 from simindex.db.catalog import store_for
 from simindex.db.simhash_store import SimHashStore
@@ -175,7 +175,7 @@ def test_sql_matches_brute_force(database_dsn: str, max_distance: int, num_block
                 for key, value in enumerate(fingerprints)
                 if hamming_distance(value, query) <= distance
             )
-            got = index.near(fingerprint=query, max_distance=distance)
+            got = index.near(fingerprint=to_signed(query), max_distance=distance)
             assert [(m.distance, m.key) for m in got] == expected
 
 

@@ -31,7 +31,7 @@ from sqlalchemy.types import TypeEngine
 
 import simindex
 from simindex import errors
-from simindex.core.bits import hamming_distance
+from simindex.core.bits import hamming_distance, to_signed
 from simindex.core.design import LshDesign
 from simindex.core.spec import IndexSpec, Method, MinHash, SimHash
 from simindex.index import Index, create_index
@@ -264,7 +264,7 @@ def test_near_by_text_and_fingerprint(engine: Engine, simhashed: Corpus) -> None
             expected = {m.key: m.distance for m in index.near(text, max_distance=limit)}
             assert joined(simhashed, by_text, "distance") == expected
             assert expected == brute_near(simhashed, text, limit)
-        fingerprint = int(simhashed.simhashes[0][position])
+        fingerprint = to_signed(int(simhashed.simhashes[0][position]))
         by_fingerprint = near(engine, INDEX, fingerprint=fingerprint)
         assert joined(simhashed, by_fingerprint, "distance") == brute_near(
             simhashed, text, MAX_DISTANCE

@@ -610,7 +610,11 @@ def test_each_right_allows_its_work_and_no_more(
             worker.run(forbidden)
     with pytest.raises(psycopg.errors.InsufficientPrivilege):
         drop_index(worker.dsn, "docs")
-    # The reader queries, from Python and SQL, and writes nothing.
+    # The reader queries, from Python and SQL, and writes nothing; the index answers it no
+    # more than the table would: without SELECT on the table, nothing.
+    with pytest.raises(psycopg.errors.InsufficientPrivilege, match="docs"):
+        get_index(reader.dsn, "docs").near_key(1)
+    superuser(database_dsn, f"GRANT SELECT ON docs TO {reader.name}")
     assert [m.key for m in get_index(reader.dsn, "docs").near_key(1)] == [
         m.key for m in index.near_key(1)
     ]
@@ -628,6 +632,7 @@ def test_rights_reach_indexes_made_later(database_dsn: str, make_role: MakeRole)
     reader = make_role("reader")
     simindex.grant(database_dsn, reader.name, "reader")
     superuser(database_dsn, DOCS, "INSERT INTO docs VALUES (1, 'one text'), (2, 'one text')")
+    superuser(database_dsn, f"GRANT SELECT ON docs TO {reader.name}")
     create_index(database_dsn, "docs", "docs", "body").build()
     assert [m.key for m in get_index(reader.dsn, "docs").near_key(1)] == [2]
 

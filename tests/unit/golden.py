@@ -28,6 +28,7 @@ from simindex.db.compact_minhash_store import CompactMinHashStore
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.source import Source
+from tests.unit import tokenizers as _registers_tokenizers  # noqa: F401
 
 PATH = Path(__file__).with_name("golden_vectors.json")
 
@@ -89,7 +90,7 @@ SHINGLINGS: dict[str, Shingling] = {
         size=2, punctuation="delete", identifiers=True, numbers="drop", strip_markup=True, seed=5
     ),
     "char5_markup": Shingling(unit="char", size=5, strip_markup=True),
-    "word3_tokenizer": Shingling(tokenizer="tests.unit.tokenizers:words"),
+    "word3_tokenizer": Shingling(tokenizer="test-words"),
 }
 
 HASHERS = {

@@ -7,6 +7,7 @@ import pytest
 from simindex.core.design import LshDesign, MankuDesign, choose_lsh
 from simindex.core.spec import SPEC_VERSION, IndexSpec, MinHash, SimHash, resolve
 from simindex.core.text import Shingling
+from tests.unit import tokenizers as _registers_tokenizers  # noqa: F401
 
 METHODS = [
     SimHash(),
@@ -15,7 +16,7 @@ METHODS = [
     MinHash(0.5, 64, "one_permutation", 7, Shingling(size=1), num_bands=16, rows_per_band=4),
     MinHash(shingling=Shingling(punctuation="delete", identifiers=True, numbers="drop")),
     SimHash(shingling=Shingling(unit="char", size=4, strip_markup=True)),
-    MinHash(shingling=Shingling(size=2, tokenizer="tests.unit.tokenizers:words")),
+    MinHash(shingling=Shingling(size=2, tokenizer="test-words", tokenizer_version="1")),
     MinHash(0.7, ignore_common=0.01),
     SimHash(idf=True, ignore_common=0.05),
 ]

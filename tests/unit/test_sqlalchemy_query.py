@@ -32,7 +32,10 @@ def sql(statement: Select[tuple[object, ...]] | Select[tuple[object]]) -> str:
 def test_the_function_is_called_by_its_quoted_name_with_bound_arguments() -> None:
     found = near_key(None, "docs_body", 42, key_type=Document.id, index_schema='Near "Dups"')
     text = sql(select(Document.id, found.c.distance).join(found, Document.id == found.c.key))
-    assert '"Near ""Dups"""."docs_body_near_key_v1"(%(param_1)s::BIGINT)' in text
+    assert (
+        '"Near ""Dups"""."docs_body_near_key_v1"(%(param_1)s::BIGINT, '
+        '"max_rows" => CAST(NULL AS INTEGER))'
+    ) in text
     assert "42" not in text
     found = similar_key(None, "docs_body", "k", threshold=0.5)
     assert '"simindex"."docs_body_similar_key_v1"(%(param_1)s::VARCHAR, %(param_2)s' in sql(
@@ -66,7 +69,7 @@ def test_cache_keys_tell_indexes_and_schemas_apart() -> None:
 def test_a_column_key_makes_a_lateral_join() -> None:
     found = near_key(None, "docs", Document.id).lateral()
     text = sql(select(Document.id, found.c.key).join(found, true()))
-    assert 'JOIN LATERAL "simindex"."docs_near_key_v1"(documents.id)' in text
+    assert 'JOIN LATERAL "simindex"."docs_near_key_v1"(documents.id, "max_rows"' in text
 
 
 def test_arguments_are_checked_before_any_sql() -> None:
@@ -88,5 +91,7 @@ def test_arguments_are_checked_before_any_sql() -> None:
         similar(None, "docs", "some text")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="exactly one"):
         near(None, "docs")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="unsigned 64-bit"):
-        near(None, "docs", fingerprint=-1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"pass simindex\.bits\.to_signed\(9223372036854775808\)"):
+        near(None, "docs", fingerprint=1 << 63)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="signed 64-bit"):
+        near(None, "docs", fingerprint=1 << 64)  # type: ignore[arg-type]

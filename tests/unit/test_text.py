@@ -31,7 +31,7 @@ def test_tokenize_keeps_combining_marks_inside_words() -> None:
 @given(st.text(alphabet=st.characters(max_codepoint=127), max_size=200))
 def test_ascii_fast_path_matches_the_unicode_rule(raw: str) -> None:
     normalized = normalize(raw)
-    assert tokenize(normalized) == text._TOKEN.findall(normalized)
+    assert tokenize(normalized) == text._patterns().token.findall(normalized)
 
 
 unicode_text = st.text(

@@ -1,12 +1,19 @@
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from simindex import register_tokenizer
+from simindex.core.spec import IndexSpec, MinHash, resolve
 from simindex.core.text import Shingling
-from simindex.core.tokens import load_tokenizer, strip_markup
+from simindex.core.tokens import find_tokenizer, load_tokenizer, strip_markup
 from simindex.errors import TokenizerError
+from tests.unit.tokenizers import NOT_CALLABLE, lazy_words, words
 
 
 def test_markup_is_read_as_its_visible_text() -> None:
@@ -130,39 +137,92 @@ def test_char_shingles_can_strip_markup() -> None:
     assert Shingling(unit="char", size=3, strip_markup=True).shingles("<b>abc</b>") == ["abc"]
 
 
-def test_a_tokenizer_by_import_path() -> None:
-    shingling = Shingling(size=1, tokenizer="tests.unit.tokenizers:words")
+def test_a_tokenizer_by_registered_name() -> None:
+    shingling = Shingling(size=1, tokenizer="test-words")
     assert shingling.tokens("Hello, World!") == ["hello,", "world!"]
-    lazy = Shingling(size=1, tokenizer="tests.unit.tokenizers:lazy_words")
+    lazy = Shingling(size=1, tokenizer="test-lazy-words")
     assert lazy.hashes("Hello, World!").tolist() == shingling.hashes("Hello, World!").tolist()
     assert shingling.hashes(" ").tolist() == []
 
 
 def test_a_tokenizer_sees_the_text_after_markup_is_stripped() -> None:
-    shingling = Shingling(size=1, tokenizer="tests.unit.tokenizers:words", strip_markup=True)
+    shingling = Shingling(size=1, tokenizer="test-words", strip_markup=True)
     assert shingling.tokens("<p>A&amp;B</p>") == ["a&b"]
 
 
 @pytest.mark.parametrize(
-    ("path", "message"),
+    ("name", "message"),
     [
-        ("no_such_module_here:tokens", "No module named 'no_such_module_here'"),
-        ("tests.unit.tokenizers:missing", "has no 'missing'"),
-        ("tests.unit.tokenizers:NOT_CALLABLE", "is a int, not callable"),
-        ("tests.unit.tokenizers:not_tokens", "returned a str"),
-        ("tests.unit.tokenizers:numbers", "returned a int token"),
+        ("no-such-tokenizer", "no tokenizer named 'no-such-tokenizer' is registered"),
+        ("test-not-tokens", "returned a str"),
+        ("test-numbers", "returned a int token"),
     ],
 )
-def test_a_tokenizer_that_cannot_work_says_why(path: str, message: str) -> None:
-    shingling = Shingling(tokenizer=path)  # the path is only imported when used
+def test_a_tokenizer_that_cannot_work_says_why(name: str, message: str) -> None:
+    shingling = Shingling(tokenizer=name)  # the name is only looked up when used
     with pytest.raises(TokenizerError, match=message):
         shingling.hashes("some text")
 
 
-def test_tokenizers_are_imported_once() -> None:
-    assert load_tokenizer("tests.unit.tokenizers:words") is load_tokenizer(
-        "tests.unit.tokenizers:words"
+def test_a_name_from_the_database_is_never_imported() -> None:
+    """A stored spec naming an import path (finding 3: ``builtins:eval`` ran row texts as
+    Python) is refused as a name; a registered-looking name that is not registered is an
+    error, and nothing is imported either way."""
+    stored = IndexSpec.from_json(resolve(MinHash(shingling=Shingling(tokenizer="x"))).to_json())
+    data = json.loads(stored.to_json())
+    data["shingling"]["tokenizer"] = "builtins:eval"
+    with pytest.raises(ValueError, match="registered in this process"):
+        IndexSpec.from_json(json.dumps(data))
+    data["shingling"]["tokenizer"] = "os.path"  # a module's name: still only a name
+    spec = IndexSpec.from_json(json.dumps(data))
+    before = set(sys.modules)
+    with pytest.raises(TokenizerError, match=r"no tokenizer named 'os\.path' is registered"):
+        spec.features(["__import__('os').system('false')"])
+    assert set(sys.modules) == before
+
+
+def test_the_spec_records_the_registered_version_and_holds_to_it() -> None:
+    register_tokenizer("test-versioned", words, version="2")
+    spec = resolve(MinHash(shingling=Shingling(tokenizer="test-versioned"))).check_tokenizer()
+    assert spec.method.shingling.tokenizer_version == "2"
+    stored = json.loads(spec.to_json())["shingling"]
+    assert (stored["tokenizer"], stored["tokenizer_version"]) == ("test-versioned", "2")
+    assert IndexSpec.from_json(spec.to_json()).method.shingling == spec.method.shingling
+    older = Shingling(tokenizer="test-versioned", tokenizer_version="1")
+    with pytest.raises(TokenizerError, match=r"made with version '1' .* registered version '2'"):
+        older.hashes("some text")
+    with pytest.raises(TokenizerError, match="made with version '1'"):
+        resolve(MinHash(shingling=older)).check_tokenizer()
+
+
+def test_a_name_is_registered_once() -> None:
+    register_tokenizer("test-words", words)  # the same again: nothing changes
+    with pytest.raises(ValueError, match="already registered"):
+        register_tokenizer("test-words", lazy_words)
+    with pytest.raises(ValueError, match="already registered"):
+        register_tokenizer("test-words", words, version="9")
+    with pytest.raises(TypeError, match="must be callable"):
+        register_tokenizer("test-callable", NOT_CALLABLE)  # type: ignore[arg-type]
+    assert load_tokenizer("test-words") is words
+
+
+def test_an_installed_packages_entry_point_is_a_tokenizer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = tmp_path / "shipped_tokens.py"
+    package.write_text(
+        "def tokens(text):\n    return text.split('/')\n\ntokens.simindex_version = '3'\n"
     )
+    info = tmp_path / "shipped_tokens-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: shipped-tokens\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[simindex.tokenizers]\nslashes = shipped_tokens:tokens\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    shingling = Shingling(size=1, tokenizer="slashes", tokenizer_version="3")
+    assert shingling.tokens("a/b/c") == ["a", "b", "c"]
+    assert find_tokenizer("slashes")[1] == "3"
 
 
 @pytest.mark.parametrize(
@@ -172,9 +232,12 @@ def test_tokenizers_are_imported_once() -> None:
         ({"numbers": "none"}, "numbers must be 'keep' or 'drop'"),
         ({"unit": "char", "punctuation": "delete"}, "word shingles only"),
         ({"unit": "char", "numbers": "drop"}, "word shingles only"),
-        ({"tokenizer": "just_a_name"}, "import path such as 'myapp.text:tokens'"),
-        ({"tokenizer": "a.b:c", "unit": "char"}, "needs unit 'word'"),
-        ({"tokenizer": "a.b:c", "identifiers": True}, "a tokenizer makes its own"),
+        ({"tokenizer": "myapp.text:tokens"}, "registered in this process"),
+        ({"tokenizer": "has space"}, "registered in this process"),
+        ({"tokenizer_version": "1"}, "tokenizer_version needs a tokenizer"),
+        ({"tokenizer": "words", "tokenizer_version": ""}, "1 to 63 printable"),
+        ({"tokenizer": "words", "unit": "char"}, "needs unit 'word'"),
+        ({"tokenizer": "words", "identifiers": True}, "a tokenizer makes its own"),
     ],
 )
 def test_bad_token_options_are_refused(options: dict[str, object], message: str) -> None:
@@ -185,5 +248,5 @@ def test_bad_token_options_are_refused(options: dict[str, object], message: str)
 def test_token_option_types_are_checked() -> None:
     with pytest.raises(TypeError, match="identifiers must be a bool"):
         Shingling(identifiers=1)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="import path str"):
+    with pytest.raises(TypeError, match="registered name"):
         Shingling(tokenizer=len)  # type: ignore[arg-type]

@@ -4,10 +4,10 @@
 -- script knows only names; catalog_source_oid found the table by its name, with the caller's
 -- rights); no row is inserted unless they all resolve.
 INSERT INTO {catalog} (name, source_schema, source_table, key_column, key_type, text_column,
-                       method, spec, spec_version, source, key_attnum, key_type_id,
-                       key_typmod, text_attnum, text_type_id)
+                       method, spec, spec_version, source, source_oid, key_attnum,
+                       key_type_id, key_typmod, text_attnum, text_type_id)
 SELECT {name}, n.nspname, c.relname, k.attname, {key_type}, t.attname,
-       {method}, {spec}::jsonb, {spec_version}, c.oid, k.attnum, k.atttypid, k.atttypmod,
+       {method}, {spec}::jsonb, {spec_version}, c.oid, c.oid, k.attnum, k.atttypid, k.atttypmod,
        t.attnum, t.atttypid
 FROM pg_catalog.pg_class AS c
 JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
@@ -24,10 +24,18 @@ SELECT pg_catalog.set_config('simindex.source', {table}::regclass::oid::text, tr
 
 -- name: catalog_get
 -- An index with its source as it is now: current names (renames are followed by OID and column
--- number) and, while its state is a live one, the state its source's drift implies.
+-- number) and, while its state is a live one, the state its source's drift implies. A column
+-- found under its recorded name at another number (renumbered, as by a restore from a dump:
+-- drift_v1 says so) goes by that name, which a build finds it by.
 SELECT i.name,
        coalesce(n.nspname, i.source_schema), coalesce(c.relname, i.source_table),
-       coalesce(k.attname, i.key_column), i.key_type, coalesce(t.attname, i.text_column),
+       CASE WHEN i.source_oid IS DISTINCT FROM c.oid AND kn.attnum <> i.key_attnum
+                 AND kn.atttypid = i.key_type_id THEN kn.attname
+            ELSE coalesce(k.attname, i.key_column) END,
+       i.key_type,
+       CASE WHEN i.source_oid IS DISTINCT FROM c.oid AND tn.attnum <> i.text_attnum
+                 AND tn.atttypid = i.text_type_id THEN tn.attname
+            ELSE coalesce(t.attname, i.text_column) END,
        i.spec::text,
        CASE WHEN i.state NOT IN ('created', 'building', 'ready', 'failed') OR d.drift IS NULL
             THEN i.state
@@ -51,12 +59,22 @@ LEFT JOIN pg_catalog.pg_attribute AS k
   ON k.attrelid = c.oid AND k.attnum = i.key_attnum AND NOT k.attisdropped
 LEFT JOIN pg_catalog.pg_attribute AS t
   ON t.attrelid = c.oid AND t.attnum = i.text_attnum AND NOT t.attisdropped
-CROSS JOIN LATERAL (
-    SELECT {drift}(i.source, i.key_attnum, i.key_type_id, i.key_typmod, i.text_attnum,
-                   i.text_type_id) AS drift
-) AS d
+LEFT JOIN pg_catalog.pg_attribute AS kn
+  ON kn.attrelid = c.oid AND kn.attname = i.key_column AND kn.attnum > 0 AND NOT kn.attisdropped
+LEFT JOIN pg_catalog.pg_attribute AS tn
+  ON tn.attrelid = c.oid AND tn.attname = i.text_column AND tn.attnum > 0
+ AND NOT tn.attisdropped
+CROSS JOIN LATERAL (SELECT {drift}(i) AS drift) AS d
 WHERE i.name = %(name)s
 {lock}
+
+-- name: catalog_restored
+-- After a restore from a dump (tables of other OIDs than those recorded): each such source's
+-- columns found again by name (follow_source_v1), as the first write or ALTER TABLE would.
+SELECT {follow}(s.relid)
+FROM (SELECT DISTINCT i.source::oid AS relid FROM {catalog} AS i
+      JOIN pg_catalog.pg_class AS c ON c.oid = i.source::oid
+      WHERE i.source_oid IS DISTINCT FROM i.source::oid) AS s
 
 -- name: catalog_lock
 -- Serialises builds and drops of one index.
@@ -71,7 +89,7 @@ WHERE name = %(name)s
 
 -- name: catalog_built
 UPDATE {catalog}
-SET state = 'ready', state_reason = NULL, row_count = %(row_count)s,
+SET state = 'ready', state_reason = NULL, source_oid = source, row_count = %(row_count)s,
     skipped_count = %(skipped_count)s, built_at = now(), updated_at = now()
 WHERE name = %(name)s
 
@@ -102,3 +120,15 @@ WHERE id = (SELECT id FROM {catalog} WHERE name = %(name)s FOR NO KEY UPDATE SKI
 
 -- name: catalog_recovered
 UPDATE {catalog} SET broken = false WHERE name = %(name)s AND broken
+
+-- name: catalog_resolved
+-- The last error is forgotten once nothing holds it: the index is not broken and no failed
+-- item is left (retried and indexed, or its row gone). Matches no row, and locks none, in the
+-- usual case: a batch of an index with no error to forget.
+UPDATE {catalog} SET last_error = NULL, last_error_at = NULL
+WHERE id = (
+    SELECT id FROM {catalog}
+    WHERE name = %(name)s AND NOT broken AND last_error IS NOT NULL
+    FOR NO KEY UPDATE SKIP LOCKED
+)
+AND NOT EXISTS (SELECT FROM {failed})

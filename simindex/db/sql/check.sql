@@ -2,12 +2,12 @@
 -- Each source row (or a sample) beside what the index holds for it, read with a server-side
 -- cursor in the same snapshot as the orphan query.
 SELECT s.{key}, s.{text}::text, i.fingerprint, {stored_columns}
-FROM {source} AS s {sample}
+FROM ONLY {source} AS s {sample}
 LEFT JOIN {table} AS i ON i.key OPERATOR(pg_catalog.=) s.{key}
 
 -- name: check_minhash_rows
 SELECT s.{key}, s.{text}::text, g.signature, b.hashes
-FROM {source} AS s {sample}
+FROM ONLY {source} AS s {sample}
 LEFT JOIN {signatures} AS g ON g.key OPERATOR(pg_catalog.=) s.{key}
 LEFT JOIN LATERAL (
     SELECT array_agg(x.hash ORDER BY x.band) AS hashes
@@ -17,7 +17,7 @@ LEFT JOIN LATERAL (
 -- name: check_orphans
 -- Index rows (or a sample) whose source row is gone.
 SELECT DISTINCT i.key FROM {table} AS i {sample}
-WHERE NOT EXISTS (SELECT FROM {source} AS s WHERE s.{key} OPERATOR(pg_catalog.=) i.key)
+WHERE NOT EXISTS (SELECT FROM ONLY {source} AS s WHERE s.{key} OPERATOR(pg_catalog.=) i.key)
 
 -- name: check_sample
 TABLESAMPLE BERNOULLI ({percent})

@@ -171,7 +171,9 @@ ORDER BY size DESC, cluster_id, key
 -- The source is found by OID and its key and text columns by number, as the catalog recorded
 -- them: renames are followed. It is locked first and must still have the recorded types, so
 -- the query below compares them with built-in operators only, whoever calls it.
-CREATE OR REPLACE FUNCTION {function}(prefer text DEFAULT 'smallest_key')
+CREATE OR REPLACE FUNCTION {function}(
+    prefer text DEFAULT 'smallest_key', max_rows integer DEFAULT {max_rows}
+)
 RETURNS TABLE (cluster_id {key_type}, key {key_type}, cluster_size bigint, survivor boolean)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -185,8 +187,7 @@ BEGIN
     WHERE i.name = {index_name};
     EXECUTE 'LOCK TABLE ' || source.relation || ' IN ACCESS SHARE MODE';
     SELECT i.source::regclass::text AS relation, k.attname AS key_column, t.attname AS text_column,
-           {drift}(i.source, i.key_attnum, i.key_type_id, i.key_typmod, i.text_attnum,
-                   i.text_type_id) AS drift
+           {drift}(i) AS drift
     INTO source
     FROM {catalog} AS i
     LEFT JOIN pg_catalog.pg_attribute AS k
@@ -228,9 +229,10 @@ BEGIN
         'SELECT c.cluster_id, c.key, c.size, '
         || 'row_number() OVER (PARTITION BY c.cluster_id ORDER BY %s) = 1 '
         || 'FROM (SELECT k.cluster_id, k.key, count(*) OVER (PARTITION BY k.cluster_id) AS size '
-        || 'FROM %s AS k) AS c JOIN %s AS s ON s.%I = c.key WHERE c.size > 1 '
-        || 'ORDER BY c.cluster_id, 4 DESC, c.key',
-        ordering, {clusters_table}, source.relation, source.key_column);
+        || 'FROM %s AS k) AS c JOIN ONLY %s AS s ON s.%I = c.key WHERE c.size > 1 '
+        || 'ORDER BY c.cluster_id, 4 DESC, c.key LIMIT $1',
+        ordering, {clusters_table}, source.relation, source.key_column)
+    USING max_rows;
 END
 $body$
 
@@ -238,4 +240,4 @@ $body$
 SELECT pg_catalog.to_regclass(%(table)s) IS NOT NULL
 
 -- name: clusters_survivors
-SELECT cluster_id, key, cluster_size, survivor FROM {function}(%(prefer)s)
+SELECT cluster_id, key, cluster_size, survivor FROM {function}(%(prefer)s, NULL::integer)

@@ -17,3 +17,6 @@ SELECT count(*) FROM {table}
 
 -- name: demo_rows
 SELECT id, package, title, body FROM {table} WHERE id = ANY(%(ids)s) ORDER BY id
+
+-- name: demo_server_version
+SELECT pg_catalog.current_setting('server_version')

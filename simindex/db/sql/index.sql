@@ -13,25 +13,39 @@ SELECT EXISTS (SELECT 1 FROM {queue} WHERE key OPERATOR(pg_catalog.=) %(key)s),
 -- and it has not committed) is skipped; one that comes later waits for the build to commit.
 SELECT ctid FROM {queue} FOR UPDATE SKIP LOCKED
 
--- name: build_dequeue
--- Of the entries locked by build_lock_queue, the ones the build has read as they are: the
--- source row's current version was committed before the build's snapshot (taken before its
--- read). Run as a statement of its own, after the locks, so its own snapshot sees every
--- writer that committed before them. An xid is made 64-bit against the newest one (it cannot
--- be newer): a row version the snapshot cannot see stays queued. Keys with no source row stay
--- queued too: a row deleted during the build is removed from the swapped-in index by sync.
-DELETE FROM {queue} AS q
-USING {source} AS s
-WHERE q.ctid = ANY(%(ctids)s::tid[])
-  AND s.{key} OPERATOR(pg_catalog.=) q.key
-  AND pg_catalog.pg_visible_in_snapshot(
-        ((pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())::text::bigint
-          - ((pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())::text::bigint
-              - s.xmin::text::bigint) & 4294967295)))::text::xid8,
-        %(snapshot)s::pg_snapshot)
+-- name: build_read
+-- The build's read: a server-side cursor over the key, in its text form (the type's output
+-- function, which round-trips in this session: COPY reads it back, and psycopg need not load
+-- values it cannot, such as dates past 9999 or 'infinity'), the text, and the row's version
+-- and ctid (build_dequeue).
+SELECT pg_catalog.format('%s', {key}), {text},
+       pg_catalog.concat_ws('/', tableoid, ctid, xmin), ctid
+FROM ONLY {table}
 
--- name: build_snapshot
-SELECT pg_catalog.pg_current_snapshot()::text, pg_catalog.current_setting('transaction_isolation')
+-- name: build_queued_keys
+-- The keys queued before the build's read, in their text form (the type's output function,
+-- never a cast: a cast to text could be the key type owner's function): the rows whose
+-- version the read keeps for build_dequeue.
+SELECT pg_catalog.format('%s', key) FROM {queue} LIMIT {limit}
+
+-- name: build_dequeue
+-- Of the entries locked by build_lock_queue, the ones whose source row is now, exactly, a row
+-- version the build read: same table, same tuple (ctid) and same inserting xid (xmin). Any
+-- write since the read made a new version (a new ctid), so an entry whose row changed, was
+-- deleted, or was written by a transaction the read could not see stays queued. No snapshot
+-- arithmetic: an xid of a subtransaction is in no snapshot's list, so a visibility test on
+-- xmin is wrong for rows written under a SAVEPOINT. Run as a statement of its own, after the
+-- locks, so its own snapshot sees every writer that committed before them.
+DELETE FROM {queue} AS q
+USING ONLY {source} AS s
+WHERE q.ctid OPERATOR(pg_catalog.=) ANY(%(locked)s::pg_catalog.tid[])
+  AND s.ctid OPERATOR(pg_catalog.=) ANY(%(ctids)s::pg_catalog.tid[])
+  AND pg_catalog.concat_ws('/', s.tableoid, s.ctid, s.xmin)
+      OPERATOR(pg_catalog.=) ANY(%(versions)s::pg_catalog.text[])
+  AND s.{key} OPERATOR(pg_catalog.=) q.key
+
+-- name: build_isolation
+SELECT pg_catalog.current_setting('transaction_isolation')
 
 -- name: catalog_token_and_key
 -- catalog_token, and whether a key is in the index, in one round trip (the table is the one
@@ -41,7 +55,7 @@ FROM {catalog} WHERE name = %(name)s
 
 -- name: source_columns_of_keys
 -- Columns of the source rows with these keys, to show beside them.
-SELECT {key}, {columns} FROM {table} WHERE {key} OPERATOR(pg_catalog.=) ANY(%(keys)s)
+SELECT {key}, {columns} FROM ONLY {table} WHERE {key} OPERATOR(pg_catalog.=) ANY(%(keys)s)
 
 -- name: source_columns_check
 SELECT {columns} FROM {table} LIMIT 0

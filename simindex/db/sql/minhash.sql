@@ -30,7 +30,8 @@ COPY {table} (band, hash, key) FROM STDIN
 -- Candidates share a band with the query; each is verified by its share of equal slots.
 -- A text without features has NULL arrays: no candidates.
 CREATE FUNCTION {function}(
-    signature bigint[], band_hashes bigint[], threshold double precision DEFAULT {threshold}
+    signature bigint[], band_keys bigint[], threshold double precision DEFAULT {threshold},
+    max_rows integer DEFAULT {max_rows}
 )
 RETURNS TABLE (key {key_type}, similarity double precision)
 LANGUAGE plpgsql STABLE PARALLEL SAFE
@@ -63,12 +64,16 @@ BEGIN
         FROM unnest(s.signature, $1) AS u(x, y)
     ) AS v
     WHERE v.similarity >= $3
-    ORDER BY v.similarity DESC, s.key;
+    ORDER BY v.similarity DESC, s.key
+    LIMIT $4;
 END
 $body$
 
 -- name: minhash_similar_key_function
-CREATE FUNCTION {function}(key {key_type}, threshold double precision DEFAULT {threshold})
+CREATE FUNCTION {function}(
+    key {key_type}, threshold double precision DEFAULT {threshold},
+    max_rows integer DEFAULT {max_rows}
+)
 RETURNS TABLE (key {key_type}, similarity double precision)
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -78,22 +83,22 @@ AS $body$
     CROSS JOIN LATERAL (
         SELECT array_agg(b.hash ORDER BY b.band) AS hashes FROM {bands} AS b WHERE b.key = $1
     ) AS h
-    CROSS JOIN LATERAL {similar}(s.signature, h.hashes, $2) AS n
+    CROSS JOIN LATERAL {similar}(s.signature, h.hashes, $2, $3 + 1) AS n
     WHERE s.key = $1 AND n.key <> $1 AND {usable}({index_name})
     ORDER BY n.similarity DESC, n.key
+    LIMIT $3
 $body$
 
 -- name: minhash_similar
--- The LIMIT is outside the function: an index built by an earlier release has functions
--- without max_rows until its next build.
+-- max_rows NULL: every row (the function's own default is a bound, for SQL callers).
 SELECT key, similarity
-FROM {function}(%(signature)s::{array_type}[], %(band_hashes)s::{array_type}[], %(threshold)s)
+FROM {function}(%(signature)s::{array_type}[], %(band_keys)s::{array_type}[], %(threshold)s,
+                %(limit)s::integer)
 ORDER BY similarity DESC, key
-LIMIT %(limit)s
 
 -- name: minhash_similar_key
-SELECT key, similarity FROM {function}(%(key)s, %(threshold)s) ORDER BY similarity DESC, key
-LIMIT %(limit)s
+SELECT key, similarity FROM {function}(%(key)s, %(threshold)s, %(limit)s::integer)
+ORDER BY similarity DESC, key
 
 -- name: minhash_signature_of_key
 SELECT signature FROM {table} WHERE key OPERATOR(pg_catalog.=) %(key)s

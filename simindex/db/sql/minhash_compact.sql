@@ -22,7 +22,7 @@ CREATE FUNCTION {function}(
     signature integer[],
     band_keys integer[],
     threshold double precision DEFAULT {threshold},
-    max_rows integer DEFAULT NULL
+    max_rows integer DEFAULT {max_rows}
 )
 RETURNS TABLE (key {key_type}, similarity double precision)
 LANGUAGE plpgsql VOLATILE PARALLEL SAFE
@@ -68,7 +68,8 @@ $body$
 
 -- name: compact_similar_key_function
 CREATE FUNCTION {function}(
-    key {key_type}, threshold double precision DEFAULT {threshold}, max_rows integer DEFAULT NULL
+    key {key_type}, threshold double precision DEFAULT {threshold},
+    max_rows integer DEFAULT {max_rows}
 )
 RETURNS TABLE (key {key_type}, similarity double precision)
 LANGUAGE sql VOLATILE PARALLEL SAFE
@@ -125,5 +126,5 @@ DELETE FROM {table} WHERE key OPERATOR(pg_catalog.=) ANY(%(keys)s::{key_type}[])
 
 -- name: compact_check_rows
 SELECT s.{key}, s.{text}::text, g.signature, ARRAY[{band_columns}]
-FROM {source} AS s {sample}
+FROM ONLY {source} AS s {sample}
 LEFT JOIN {table} AS g ON g.key OPERATOR(pg_catalog.=) s.{key}

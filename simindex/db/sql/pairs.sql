@@ -30,12 +30,13 @@ WHERE a.band = {band} AND b.band = {band}
   AND v.similarity >= {threshold}
 
 -- name: pairs_function
--- Every pair, for SQL callers: the arms of the Python path, in one function.
+-- Every pair, for SQL callers: the arms of the Python path, in one function. Not a reader's
+-- right (pairs_revoke_function): n identical rows make n(n-1)/2 pairs, which the Python path
+-- collapses into groups. No SET work_mem: the caller's own settings govern its cost.
 CREATE FUNCTION {function}({parameter} {parameter_type} DEFAULT {default})
 RETURNS TABLE (left_key {key_type}, right_key {key_type}, {score} {score_type})
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
-SET work_mem = '256MB'
 AS $body$
 #variable_conflict use_column
 BEGIN
@@ -47,6 +48,9 @@ BEGIN
     RETURN QUERY {query};
 END
 $body$
+
+-- name: pairs_revoke_function
+REVOKE ALL ON FUNCTION {function} FROM PUBLIC
 
 -- name: pairs_work_mem
 -- The self-joins hash a whole side table; give them room instead of spilling to disk.

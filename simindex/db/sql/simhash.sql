@@ -25,21 +25,20 @@ WHERE {column} BETWEEN {low} AND {high}
 SELECT fingerprint FROM {table} WHERE key OPERATOR(pg_catalog.=) %(key)s
 
 -- name: simhash_near
--- The LIMIT is outside the function: an index built by an earlier release has functions
--- without max_rows until its next build.
-SELECT key, distance FROM {function}(%(fingerprint)s, %(max_distance)s) ORDER BY distance, key
-LIMIT %(limit)s
+-- max_rows NULL: every row (the function's own default is a bound, for SQL callers).
+SELECT key, distance FROM {function}(%(fingerprint)s, %(max_distance)s, %(limit)s::integer)
+ORDER BY distance, key
 
 -- name: simhash_near_key
-SELECT key, distance FROM {function}(%(key)s, %(max_distance)s) ORDER BY distance, key
-LIMIT %(limit)s
+SELECT key, distance FROM {function}(%(key)s, %(max_distance)s, %(limit)s::integer)
+ORDER BY distance, key
 
 -- name: simhash_near_function
 -- Typed per index, so the key comes back in the source key's own type (a domain's: its base).
 CREATE FUNCTION {function}(
     fingerprint bigint,
     max_distance integer DEFAULT {default_distance},
-    max_rows integer DEFAULT NULL
+    max_rows integer DEFAULT {max_rows}
 )
 RETURNS TABLE (key {key_type}, distance integer)
 LANGUAGE plpgsql VOLATILE PARALLEL SAFE
@@ -70,7 +69,8 @@ $body$
 
 -- name: simhash_near_key_function
 CREATE FUNCTION {function}(
-    key {key_type}, max_distance integer DEFAULT {default_distance}, max_rows integer DEFAULT NULL
+    key {key_type}, max_distance integer DEFAULT {default_distance},
+    max_rows integer DEFAULT {max_rows}
 )
 RETURNS TABLE (key {key_type}, distance integer)
 LANGUAGE sql VOLATILE PARALLEL SAFE

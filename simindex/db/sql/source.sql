@@ -1,9 +1,19 @@
+-- name: source_table_oid
+-- The table a user names, resolved like PostgreSQL resolves it (the caller's search_path
+-- unless qualified: run on the caller's path, so it names every function it calls).
+SELECT pg_catalog.to_regclass(%(qualified)s::pg_catalog.text)::pg_catalog.oid::pg_catalog.int8
+
 -- name: source_table
--- The table a user names, resolved like PostgreSQL resolves it (search_path unless qualified).
-SELECT c.oid::bigint AS oid, n.nspname AS schema, c.relname AS name, c.relkind::text AS kind
+-- The table source_table_oid found, with its parents and children by inheritance or
+-- partitioning, which its triggers do not follow.
+SELECT n.nspname AS schema, c.relname AS name, c.relkind::text AS kind,
+       ARRAY(SELECT h.inhparent::regclass::text FROM pg_catalog.pg_inherits AS h
+             WHERE h.inhrelid = c.oid ORDER BY 1) AS parents,
+       ARRAY(SELECT h.inhrelid::regclass::text FROM pg_catalog.pg_inherits AS h
+             WHERE h.inhparent = c.oid ORDER BY 1) AS children
 FROM pg_catalog.pg_class AS c
 JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
-WHERE c.oid = pg_catalog.to_regclass(%(qualified)s)
+WHERE c.oid = %(oid)s
 
 -- name: source_columns
 -- Each column's type as SQL can name it anywhere: typmod-exact (char(5), numeric(10,2)) and
@@ -95,6 +105,12 @@ JOIN pg_catalog.pg_attribute AS a ON a.attrelid = i.indrelid AND a.attnum = i.in
 WHERE i.indrelid = %(oid)s AND i.indisunique AND i.indnkeyatts = 1 AND i.indpred IS NULL
   AND i.indexprs IS NULL AND i.indimmediate
 
+-- name: source_owned
+-- Whether the current role acts as the table's owner (a member of the owning role, or a
+-- superuser): only the owner may enable triggers ALWAYS.
+SELECT pg_catalog.pg_has_role(c.relowner, 'USAGE'), c.relowner::regrole::text
+FROM pg_catalog.pg_class AS c WHERE c.oid = %(oid)s
+
 -- name: source_row_estimate
 SELECT GREATEST(c.reltuples, 0)::bigint FROM pg_catalog.pg_class AS c WHERE c.oid = %(oid)s
 
@@ -102,19 +118,21 @@ SELECT GREATEST(c.reltuples, 0)::bigint FROM pg_catalog.pg_class AS c WHERE c.oi
 LOCK TABLE {table} IN ACCESS SHARE MODE
 
 -- name: source_count
-SELECT count(*) FROM {table}
+SELECT count(*) FROM ONLY {table}
 
 -- name: source_read
 -- The build's read: a server-side cursor over key and text.
-SELECT {key}, {text} FROM {table}
+-- ONLY, as every read of a source: rows of an inheritance child are not the index's (its
+-- writes are never queued); create refuses a table with children, drift_v1 marks one that gets them.
+SELECT {key}, {text} FROM ONLY {table}
 
 -- name: source_sample
 -- The texts a build counts shingles in: a Bernoulli sample of the table, the same rows each time
 -- while the table is unchanged.
-SELECT {text} FROM {table} TABLESAMPLE BERNOULLI (%(percent)s) REPEATABLE (0)
+SELECT {text} FROM ONLY {table} TABLESAMPLE BERNOULLI (%(percent)s) REPEATABLE (0)
 
 -- name: source_texts_of_keys
-SELECT {key}, {text} FROM {table} WHERE {key} OPERATOR(pg_catalog.=) ANY(%(keys)s)
+SELECT {key}, {text} FROM ONLY {table} WHERE {key} OPERATOR(pg_catalog.=) ANY(%(keys)s)
 
 -- name: source_key_comparable
 -- Whether the key compares with operators found from pg_catalog alone (its own, a base
@@ -195,3 +213,13 @@ BEGIN
     END IF;
 END
 $check$
+
+-- name: source_row_security_off
+-- Read the source without row-level security: no policy (code the table's owner wrote) runs
+-- as the reader; a reader subject to a policy gets an error instead of a filtered table. The
+-- value before, for source_row_security_restore.
+SELECT s.previous, pg_catalog.set_config('row_security', 'off', true)
+FROM (SELECT pg_catalog.current_setting('row_security')) AS s (previous)
+
+-- name: source_row_security_restore
+SELECT pg_catalog.set_config('row_security', %(previous)s, true)

@@ -91,23 +91,32 @@ BEGIN
                 {truncate};
         END CASE;
     ELSE
-        SELECT count(*) FILTER (WHERE a.attnum <= i.key_attnum) AS key_position,
-               count(*) FILTER (WHERE a.attnum <= i.text_attnum) AS text_position,
-               bool_or(a.attnum = i.key_attnum AND a.atttypid = i.key_type_id
-                       AND a.atttypmod = i.key_typmod)
-               AND bool_or(a.attnum = i.text_attnum AND a.atttypid = i.text_type_id)
-                   AS as_recorded
-        INTO source
-        FROM {catalog} AS i
-        JOIN pg_catalog.pg_attribute AS a
-          ON a.attrelid = i.source AND a.attnum > 0
-         AND a.attnum <= greatest(i.key_attnum, i.text_attnum) AND NOT a.attisdropped
-        WHERE i.name = {index_name} AND i.source = TG_RELID
-          AND i.state IN ('created', 'building', 'ready', 'failed');
+        -- Twice at most: a table restored from a dump has its columns found again by name
+        -- (source_changed), then they are looked up anew.
+        FOR attempt IN 1..2 LOOP
+            SELECT count(*) FILTER (WHERE a.attnum <= i.key_attnum) AS key_position,
+                   count(*) FILTER (WHERE a.attnum <= i.text_attnum) AS text_position,
+                   bool_or(a.attnum = i.key_attnum AND a.atttypid = i.key_type_id
+                           AND a.atttypmod = i.key_typmod)
+                   AND bool_or(a.attnum = i.text_attnum AND a.atttypid = i.text_type_id)
+                   -- restored from a dump (another OID): by name too, until renumbered
+                   AND (bool_or(i.source_oid = TG_RELID)
+                        OR bool_or(a.attnum = i.key_attnum AND a.attname = i.key_column)
+                           AND bool_or(a.attnum = i.text_attnum AND a.attname = i.text_column))
+                       AS as_recorded
+            INTO source
+            FROM {catalog} AS i
+            JOIN pg_catalog.pg_attribute AS a
+              ON a.attrelid = i.source AND a.attnum > 0
+             AND a.attnum <= greatest(i.key_attnum, i.text_attnum) AND NOT a.attisdropped
+            WHERE i.name = {index_name} AND i.source = TG_RELID
+              AND i.state IN ('created', 'building', 'ready', 'failed');
+            EXIT WHEN source.as_recorded IS TRUE
+                   OR NOT {source_changed}({index_name}, TG_RELID);
+        END LOOP;
         IF source.as_recorded IS NOT TRUE THEN
             -- Another table (refused there), a drifted source (marked there) or an index that
             -- no longer follows its source: nothing to queue.
-            PERFORM {source_changed}({index_name}, TG_RELID);
             RETURN NULL;
         END IF;
         SELECT string_agg(CASE p WHEN source.key_position THEN 'k'
@@ -203,6 +212,12 @@ CREATE TRIGGER {trigger} AFTER {event} ON {source}
 {transition_tables}
 FOR EACH STATEMENT EXECUTE FUNCTION {function}()
 
+-- name: sync_enable_always
+-- The triggers fire whatever session_replication_role says: rows a logical replication
+-- subscription applies, and writes of a session set to replica, are queued too. (Only the
+-- table's owner may do this; CREATE TRIGGER alone makes a trigger of origin and local mode.)
+ALTER TABLE {source} {enable}
+
 -- name: sync_drop_trigger_function
 -- With its triggers, wherever the source table is now (or whatever its name): CASCADE.
 DROP FUNCTION IF EXISTS {function}() CASCADE
@@ -252,7 +267,7 @@ ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false
 SELECT {key},
        CASE WHEN pg_catalog.octet_length({text}::text) <= %(max_bytes)s THEN {text}::text END,
        pg_catalog.octet_length({text}::text)
-FROM {source}
+FROM ONLY {source}
 WHERE {key} OPERATOR(pg_catalog.=) ANY(%(keys)s::{key_type}[])
 
 -- name: sync_fail
@@ -268,3 +283,12 @@ SELECT (SELECT count(*) FROM {queue}), (SELECT count(*) FROM {failed})
 
 -- name: sync_failed_items
 SELECT key, error, attempts, failed_at FROM {failed} ORDER BY key
+
+-- name: sync_read_committed
+-- First in each batch's transaction, whatever the role's or database's default: every
+-- statement of a batch must see what committed before it (the source read after the entries
+-- were taken sees the writers that held them; see sync_take).
+SET TRANSACTION ISOLATION LEVEL READ COMMITTED
+
+-- name: sync_isolation
+SELECT pg_catalog.current_setting('transaction_isolation')

@@ -1,0 +1,68 @@
+"""What an index may answer a role: never more rows than a bound by default, and never a key
+of a row the role could not SELECT from the source table.
+
+Every table of simindex's that holds keys of a source (side tables, queue, failed items,
+clusters) has row-level security: a role sees a row only when a primary-key probe of the
+source, run with the role's own rights, finds the key (``<name>_visible_v1``), so the source's
+privileges and RLS policies reach every query path: the SQL functions (SECURITY INVOKER),
+Python, SQLAlchemy, pairs, clusters and anyone reading the tables. Roles that may write them
+(workers, admins) and simindex's owner role see every row.
+
+Every query function a reader may call returns at most :data:`DEFAULT_MAX_ROWS` rows unless
+the caller asks for more (``max_rows``; NULL is every row). Its cost is governed by the
+caller's own ``work_mem``, ``statement_timeout`` and ``temp_file_limit``: no function sets
+them. ``pairs`` (quadratic in a group of identical rows) is not a reader's right.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from psycopg import sql
+
+from simindex.db.source import Source
+from simindex.db.statements import statement
+
+DEFAULT_MAX_ROWS = 1000
+"""The default ``max_rows`` of the SQL query functions."""
+
+
+def max_rows() -> sql.Literal:
+    return sql.Literal(DEFAULT_MAX_ROWS)
+
+
+def visible_function(schema: str, name: str) -> sql.Identifier:
+    """``<name>_visible_v1(key)``: whether the caller sees the source row of ``key``."""
+    return sql.Identifier(schema, f"{name}_visible_v1")
+
+
+def visible_statements(schema: str, name: str, source: Source) -> list[sql.Composed]:
+    """The probe function, for the source as it is now (``CREATE OR REPLACE``: the policies
+    that call it stay)."""
+    return [
+        statement(
+            "answers_visible_function",
+            function=visible_function(schema, name),
+            # format_type output from the catalog: a type name PostgreSQL itself quoted.
+            key_type=sql.SQL(source.key_type),
+            source=source.identifier,
+            key=sql.Identifier(source.key_column),
+        )
+    ]
+
+
+def protect_statements(
+    schema: str, name: str, table: sql.Identifier, columns: Sequence[str] = ("key",)
+) -> list[sql.Composed]:
+    """Row-level security on ``table``: a row is seen when the caller sees the source rows of
+    every one of ``columns`` (keys of the source)."""
+    function = visible_function(schema, name)
+    visible = sql.SQL(" AND ").join(
+        sql.SQL("{}({})").format(function, sql.Identifier(column)) for column in columns
+    )
+    return [statement("answers_protect", table=table, visible=visible)]
+
+
+def drop_statements(schema: str, name: str) -> list[sql.Composed]:
+    """The probe function goes last, after the tables whose policies call it."""
+    return [statement("drop_function", function=visible_function(schema, name))]

@@ -1,0 +1,39 @@
+-- What an index may answer a role (simindex.db.answers): no key of a row the role could not
+-- SELECT from the source table, under its privileges and row-level security.
+
+-- name: answers_visible_function
+-- Whether the caller sees the source row of a key: a primary-key probe with the caller's own
+-- rights (SECURITY INVOKER), so the source's privileges and RLS policies decide. The body names
+-- the source as it is now, every name qualified and the comparison pg_catalog's (the key type
+-- describe() admitted); a string body records no dependency, so the app may still drop or
+-- change its table (a rename is followed: the event triggers and every build write it again).
+-- Not inlined (a sub-select), so the probe is planned once per query, never as a hash of the
+-- whole source. No SET clause: a GUC saved and restored per row would cost more than the probe.
+-- Its body is not checked when it is made: the owner role may not see the source's schema.
+SELECT pg_catalog.set_config('simindex.check_function_bodies',
+                             pg_catalog.current_setting('check_function_bodies'), true),
+       pg_catalog.set_config('check_function_bodies', 'off', true);
+CREATE OR REPLACE FUNCTION {function}(key {key_type})
+RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE
+AS $body$
+SELECT EXISTS (SELECT FROM {source} AS s WHERE s.{key} OPERATOR(pg_catalog.=) $1)
+$body$;
+SELECT pg_catalog.set_config('check_function_bodies',
+                             pg_catalog.current_setting('simindex.check_function_bodies'), true)
+
+-- name: answers_protect
+-- Row-level security on a table of simindex's holding keys of the source: a role sees the rows
+-- whose keys it could see in the source. A role that may DELETE from the table (a worker, an
+-- admin: they read and write every row, and their privilege is checked first, without a probe)
+-- sees all. The owner role, which writes these tables for the triggers and builds, is not
+-- subject to them. Writes are governed by the table's privileges alone.
+ALTER TABLE {table} ENABLE ROW LEVEL SECURITY;
+DROP POLICY IF EXISTS simindex_read_v1 ON {table};
+DROP POLICY IF EXISTS simindex_insert_v1 ON {table};
+DROP POLICY IF EXISTS simindex_update_v1 ON {table};
+DROP POLICY IF EXISTS simindex_delete_v1 ON {table};
+CREATE POLICY simindex_read_v1 ON {table} FOR SELECT
+    USING (pg_catalog.has_table_privilege(tableoid, 'DELETE') OR ({visible}));
+CREATE POLICY simindex_insert_v1 ON {table} FOR INSERT WITH CHECK (true);
+CREATE POLICY simindex_update_v1 ON {table} FOR UPDATE USING (true) WITH CHECK (true);
+CREATE POLICY simindex_delete_v1 ON {table} FOR DELETE USING (true)

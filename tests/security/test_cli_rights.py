@@ -1,0 +1,64 @@
+"""The command line run by a role without the right a command needs: one line that names the
+right and the grant that gives it, a non-zero exit, and nothing recorded as broken."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import simindex
+from simindex.errors import MissingRightError
+from simindex.index import Index, create_index
+from simindex.sync import queue_counts, sync
+from tests.security.conftest import MakeRole, scalar, superuser
+
+
+@pytest.fixture
+def index(database_dsn: str) -> Index:
+    superuser(database_dsn, "CREATE TABLE docs (id integer PRIMARY KEY, body text)")
+    superuser(database_dsn, "INSERT INTO docs VALUES (1, 'one text'), (2, 'another text')")
+    created = create_index(database_dsn, "docs", "docs", "body")
+    created.build()
+    superuser(database_dsn, "INSERT INTO docs VALUES (3, 'a queued text')")
+    return created
+
+
+def test_a_reader_running_sync_is_told_to_get_the_worker_right(
+    database_dsn: str, index: Index, make_role: MakeRole
+) -> None:
+    reader = make_role("reader")
+    simindex.grant(database_dsn, reader.name, "reader")
+    superuser(database_dsn, f"GRANT SELECT ON docs TO {reader.name}")
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in {"SIMINDEX_DSN", "DATABASE_URL", "SIMINDEX_SCHEMA"}
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "simindex", "sync"],
+        capture_output=True,
+        text=True,
+        env=env | {"SIMINDEX_DSN": reader.dsn},
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"simindex: error: role {reader.name!r} lacks the worker right that sync needs (it may "
+        "not write simindex's queues and tables in schema 'simindex'); an admin gives it with "
+        f"`simindex grant {reader.name} --worker` (Python: simindex.grant(engine, "
+        f"{reader.name!r}, 'worker')); nothing was changed, no index is broken"
+    ]
+    assert "broken" not in result.stdout
+    # Nothing was recorded: the index is healthy, its queue untouched.
+    assert scalar(database_dsn, "SELECT broken FROM simindex.indexes WHERE name = 'docs'") is False
+    assert scalar(database_dsn, "SELECT last_error FROM simindex.indexes") is None
+    assert queue_counts(database_dsn, "docs") == (1, 0)
+    with pytest.raises(MissingRightError, match="lacks the worker right"):
+        sync(reader.dsn)
+    # With the right, the same role syncs.
+    simindex.grant(database_dsn, reader.name, "worker")
+    assert sync(reader.dsn).indexed == 1

@@ -1,0 +1,396 @@
+"""No name in a statement simindex sends resolves on a caller's search_path (finding 1).
+
+A table owner with CREATE on ``public`` plants, there, a shadow of every function, aggregate,
+window function and operator that simindex's SQL names: the named blocks of
+``simindex/db/sql/*.sql``, the migrations, and every SQL string of the package's Python
+source (where the per-index functions are generated). The list is derived from that text, so
+a new statement is covered the day it is written. Each shadow copies a ``pg_catalog``
+signature exactly, and the roles under test log in with ``search_path = public, pg_catalog``:
+public first, so a shadow wins wherever a name is resolved on the session's path, whatever
+its types (the exact-type shadows of the finding are planted too, for the default path).
+A shadow that runs takes a number from a sequence (which no rollback gives back) and raises.
+
+Every command and API entry point then runs as a superuser, an admin and a worker; the
+sequence must not have moved.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from importlib import resources
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+from sqlalchemy import create_engine, text
+
+import simindex
+from simindex.core.spec import SimHash
+from simindex.db.connection import raw_connection
+from simindex.db.statements import _blocks
+from simindex.index import create_index, get_index
+from simindex.sqlalchemy import index_changes
+from simindex.sync import sync
+from tests.security.conftest import MakeRole, Role, owned_table, scalar, superuser
+
+ROOT = Path(__file__).resolve().parents[2]
+HOSTILE_PATH = "-c search_path=public,pg_catalog"
+RAN = "SELECT last_value + (CASE WHEN is_called THEN 1 ELSE 0 END) - 1 FROM public.shadow_ran"
+
+# SQL spelled as syntax that calls a function or operator by name.
+IMPLIED_FUNCTIONS = {"trim": ("btrim", "ltrim", "rtrim"), "extract": ("date_part", "extract")}
+IMPLIED_OPERATORS = ("=", "<>", "<", ">", "<=", ">=", "~~", "~~*", "||")
+# Types a shadow written in PL/pgSQL cannot take.
+UNWRITABLE = {
+    "internal", '"any"', "any", "cstring", "trigger", "event_trigger", "language_handler",
+    "fdw_handler", "index_am_handler", "tsm_handler", "table_am_handler", "pg_ddl_command",
+    "opaque",
+}  # fmt: skip
+_CALL = re.compile(r"(?<![\w.\"$])([A-Za-z_][A-Za-z0-9_]*)\s*\(")
+_OPERATOR = re.compile(r"[+\-*/<>=~!@#%^&|`?]+")
+
+
+def simindex_sql() -> list[str]:
+    """Every text simindex may send: named blocks, migrations, and the string literals of the
+    package's Python source (over-inclusive: a name never sent only adds a shadow)."""
+    texts = list(_blocks().values())
+    for path in sorted((ROOT / "migrations").rglob("*")):
+        if path.suffix in (".sql", ".py"):
+            texts.append(path.read_text(encoding="utf-8"))
+    package = Path(str(resources.files("simindex")))
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        texts.extend(
+            node.value
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        )
+    return texts
+
+
+def used_names(conn: psycopg.Connection[tuple[object, ...]]) -> tuple[set[str], set[str]]:
+    """(functions, operators) of pg_catalog that simindex's text names unqualified."""
+    texts = simindex_sql()
+    called = {name.lower() for text in texts for name in _CALL.findall(text)}
+    for spelled, names in IMPLIED_FUNCTIONS.items():
+        if spelled in called:
+            called.update(names)
+    symbols = {symbol for text in texts for symbol in _OPERATOR.findall(text)}
+    symbols.update(IMPLIED_OPERATORS)
+    functions = {
+        str(name)
+        for (name,) in conn.execute(
+            "SELECT DISTINCT proname::text FROM pg_proc "
+            "WHERE pronamespace = 'pg_catalog'::regnamespace AND proname::text = ANY(%s)",
+            (sorted(called),),
+        )
+    }
+    operators = {
+        str(name)
+        for (name,) in conn.execute(
+            "SELECT DISTINCT oprname::text FROM pg_operator "
+            "WHERE oprnamespace = 'pg_catalog'::regnamespace AND oprname::text = ANY(%s)",
+            (sorted(symbols),),
+        )
+    }
+    return functions, operators
+
+
+CREATE_FUNCTION = "CREATE FUNCTION public.{}({}) RETURNS {} LANGUAGE plpgsql AS {}"
+SHADOW_BODY = """
+BEGIN
+    PERFORM pg_catalog.nextval('public.shadow_ran'::pg_catalog.regclass);
+    RAISE EXCEPTION 'shadow % ran as %', {label}, pg_catalog.current_user();
+END
+"""
+EXACT_SHADOWS = [
+    # The finding's own: exact types beat pg_catalog's polymorphic ones on any path.
+    ("FUNCTION", "unnest(integer[])", "SETOF integer"),
+    ("FUNCTION", "unnest(text[])", "SETOF text"),
+    ("FUNCTION", "unnest(pg_catalog.int2vector)", "SETOF smallint"),
+    ("FUNCTION", "unnest(bigint[])", "SETOF bigint"),
+    ("FUNCTION", "array_length(integer[], integer)", "integer"),
+]
+
+
+def plant(owner: Role, functions: set[str], operators: set[str], dsn: str) -> int:
+    """Create the shadows as ``owner``; how many."""
+    made = 0
+    with psycopg.connect(dsn, autocommit=True) as catalog:
+        procs = catalog.execute(
+            "SELECT p.oid, p.proname::text, p.prokind::text, "
+            "pg_get_function_identity_arguments(p.oid), pg_get_function_result(p.oid), "
+            "p.proretset, p.pronargs, format_type(p.prorettype, NULL) "
+            "FROM pg_proc AS p WHERE p.pronamespace = 'pg_catalog'::regnamespace "
+            "AND p.proname::text = ANY(%s) AND p.prokind IN ('f', 'a', 'w') ORDER BY p.oid",
+            (sorted(functions),),
+        ).fetchall()
+        ops = catalog.execute(
+            "SELECT o.oprname::text, format_type(o.oprleft, NULL), format_type(o.oprright, NULL), "
+            "format_type(o.oprresult, NULL), o.oprleft = 0 "
+            "FROM pg_operator AS o WHERE o.oprnamespace = 'pg_catalog'::regnamespace "
+            "AND o.oprname::text = ANY(%s) ORDER BY o.oid",
+            (sorted(operators),),
+        ).fetchall()
+    with psycopg.connect(owner.dsn, autocommit=True) as conn:
+        for number, (_oid, name, kind, arguments, result, _set, nargs, rettype) in enumerate(procs):
+            types = [part.strip() for part in str(arguments).split(",")] if nargs else []
+            if any(_unwritable(t) for t in [*types, str(rettype)]) or "VARIADIC" in str(arguments):
+                continue
+            label = sql.Literal(f"{name}({arguments})")
+            body = SHADOW_BODY.format(label=label.as_string(conn))
+            try:
+                if kind == "f":
+                    conn.execute(
+                        sql.SQL(
+                            "CREATE FUNCTION public.{}({}) RETURNS {} LANGUAGE plpgsql AS {}"
+                        ).format(
+                            sql.Identifier(name),
+                            sql.SQL(str(arguments)),
+                            sql.SQL(str(result)),
+                            sql.Literal(body),
+                        )
+                    )
+                else:  # an aggregate, or a window function shadowed by one
+                    step = sql.Identifier(f"shadow_step_{number}")
+                    state = str(rettype)
+                    conn.execute(
+                        sql.SQL(
+                            "CREATE FUNCTION public.{}({}) RETURNS {} LANGUAGE plpgsql AS {}"
+                        ).format(
+                            step,
+                            sql.SQL(", ".join([state, *types])),
+                            sql.SQL(state),
+                            sql.Literal(body),
+                        )
+                    )
+                    conn.execute(
+                        sql.SQL(
+                            "CREATE AGGREGATE public.{}({}) (SFUNC = public.{}, STYPE = {})"
+                        ).format(
+                            sql.Identifier(name),
+                            sql.SQL(str(arguments) if nargs else "*"),
+                            step,
+                            sql.SQL(state),
+                        )
+                    )
+                made += 1
+            except psycopg.errors.Error:
+                continue  # a signature PL/pgSQL cannot have (a polymorphic result, ...)
+        for number, (name, left, right, result, prefix) in enumerate(ops):
+            if any(_unwritable(t) for t in (left, right, result)):
+                continue
+            function = sql.Identifier(f"shadow_operator_{number}")
+            arguments = [right] if prefix else [left, right]
+            body = SHADOW_BODY.format(label=sql.Literal(f"operator {name}").as_string(conn))
+            try:
+                conn.execute(
+                    sql.SQL(CREATE_FUNCTION).format(
+                        function,
+                        sql.SQL(", ".join(arguments)),
+                        sql.SQL(str(result)),
+                        sql.Literal(body),
+                    )
+                )
+                sides = f"RIGHTARG = {right}" if prefix else f"LEFTARG = {left}, RIGHTARG = {right}"
+                conn.execute(
+                    sql.SQL("CREATE OPERATOR public.{} ({}, FUNCTION = public.{})").format(
+                        sql.SQL(str(name)), sql.SQL(sides), function
+                    )
+                )
+                made += 1
+            except psycopg.errors.Error:
+                continue
+        for _, signature, result in EXACT_SHADOWS:
+            body = SHADOW_BODY.format(label=sql.Literal(signature).as_string(conn))
+            conn.execute(
+                sql.SQL("CREATE FUNCTION public.{} RETURNS {} LANGUAGE plpgsql AS {}").format(
+                    sql.SQL(signature), sql.SQL(result), sql.Literal(body)
+                )
+            )
+            made += 1
+        body = SHADOW_BODY.format(label=sql.Literal("integer[] = integer[]").as_string(conn))
+        conn.execute(
+            "CREATE FUNCTION public.shadow_int_array_eq(integer[], integer[]) RETURNS boolean "
+            f"LANGUAGE plpgsql AS {sql.Literal(body).as_string(conn)}"
+        )
+        conn.execute(
+            "CREATE OPERATOR public.= (LEFTARG = integer[], RIGHTARG = integer[], "
+            "FUNCTION = public.shadow_int_array_eq)"
+        )
+    return made + 1
+
+
+def _unwritable(type_name: str) -> bool:
+    return type_name.split(" ")[-1] in UNWRITABLE
+
+
+def hostile(dsn: str) -> str:
+    """``dsn`` logging in with the public schema first on its search_path."""
+    return make_conninfo(dsn, options=HOSTILE_PATH)
+
+
+def cli(*args: str, dsn: str) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [sys.executable, "-m", "simindex", *args, "--dsn", dsn],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, f"simindex {' '.join(args)}:\n{result.stdout}{result.stderr}"
+    return result
+
+
+@pytest.fixture
+def shadowed(database_dsn: str, make_role: MakeRole) -> Role:
+    """The app's table of ``app_owner``, and its shadows planted in ``public``."""
+    owner = make_role("app_owner")
+    owned_table(
+        database_dsn, owner, "CREATE TABLE docs (id integer PRIMARY KEY, body text)", rows=40
+    )
+    owner.run(
+        "INSERT INTO docs SELECT n, 'the text of row ' || (n - 100) || ' says ' "
+        "|| ((n - 100) % 7) || ' things about ' || ((n - 100) % 5) || ' subjects' "
+        "FROM generate_series(101, 110) AS n",
+        "CREATE SEQUENCE public.shadow_ran",
+        "GRANT USAGE, SELECT ON SEQUENCE public.shadow_ran TO PUBLIC",
+    )
+    with psycopg.connect(database_dsn, autocommit=True) as conn:
+        functions, operators = used_names(conn)
+    # The derivation finds what the finding's statements used (a sanity check of the regexes).
+    assert {"unnest", "array_agg", "first_value", "row_number", "count"} <= functions
+    assert {"=", "<", "&", ">>", "||"} <= operators
+    made = plant(owner, functions, operators, database_dsn)
+    assert made > 200
+    assert scalar(database_dsn, RAN) == 0
+    return owner
+
+
+def assert_no_shadow_ran(database_dsn: str, what: str) -> None:
+    assert scalar(database_dsn, RAN) == 0, f"a shadow in public ran during {what}"
+
+
+def test_the_shadows_run_where_a_statement_is_not_pinned(database_dsn: str, shadowed: Role) -> None:
+    """The control: the same statements, sent unpinned on the hostile path, do run them."""
+    hostile_session = psycopg.connect(hostile(database_dsn), autocommit=True)
+    with hostile_session as conn, pytest.raises(psycopg.errors.RaiseException, match="shadow"):
+        conn.execute("SELECT count(*) FROM docs")
+    assert scalar(database_dsn, RAN) == 1
+    default_path = psycopg.connect(database_dsn, autocommit=True)
+    with default_path as conn, pytest.raises(psycopg.errors.RaiseException, match=r"unnest\("):
+        conn.execute("SELECT unnest(ARRAY[1, 2])")
+
+
+def run_everything(database_dsn: str, admin: str, worker: str, owner: Role, label: str) -> None:
+    """Every command and API entry point, as the admin (create, build, queries, pairs,
+    clusters, check, repair, drop) and the worker (sync, stats, metrics, check, repair)."""
+    names = [f"{label}_sim", f"{label}_min"]
+    create_index(admin, names[0], "docs", "body", method=SimHash(max_distance=3))
+    assert_no_shadow_ran(database_dsn, "create_index (SimHash)")
+    cli("create", names[1], "--table", "docs", "--column", "body", "--method", "minhash",
+        dsn=admin)  # fmt: skip
+    assert_no_shadow_ran(database_dsn, "simindex create (MinHash)")
+    for name in names:
+        get_index(admin, name).build()
+        assert_no_shadow_ran(database_dsn, f"build {name}")
+        cli("build", name, dsn=admin)
+        assert_no_shadow_ran(database_dsn, f"simindex build {name}")
+    base = 900 if label == "roles" else 950
+    owner.run(
+        f"INSERT INTO docs VALUES ({base}, 'the text of row 1 says 1 things about 1 subjects')",
+        "UPDATE docs SET body = body || ' again' WHERE id = 2",
+        f"DELETE FROM docs WHERE id = {base - 890}",
+    )
+    assert_no_shadow_ran(database_dsn, "the app's writes")
+    report = sync(worker, names)
+    assert report.failed == 0
+    assert_no_shadow_ran(database_dsn, "sync")
+    owner.run(f"INSERT INTO docs VALUES ({base + 1}, 'the text of row 4 says 4 things')")
+    cli("sync", dsn=worker)
+    assert_no_shadow_ran(database_dsn, "simindex sync")
+    for dsn, role in ((worker, "worker"), (admin, "admin")):
+        cli("stats", "--json", dsn=dsn)
+        cli("stats", "--prometheus", dsn=dsn)
+        assert_no_shadow_ran(database_dsn, f"stats and metrics as the {role}")
+        for name in names:
+            cli("check", name, "--json", dsn=dsn)
+            cli("repair", name, dsn=dsn)
+            assert_no_shadow_ran(database_dsn, f"check and repair of {name} as the {role}")
+    simhash, minhash = (get_index(admin, name) for name in names)
+    assert {101, base} <= {m.key for m in simhash.near_key(1)}
+    simhash.near(text="the text of row 1 says 1 things about 1 subjects")
+    minhash.similar(key=1)
+    minhash.similar(text="the text of row 1 says 1 things about 1 subjects", verify="estimate")
+    assert_no_shadow_ran(database_dsn, "near and similar")
+    cli("query", names[0], "--key", "1", dsn=admin)
+    cli("query", names[1], "the text of row 1 says 1 things", "--show", "body", dsn=admin)
+    assert_no_shadow_ran(database_dsn, "simindex query")
+    for name in names:
+        for method in ("pairs", "leader", "bottom_k"):
+            cli("clusters", name, "--method", method, "--json", dsn=admin)
+            assert_no_shadow_ran(database_dsn, f"clusters --method {method} of {name}")
+        pairs = cli("pairs", name, "--json", dsn=admin)
+        assert pairs.stdout.strip()
+        assert_no_shadow_ran(database_dsn, f"pairs of {name}")
+        list(get_index(admin, name).pairs())
+        get_index(admin, name).clusters()
+        assert_no_shadow_ran(database_dsn, f"Index.pairs and Index.clusters of {name}")
+    cli("drop", *names, dsn=admin)
+    assert_no_shadow_ran(database_dsn, "simindex drop")
+
+
+def test_no_shadow_runs_for_any_role_in_any_entry_point(
+    database_dsn: str, shadowed: Role, make_role: MakeRole
+) -> None:
+    admin, worker = make_role("admin"), make_role("worker")
+    simindex.grant(database_dsn, admin.name, "admin")
+    simindex.grant(database_dsn, worker.name, "worker")
+    shadowed.run(
+        f'GRANT ALL ON docs TO "{admin.name}" WITH GRANT OPTION',
+        f'GRANT SELECT ON docs TO "{worker.name}"',
+    )
+    # As ordinary roles: an admin creates and queries, a worker syncs.
+    run_everything(database_dsn, hostile(admin.dsn), hostile(worker.dsn), shadowed, "roles")
+    # As a superuser doing everything.
+    su = hostile(database_dsn)
+    run_everything(database_dsn, su, su, shadowed, "su")
+    simindex.migrate(su, schema="simindex_shadowed")
+    cli("migrate", "--schema", "simindex_shadowed", dsn=su)
+    assert_no_shadow_ran(database_dsn, "migrate")
+    superuser(database_dsn, "DROP SCHEMA simindex_shadowed CASCADE")
+
+
+def test_a_callers_connection_gets_its_own_search_path_back(database_dsn: str) -> None:
+    """On the app's own Connection, in its transaction, simindex pins the path for its own
+    statements only: the app's next statement resolves names as it did before; an Engine's
+    connection goes back to the pool with the path it had."""
+    superuser(database_dsn, "CREATE TABLE docs (id integer PRIMARY KEY, body text)")
+    create_index(database_dsn, "docs", "docs", "body").build()
+    engine = create_engine("postgresql+psycopg://", creator=lambda: psycopg.connect(database_dsn))
+    try:
+        with engine.connect() as connection:
+            connection.execute(text("SET search_path = public, pg_temp"))
+            connection.commit()
+            index = get_index(connection, "docs")
+            connection.execute(text("INSERT INTO docs VALUES (1, 'one two three four')"))
+            assert index_changes(raw_connection(connection)) == 1
+            assert connection.execute(text("SHOW search_path")).scalar_one() == "public, pg_temp"
+            assert [m.key for m in index.near(text="one two three four")] == [1]
+            assert connection.execute(text("SHOW search_path")).scalar_one() == "public, pg_temp"
+            connection.commit()
+            assert connection.execute(text("SHOW search_path")).scalar_one() == "public, pg_temp"
+            with engine.connect() as second:  # the pool's other connection, simindex's path
+                second.execute(text("SET search_path = public"))
+                second.commit()
+            get_index(engine, "docs").stats()
+            sync(engine, ["docs"])
+            with engine.connect() as again:
+                assert again.execute(text("SHOW search_path")).scalar_one() == "public"
+    finally:
+        engine.dispose()
