@@ -28,7 +28,7 @@ from report import log
 from simindex.core.batch import fingerprint_batch
 from simindex.core.spec import MinHash, SimHash, resolve
 
-METHODS = {
+METHODS: dict[str, SimHash | MinHash] = {
     "SimHash()": SimHash(),
     "MinHash() classic, the default": MinHash(),
     "MinHash(scheme='one_permutation')": MinHash(scheme="one_permutation"),

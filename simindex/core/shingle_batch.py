@@ -1,0 +1,197 @@
+"""Word shingle hashes of a whole batch of texts at once (layer 1, no I/O).
+
+The values are those of :meth:`simindex.core.text.Shingling.hashes`, text by text (a property
+test holds them to it); only the work is arranged differently, so that no Python object is
+made per token or per shingle:
+
+* every text becomes the UTF-8 bytes of its tokens separated by spaces, by byte translation
+  (ASCII text) or, for other text, by classifying each distinct non-ASCII character once and
+  rewriting the bytes with array operations (a CJK character gets spaces around it);
+* the texts are joined into one buffer and its tokens found as (start, length) ranges;
+* each range is hashed by the vectorised XXH3 of :mod:`simindex.core.xxh3` (the same values
+  as the library), and runs of ``size`` unit hashes are combined as in ``combine_ngrams``,
+  never across two texts.
+
+Only plain word shingling takes this path (:func:`batchable`); the token options, character
+shingles and user tokenizers keep the per-text path.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+from simindex.core.text import (
+    _ASCII_LOWER_SEPARATORS,
+    _COMBINE,
+    _KANA_MARKS,
+    _TOKEN_CHARACTERS,
+    EMPTY,
+    Shingling,
+    _patterns,
+    combine_ngrams,
+    fmix64,
+)
+from simindex.core.xxh3 import xxh3_64_ranges
+
+_SPACE = 32
+_KEEP, _SEPARATOR, _CJK = 0, 1, 2
+_GROUP_CHARACTERS = 1 << 17
+_KANA_MARK_BYTES = tuple(mark.encode("utf-8") for mark in _KANA_MARKS)
+_FEW_NON_ASCII = 32  # at most one extra UTF-8 byte in this many characters: fold piecewise
+# The separators of UTF-8 text, and ASCII capitals lowercased (casefold is lower() on ASCII).
+_UTF8_LOWER_SEPARATORS = bytes(c if c >= 0x80 else _ASCII_LOWER_SEPARATORS[c] for c in range(256))
+
+
+def batchable(shingling: Shingling) -> bool:
+    """Whether :func:`word_hashes` computes this shingling's features."""
+    return shingling.unit == "word" and shingling.plain and not shingling.with_characters
+
+
+def _kind(code: int) -> int:
+    value = _TOKEN_CHARACTERS[code]
+    if value == code:
+        return _KEEP
+    return _SEPARATOR if value == " " else _CJK
+
+
+def _folded(text: str) -> bytes:
+    """``unicodedata.normalize("NFKC", text).casefold()`` in UTF-8, up to the case of ASCII
+    letters (lowercased with the separators later).
+
+    A text with few non-ASCII characters is normalised only around them: NFKC may be applied
+    piecewise between pieces cut before an ASCII character (combining class 0 and NFKC_QC=Yes:
+    it never composes with what precedes it), and casefolding maps each character alone. Each
+    piece is a run of non-ASCII characters with the character before it, which they may
+    compose with (``e`` and a combining acute accent).
+    """
+    data = text.encode("utf-8", "surrogatepass")
+    if (len(data) - len(text)) * _FEW_NON_ASCII > len(text):
+        return unicodedata.normalize("NFKC", text).casefold().encode("utf-8", "surrogatepass")
+    edges = np.zeros(len(data) + 2, np.int8)
+    edges[1:-1] = np.frombuffer(data, np.uint8) >= 0x80
+    steps = np.diff(edges)
+    starts = np.maximum(np.flatnonzero(steps == 1) - 1, 0)
+    ends = np.flatnonzero(steps == -1)
+    parts = []
+    last = 0
+    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+        piece = data[start:end].decode("utf-8", "surrogatepass")
+        folded = unicodedata.normalize("NFKC", piece).casefold()
+        parts += [data[last:start], folded.encode("utf-8", "surrogatepass")]
+        last = end
+    parts.append(data[last:])
+    return b"".join(parts)
+
+
+def _unicode_tokens(text: str) -> bytes:
+    """The UTF-8 tokens of a non-ASCII text, separated by spaces (the rule of ``tokenize``)."""
+    folded = _folded(text)
+    if any(mark in folded for mark in _KANA_MARK_BYTES):
+        # Kana voiced sound marks follow the regex's own precedence only through the regex.
+        whole = unicodedata.normalize("NFKC", text).casefold()
+        found = _patterns().token.findall(whole)
+        return b" ".join(token.encode("utf-8", "surrogatepass") for token in found)
+    encoded = folded.translate(_UTF8_LOWER_SEPARATORS)
+    data = np.frombuffer(encoded + bytes(3), np.uint8)
+    leads = np.flatnonzero(data >= 0xC0)  # the first byte of each non-ASCII character
+    if not len(leads):
+        return encoded
+    first = data[leads].astype(np.uint32)
+    width = 2 + (first >= 0xE0) + (first >= 0xF0)
+    rest = [data[leads + k].astype(np.uint32) & 0x3F for k in (1, 2, 3)]
+    codes = np.where(
+        width == 2,
+        ((first & 0x1F) << 6) | rest[0],
+        np.where(
+            width == 3,
+            ((first & 0x0F) << 12) | (rest[0] << 6) | rest[1],
+            ((first & 0x07) << 18) | (rest[0] << 12) | (rest[1] << 6) | rest[2],
+        ),
+    )
+    distinct, inverse = np.unique(codes, return_inverse=True)
+    kinds = np.array([_kind(code) for code in distinct.tolist()], np.int8)[inverse]
+    out = data[: len(encoded)].copy()
+    separators = kinds == _SEPARATOR
+    for k in range(4):
+        out[leads[separators & (width > k)] + k] = _SPACE
+    cjk = np.flatnonzero(kinds == _CJK)
+    if len(cjk):
+        around = np.concatenate([leads[cjk], leads[cjk] + width[cjk]])
+        out = np.insert(out, np.sort(around), _SPACE)
+    return out.tobytes()
+
+
+def _token_buffer(texts: Sequence[str | None]) -> tuple[bytes, NDArray[np.int64]]:
+    """All tokens of all texts in one buffer, and where each text's part ends in it."""
+    pieces = []
+    for text in texts:
+        if text is None:
+            pieces.append(b"")
+        elif not isinstance(text, str):
+            raise TypeError(f"expected str text, got {type(text).__name__}")
+        elif text.isascii():
+            pieces.append(text.encode("ascii").translate(_ASCII_LOWER_SEPARATORS))
+        else:
+            pieces.append(_unicode_tokens(text))
+    sizes = np.fromiter(map(len, pieces), np.int64, len(pieces))
+    return b" ".join(pieces), np.cumsum(sizes + 1) - 1
+
+
+def word_hashes(shingling: Shingling, texts: Sequence[str | None]) -> list[NDArray[np.uint64]]:
+    """``[shingling.hashes(text) for text in texts]``, computed for the batch at once."""
+    if not batchable(shingling):
+        raise ValueError("word_hashes computes plain word shingles only")
+    result: list[NDArray[np.uint64]] = []
+    first = 0
+    while first < len(texts):
+        # Groups of about _GROUP_CHARACTERS characters: the arrays of a group stay in cache.
+        last, characters = first, 0
+        while last < len(texts) and (last == first or characters < _GROUP_CHARACTERS):
+            characters += len(texts[last] or "")
+            last += 1
+        result += _group_hashes(shingling, texts[first:last])
+        first = last
+    return result
+
+
+def _group_hashes(shingling: Shingling, texts: Sequence[str | None]) -> list[NDArray[np.uint64]]:
+    buffer, text_ends = _token_buffer(texts)
+    edges = np.zeros(len(buffer) + 2, np.int8)
+    edges[1:-1] = np.frombuffer(buffer, np.uint8) != _SPACE
+    steps = np.diff(edges)
+    starts = np.flatnonzero(steps == 1)
+    lengths = np.flatnonzero(steps == -1) - starts
+    units = xxh3_64_ranges(buffer, starts, lengths, shingling.seed)
+    counts = np.diff(np.searchsorted(starts, text_ends), prepend=0)
+    return _ngrams(units, counts, shingling.size)
+
+
+def _ngrams(
+    units: NDArray[np.uint64], counts: NDArray[np.int64], size: int
+) -> list[NDArray[np.uint64]]:
+    """Per text, the shingle hashes of its ``counts[i]`` unit hashes (``combine_ngrams``)."""
+    offsets = np.cumsum(counts) - counts
+    if size == 1:
+        return np.split(units, offsets[1:])
+    windows = max(len(units) - size + 1, 0)
+    combined = units[:windows].copy()
+    for offset in range(1, size):
+        combined *= _COMBINE
+        combined += units[offset : offset + windows]
+    fmix64(combined)
+    # Keep the windows that start and end inside one text.
+    kept = np.maximum(counts - size + 1, 0)
+    position = np.arange(windows) - np.repeat(offsets, counts)[:windows]
+    inside = position < np.repeat(kept, counts)[:windows]
+    shingles = combined[inside]
+    result = np.split(shingles, np.cumsum(kept)[:-1])
+    for i in np.flatnonzero((counts > 0) & (counts < size)).tolist():
+        start = int(offsets[i])
+        result[i] = combine_ngrams(units[start : start + int(counts[i])], size)
+    for i in np.flatnonzero(counts == 0).tolist():
+        result[i] = EMPTY
+    return result
