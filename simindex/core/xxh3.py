@@ -34,7 +34,6 @@ MAX_VECTORISED = 128
 _PATH_OF_LENGTH = np.searchsorted(
     np.array([1, 4, 9, 17, MAX_VECTORISED + 1]), np.arange(MAX_VECTORISED + 2), "right"
 ).astype(np.int8)
-_LIBRARY = (0, 5)
 _BLOCK = 32768  # strings per step: the temporaries stay in the L2 cache
 
 
@@ -50,12 +49,10 @@ def _u(value: int) -> np.uint64:
     return np.uint64(value % (1 << 64))
 
 
-def _words(buffer: NDArray[np.uint8], width: int) -> NDArray[np.uint64]:
-    """Every little-endian word of ``width`` bytes starting at each byte of ``buffer`` (which
-    ends in at least ``width - 1`` padding bytes), as a strided view: no copy."""
-    dtype = np.dtype("<u8") if width == 8 else np.dtype("<u4")
-    count = len(buffer) - width + 1
-    view: NDArray[np.uint64] = np.ndarray((count,), dtype, buffer.data, 0, (1,))
+def _words(buffer: NDArray[np.uint8]) -> NDArray[np.uint64]:
+    """Every little-endian 8-byte word starting at each byte of ``buffer`` (which ends in 8
+    bytes of padding), as a strided view: no copy."""
+    view: NDArray[np.uint64] = np.ndarray((len(buffer) - 7,), np.dtype("<u8"), buffer.data, 0, (1,))
     return view
 
 
@@ -80,13 +77,22 @@ def _avalanche(h: NDArray[np.uint64]) -> NDArray[np.uint64]:
     return h
 
 
+def _byte_at(word: NDArray[np.uint64], index: NDArray[np.int64]) -> NDArray[np.uint64]:
+    """Byte ``index`` (0 to 7) of each little-endian word."""
+    shifted: NDArray[np.uint64] = word >> (index << 3).astype(np.uint64)
+    return shifted & np.uint64(0xFF)
+
+
 def _len_1to3(
-    data: NDArray[np.uint8], starts: NDArray[np.int64], lengths: NDArray[np.int64], seed: int
+    words: NDArray[np.uint64],
+    word: NDArray[np.uint64],
+    starts: NDArray[np.int64],
+    lengths: NDArray[np.int64],
+    seed: int,
 ) -> NDArray[np.uint64]:
-    first = data[starts].astype(np.uint64)
-    middle = data[starts + (lengths >> 1)].astype(np.uint64)
-    last = data[starts + lengths - 1].astype(np.uint64)
-    combined = (first << np.uint64(16)) | (middle << np.uint64(24)) | last
+    combined = (word & np.uint64(0xFF)) << np.uint64(16)
+    combined |= _byte_at(word, lengths >> 1) << np.uint64(24)
+    combined |= _byte_at(word, lengths - 1)
     combined |= lengths.astype(np.uint64) << np.uint64(8)
     h: NDArray[np.uint64] = combined ^ _u((_secret32(0) ^ _secret32(4)) + seed)
     h ^= h >> np.uint64(33)
@@ -98,15 +104,17 @@ def _len_1to3(
 
 
 def _len_4to8(
-    words: NDArray[np.uint64], starts: NDArray[np.int64], lengths: NDArray[np.int64], seed: int
+    words: NDArray[np.uint64],
+    word: NDArray[np.uint64],
+    starts: NDArray[np.int64],
+    lengths: NDArray[np.int64],
+    seed: int,
 ) -> NDArray[np.uint64]:
     swapped = int.from_bytes((seed & 0xFFFFFFFF).to_bytes(4, "little"), "big")
     seed ^= swapped << 32
-    first = words[starts].astype(np.uint64)
-    last = words[starts + lengths - 4].astype(np.uint64)
-    h: NDArray[np.uint64] = (last + (first << np.uint64(32))) ^ _u(
-        (_secret64(8) ^ _secret64(16)) - seed
-    )
+    last = (word >> ((lengths - 4) << 3).astype(np.uint64)) & _LOW32
+    h: NDArray[np.uint64] = (word << np.uint64(32)) + last
+    h ^= _u((_secret64(8) ^ _secret64(16)) - seed)
     h ^= ((h << np.uint64(49)) | (h >> np.uint64(15))) ^ (
         (h << np.uint64(24)) | (h >> np.uint64(40))
     )
@@ -118,9 +126,13 @@ def _len_4to8(
 
 
 def _len_9to16(
-    words: NDArray[np.uint64], starts: NDArray[np.int64], lengths: NDArray[np.int64], seed: int
+    words: NDArray[np.uint64],
+    word: NDArray[np.uint64],
+    starts: NDArray[np.int64],
+    lengths: NDArray[np.int64],
+    seed: int,
 ) -> NDArray[np.uint64]:
-    low = words[starts] ^ _u((_secret64(24) ^ _secret64(32)) + seed)
+    low = word ^ _u((_secret64(24) ^ _secret64(32)) + seed)
     high = words[starts + lengths - 8] ^ _u((_secret64(40) ^ _secret64(48)) - seed)
     swapped = low.byteswap()
     acc = lengths.astype(np.uint64) + swapped + high + _mul128_fold64(low, high)
@@ -136,7 +148,11 @@ def _mix16(
 
 
 def _len_17to128(
-    words: NDArray[np.uint64], starts: NDArray[np.int64], lengths: NDArray[np.int64], seed: int
+    words: NDArray[np.uint64],
+    word: NDArray[np.uint64],
+    starts: NDArray[np.int64],
+    lengths: NDArray[np.int64],
+    seed: int,
 ) -> NDArray[np.uint64]:
     acc = lengths.astype(np.uint64) * _PRIME64_1
     ends = starts + lengths
@@ -159,8 +175,7 @@ def xxh3_64_ranges(
     starts = np.asarray(starts, np.int64)
     lengths = np.asarray(lengths, np.int64)
     result = np.empty(len(starts), _U64)
-    data = np.frombuffer(buffer + bytes(8), np.uint8)
-    words = (data, _words(data, 4), _words(data, 8))
+    words = _words(np.frombuffer(buffer + bytes(8), np.uint8))
     for first in range(0, len(starts), _BLOCK):
         block = slice(first, first + _BLOCK)
         result[block] = _hash_block(buffer, words, starts[block], lengths[block], seed)
@@ -169,23 +184,22 @@ def xxh3_64_ranges(
 
 def _hash_block(
     buffer: bytes,
-    words: tuple[NDArray[np.uint8], NDArray[np.uint64], NDArray[np.uint64]],
+    words: NDArray[np.uint64],
     starts: NDArray[np.int64],
     lengths: NDArray[np.int64],
     seed: int,
 ) -> NDArray[np.uint64]:
-    data, words32, words64 = words
     result = np.empty(len(starts), _U64)
-    classes = _PATH_OF_LENGTH[np.minimum(lengths, MAX_VECTORISED + 1)]
-    for number, hasher in enumerate((_len_4to8, _len_9to16, _len_17to128), start=2):
-        where = np.flatnonzero(classes == number)
+    paths = _PATH_OF_LENGTH[np.minimum(lengths, MAX_VECTORISED + 1)]
+    first_words = words[starts]  # the first 8 bytes: all that strings up to 8 bytes read
+    for number, path in enumerate(_PATHS, start=1):
+        where = np.flatnonzero(paths == number)
         if len(where):
-            source = words32 if hasher is _len_4to8 else words64
-            result[where] = hasher(source, starts[where], lengths[where], seed)
-    where = np.flatnonzero(classes == 1)
-    if len(where):
-        result[where] = _len_1to3(data, starts[where], lengths[where], seed)
-    for i in np.flatnonzero((classes == _LIBRARY[0]) | (classes == _LIBRARY[1])).tolist():
+            result[where] = path(words, first_words[where], starts[where], lengths[where], seed)
+    for i in np.flatnonzero((paths == 0) | (paths == len(_PATHS) + 1)).tolist():
         start = int(starts[i])
         result[i] = xxhash.xxh3_64_intdigest(buffer[start : start + int(lengths[i])], seed)
     return result
+
+
+_PATHS = (_len_1to3, _len_4to8, _len_9to16, _len_17to128)

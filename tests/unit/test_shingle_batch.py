@@ -40,6 +40,7 @@ def test_every_length_class_equals_the_library(seed: int) -> None:
     assert xxh3_64_ranges(buffer, starts, lengths, seed).tolist() == library(items, seed)
 
 
+@settings(deadline=None)
 @given(st.lists(st.binary(max_size=140), max_size=40), seeds)
 def test_any_strings_equal_the_library(items: list[bytes], seed: int) -> None:
     buffer, starts, lengths = ranges(items)
@@ -88,7 +89,7 @@ mostly_ascii = st.lists(
 ).map("".join)
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)  # the first Kana text compiles the token regex
 @given(
     st.lists(st.one_of(st.none(), unicode_text, mostly_ascii), max_size=8),
     st.integers(1, 5),
