@@ -41,6 +41,7 @@ _SPACE = 32
 _KEEP, _SEPARATOR, _CJK = 0, 1, 2
 _GROUP_CHARACTERS = 1 << 17
 _KANA_MARK_BYTES = tuple(mark.encode("utf-8") for mark in _KANA_MARKS)
+_KANA_MARK_CODES = np.array([ord(mark) for mark in _KANA_MARKS], np.uint32)
 _FEW_NON_ASCII = 32  # at most one extra UTF-8 byte in this many characters: fold piecewise
 # The separators of UTF-8 text, and ASCII capitals lowercased (casefold is lower() on ASCII).
 _UTF8_LOWER_SEPARATORS = bytes(c if c >= 0x80 else _ASCII_LOWER_SEPARATORS[c] for c in range(256))
@@ -87,19 +88,42 @@ def _folded(text: str) -> bytes:
     return b"".join(parts)
 
 
-def _unicode_tokens(text: str) -> bytes:
-    """The UTF-8 tokens of a non-ASCII text, separated by spaces (the rule of ``tokenize``)."""
-    folded = _folded(text)
-    if any(mark in folded for mark in _KANA_MARK_BYTES):
-        # Kana voiced sound marks follow the regex's own precedence only through the regex.
-        whole = unicodedata.normalize("NFKC", text).casefold()
-        found = _patterns().token.findall(whole)
-        return b" ".join(token.encode("utf-8", "surrogatepass") for token in found)
-    encoded = folded.translate(_UTF8_LOWER_SEPARATORS)
-    data = np.frombuffer(encoded + bytes(3), np.uint8)
+def _kana_tokens(text: str) -> bytes:
+    """The tokens of a text whose folded form holds Kana voiced sound marks, by the regex:
+    the marks follow its own precedence only through it."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    found = _patterns().token.findall(folded)
+    return b" ".join(token.encode("utf-8", "surrogatepass") for token in found)
+
+
+def _token_buffer(texts: Sequence[str | None]) -> tuple[bytes, NDArray[np.int64]]:
+    """All tokens of all texts in one buffer, separated by spaces, and where each text's part
+    ends in it."""
+    pieces = []
+    for text in texts:
+        if text is None:
+            pieces.append(b"")
+        elif not isinstance(text, str):
+            raise TypeError(f"expected str text, got {type(text).__name__}")
+        elif text.isascii():
+            pieces.append(text.encode("ascii"))
+        else:
+            pieces.append(_folded(text))
+    sizes = np.fromiter(map(len, pieces), np.int64, len(pieces))
+    ends = np.cumsum(sizes + 1) - 1
+    buffer = b" ".join(pieces).translate(_UTF8_LOWER_SEPARATORS)
+    if buffer.isascii():
+        return buffer, ends
+    return _non_ascii_tokens(buffer, ends, texts)
+
+
+def _non_ascii_tokens(
+    buffer: bytes, ends: NDArray[np.int64], texts: Sequence[str | None]
+) -> tuple[bytes, NDArray[np.int64]]:
+    """The buffer with its non-ASCII separators made spaces and spaces around each CJK
+    character; each distinct non-ASCII character is classified once."""
+    data = np.frombuffer(buffer + bytes(3), np.uint8)
     leads = np.flatnonzero(data >= 0xC0)  # the first byte of each non-ASCII character
-    if not len(leads):
-        return encoded
     first = data[leads].astype(np.uint32)
     width = 2 + (first >= 0xE0) + (first >= 0xF0)
     rest = [data[leads + k].astype(np.uint32) & 0x3F for k in (1, 2, 3)]
@@ -113,30 +137,32 @@ def _unicode_tokens(text: str) -> bytes:
         ),
     )
     distinct, inverse = np.unique(codes, return_inverse=True)
+    if np.isin(distinct, _KANA_MARK_CODES).any():
+        return _with_kana_marks(texts)
     kinds = np.array([_kind(code) for code in distinct.tolist()], np.int8)[inverse]
-    out = data[: len(encoded)].copy()
+    out = data[: len(buffer)].copy()
     separators = kinds == _SEPARATOR
     for k in range(4):
         out[leads[separators & (width > k)] + k] = _SPACE
     cjk = np.flatnonzero(kinds == _CJK)
-    if len(cjk):
-        around = np.concatenate([leads[cjk], leads[cjk] + width[cjk]])
-        out = np.insert(out, np.sort(around), _SPACE)
-    return out.tobytes()
+    if not len(cjk):
+        return out.tobytes(), ends
+    around = np.sort(np.concatenate([leads[cjk], leads[cjk] + width[cjk]]))
+    return np.insert(out, around, _SPACE).tobytes(), ends + np.searchsorted(around, ends)
 
 
-def _token_buffer(texts: Sequence[str | None]) -> tuple[bytes, NDArray[np.int64]]:
-    """All tokens of all texts in one buffer, and where each text's part ends in it."""
+def _with_kana_marks(texts: Sequence[str | None]) -> tuple[bytes, NDArray[np.int64]]:
+    """The token buffer of texts some of which hold Kana voiced sound marks: text by text."""
     pieces = []
     for text in texts:
-        if text is None:
+        if not text:
             pieces.append(b"")
-        elif not isinstance(text, str):
-            raise TypeError(f"expected str text, got {type(text).__name__}")
         elif text.isascii():
-            pieces.append(text.encode("ascii").translate(_ASCII_LOWER_SEPARATORS))
+            pieces.append(text.encode("ascii").translate(_UTF8_LOWER_SEPARATORS))
+        elif any(mark in _folded(text) for mark in _KANA_MARK_BYTES):
+            pieces.append(_kana_tokens(text))
         else:
-            pieces.append(_unicode_tokens(text))
+            pieces.append(_token_buffer([text])[0])
     sizes = np.fromiter(map(len, pieces), np.int64, len(pieces))
     return b" ".join(pieces), np.cumsum(sizes + 1) - 1
 
