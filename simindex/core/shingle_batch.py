@@ -209,10 +209,12 @@ def _ngrams(
         combined *= _COMBINE
         combined += units[offset : offset + windows]
     fmix64(combined)
-    # Keep the windows that start and end inside one text.
+    # Keep the windows that start and end inside one text: drop the size - 1 windows that
+    # start before each text's end and run past it.
     kept = np.maximum(counts - size + 1, 0)
-    position = np.arange(windows) - np.repeat(offsets, counts)[:windows]
-    inside = position < np.repeat(kept, counts)[:windows]
+    crossing = (np.cumsum(counts)[:, None] - np.arange(1, size)).ravel()
+    inside = np.ones(windows, np.bool_)
+    inside[crossing[(crossing >= 0) & (crossing < windows)]] = False
     shingles = combined[inside]
     result = np.split(shingles, np.cumsum(kept)[:-1])
     for i in np.flatnonzero((counts > 0) & (counts < size)).tolist():
