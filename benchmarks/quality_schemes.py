@@ -53,7 +53,7 @@ def print_report(result: dict[str, Any]) -> None:
         "Classic against one-permutation MinHash, own tokens, through PostgreSQL",
         ["corpus", "J >=", "protocol", "verify", "scheme", "recall", "precision", "found"],
         rows,
-        "lrllrrr",
+        "lrlllrrr",
     )
     designs = [
         [d["corpus"], d["label"], d["threshold"], d["build_seconds"], d["bytes_per_row"]]
