@@ -56,12 +56,9 @@ def print_report(result: dict[str, Any]) -> None:
         "lrlllrrr",
     )
     designs = [
-        [d["corpus"], d["label"], d["threshold"], d["build_seconds"], d["bytes_per_row"]]
-        for d in result["designs"]
+        [d["corpus"], d["label"], d["threshold"], d["build_seconds"]] for d in result["designs"]
     ]
-    print_table(
-        "Builds", ["corpus", "scheme", "threshold", "build s", "bytes a row"], designs, "llrrr"
-    )
+    print_table("Builds", ["corpus", "scheme", "threshold", "build s"], designs, "llrr")
 
 
 def main(argv: list[str] | None = None) -> int:

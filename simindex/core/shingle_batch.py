@@ -13,7 +13,7 @@ made per token or per shingle:
   never across two texts.
 
 Only plain word shingling takes this path (:func:`batchable`); the token options, character
-shingles and user tokenizers keep the per-text path.
+shingles and user tokenizers keep the per-text path (:func:`hashes_batch` takes either).
 """
 
 from __future__ import annotations
@@ -45,6 +45,14 @@ _KANA_MARK_CODES = np.array([ord(mark) for mark in _KANA_MARKS], np.uint32)
 _FEW_NON_ASCII = 32  # at most one extra UTF-8 byte in this many characters: fold piecewise
 # The separators of UTF-8 text, and ASCII capitals lowercased (casefold is lower() on ASCII).
 _UTF8_LOWER_SEPARATORS = bytes(c if c >= 0x80 else _ASCII_LOWER_SEPARATORS[c] for c in range(256))
+
+
+def hashes_batch(shingling: Shingling, texts: Sequence[str | None]) -> list[NDArray[np.uint64]]:
+    """The feature hashes of each text, ``[shingling.hashes(text) for text in texts]``: plain
+    word shingles of the whole batch at once, any other shingling text by text."""
+    if batchable(shingling):
+        return word_hashes(shingling, texts)
+    return [shingling.hashes(text) for text in texts]
 
 
 def batchable(shingling: Shingling) -> bool:
