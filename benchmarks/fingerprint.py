@@ -56,7 +56,7 @@ import rensa
 import simhash as simhash_package
 import xxhash
 from fingerprint_makers import NUM_PERM, SCHEMES, SEED, Timing, Work, measure, timing_record
-from fingerprint_spec import baseline_timings, spec_timings, speed_targets
+from fingerprint_spec import before_and_after, spec_timings, speed_targets
 from fingerprint_tables import print_report
 from numpy.typing import NDArray
 from report import log, new_result, read_result, write_result
@@ -482,6 +482,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="JSON results path")
     parser.add_argument("--cpu", type=int, help="CPU to pin to (default: the lowest allowed)")
     parser.add_argument(
+        "--clock",
+        choices=sorted(makers.CLOCKS),
+        default="wall",
+        help="time passes by wall time or by this process's CPU time (a shared machine)",
+    )
+    parser.add_argument(
         "--baseline",
         type=Path,
         help="another simindex tree (e.g. main from git archive): its spec path is timed first",
@@ -494,6 +500,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_report(read_result(args.print_only))
         return 0
     size = QUICK if args.quick else FULL
+    makers.clock = makers.CLOCKS[args.clock]
     pinned = pin_one_core(args.cpu)
     started = time.perf_counter()
 
@@ -502,9 +509,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     non_ascii_documents = corpus.non_ascii_documents(size.non_ascii)
     long_texts = [document.text for document in long_documents]
     shingle_counts = [len(Shingling().shingles(text)) for text in long_texts]
-    baseline = None
-    if args.baseline:
-        baseline = baseline_timings(args.baseline, size.long, size.batch, size.repeats, args.cpu)
 
     identical = identical_shingles(long_texts, size)
     ascii_texts = [text for text in long_texts if text.isascii()]
@@ -514,6 +518,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "short": end_to_end("short", [d.text for d in short_documents], size),
         "non_ascii": end_to_end("non-ASCII", [d.text for d in non_ascii_documents], size),
     }
+    baseline = None
+    if args.baseline:
+        baseline = before_and_after(
+            args.baseline, long_texts, size.batch, size.repeats, args.cpu, args.clock
+        )
     profile = stage_profile(long_texts, size)
     sanity = jaccard_sanity(long_texts[: min(20, len(long_texts))])
 
@@ -538,6 +547,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "seed": SEED,
             "shingling": "word 3-grams, Shingling() defaults",
             "rate": "documents / best of `repeats` timed passes after one warm-up pass",
+            "clock": args.clock,
         },
         "corpus": {
             "sources": corpus.sources(),
