@@ -20,7 +20,6 @@ from report import latency_ms, timed_calls
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 
-from simindex.core.bits import to_unsigned
 from simindex.core.spec import IndexSpec
 from simindex.db.statements import statement
 from simindex.index import Index
@@ -37,7 +36,7 @@ def run_near_python(
     index = Index(engine, name)
 
     def call(fingerprint: int) -> dict[int, int]:
-        found = index.near(fingerprint=to_unsigned(fingerprint))
+        found = index.near(fingerprint=fingerprint)
         return {int(match.key): match.distance for match in found}
 
     try:

@@ -37,7 +37,7 @@ from query_facade import (
 from query_plan import GENERIC, MAX_DISTANCE, SEED, Plan
 from report import latency_ms, log, summary, timed_calls
 
-from simindex.core.bits import to_unsigned, to_unsigned_array
+from simindex.core.bits import to_unsigned_array
 from simindex.core.design import MankuDesign
 from simindex.core.spec import SimHash
 from simindex.db.catalog import store_for
@@ -369,11 +369,11 @@ def simhash_part(
         by_text.near(texts[0])
         text_seconds, _ = timed_calls(texts, lambda text: by_text.near(text))
         profile_index = Index(engine, "docs")
-        profile_query = to_unsigned(queries[0])
+        profile_query = queries[0]
         profile = facade_profile(lambda: profile_index.near(fingerprint=profile_query), 500)
     finally:
         engine.dispose()
-    trace = facade_trace(dsn, lambda i: i.near(fingerprint=to_unsigned(queries[0])), "docs")
+    trace = facade_trace(dsn, lambda i: i.near(fingerprint=queries[0]), "docs")
     parts = facade_parts(dsn, "docs", info.spec)
     log("a query by key on every path: typed and dispatching SQL, facade on each bind")
     by_key = key_paths(dsn, "docs", info.source.key_type, sample_keys, "near")

@@ -46,6 +46,15 @@ class SchemaNotMigratedError(SimindexError, LookupError):
     """simindex's schema is not installed in this database: run simindex.migrate(engine) (or
     `simindex migrate`) first."""
 
+    @classmethod
+    def of(cls, schema: str) -> SchemaNotMigratedError:
+        """The error for simindex's schema ``schema``, saying what to run."""
+        return cls(
+            f"simindex's schema {schema!r} is not installed in this database: run "
+            "simindex.migrate(engine) (or `simindex migrate`) first, or name the schema "
+            "simindex was migrated into"
+        )
+
 
 class MissingRightError(SimindexError, PermissionError):
     """The role lacks a right simindex needs for this: an admin gives it with

@@ -419,10 +419,11 @@ AS $body$
 DECLARE
     entry record;
 BEGIN
-    -- The indexes of every table the command changed: the tables altered, those whose row
-    -- type was (ALTER TYPE of a typed table's type), their children (a change of a parent
-    -- reaches them) and their parents (a table made, or made to inherit, a child of a source:
-    -- drift_v1 marks the source, whose triggers do not see the child's writes).
+    -- The indexes of every table the command changed, whatever its tag: the tables altered
+    -- (ALTER TABLE, or ALTER VIEW / MATERIALIZED VIEW / FOREIGN TABLE run on a table), those
+    -- whose row type was (ALTER TYPE of a typed table's type), their children (a change of a
+    -- parent reaches them) and their parents (a table made, or made to inherit, a child of a
+    -- source: drift_v1 marks the source, whose triggers do not see the child's writes).
     FOR entry IN
         WITH RECURSIVE changed (relid) AS (
             SELECT d.objid FROM pg_catalog.pg_event_trigger_ddl_commands() AS d
@@ -466,8 +467,11 @@ BEGIN
     END IF;
     EXECUTE 'CREATE EVENT TRIGGER ' || quote_ident({sql_drop}) || ' ON sql_drop '
         || 'EXECUTE FUNCTION ' || quote_ident({schema_literal}) || '.on_sql_drop_v1()';
+    -- Every command tag: PostgreSQL renames a table's columns under ALTER VIEW, ALTER
+    -- MATERIALIZED VIEW and ALTER FOREIGN TABLE too, and a tag list would miss the next such
+    -- spelling (CREATE TABLE ... PARTITION OF / INHERITS makes a child of a source). The
+    -- function looks only at commands that touched a pg_class entry.
     EXECUTE 'CREATE EVENT TRIGGER ' || quote_ident({alter_table}) || ' ON ddl_command_end '
-        || 'WHEN TAG IN (''ALTER TABLE'', ''ALTER TYPE'', ''CREATE TABLE'') '
         || 'EXECUTE FUNCTION ' || quote_ident({schema_literal}) || '.on_alter_table_v1()';
 END
 

@@ -349,8 +349,4 @@ def _catalog_errors(schema: str) -> Iterator[None]:
     try:
         yield
     except psycopg.errors.UndefinedTable as exc:
-        raise SchemaNotMigratedError(
-            f"simindex's schema {schema!r} is not installed in this database: run "
-            "simindex.migrate(engine) (or `simindex migrate`) first, or name the schema "
-            "simindex was migrated into"
-        ) from exc
+        raise SchemaNotMigratedError.of(schema) from exc

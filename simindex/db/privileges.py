@@ -31,7 +31,7 @@ from psycopg import sql
 
 from simindex.db.connection import PgConnection
 from simindex.db.statements import statement
-from simindex.errors import MissingRightError
+from simindex.errors import MissingRightError, SchemaNotMigratedError
 
 OWNER = "simindex_owner"
 """The NOLOGIN role that owns simindex's schema and every object in it."""
@@ -86,6 +86,8 @@ def check_worker(conn: PgConnection, schema: str, what: str = "sync") -> None:
     row = conn.execute(
         statement("role_may_work"), {"schema": schema, "catalog": catalog}
     ).fetchone()
+    if row is not None and row[1] is None:
+        raise SchemaNotMigratedError.of(schema)
     if row is None or not row[1]:
         role = row[0] if row else "this role"
         raise MissingRightError(

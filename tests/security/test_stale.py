@@ -157,7 +157,7 @@ REFUSED = {
         "CREATE TABLE docs (id integer PRIMARY KEY, body text) PARTITION BY RANGE (id); "
         "CREATE TABLE docs_1 PARTITION OF docs FOR VALUES FROM (0) TO (1000)",
         "docs_1",
-        "partition or an inheritance child of docs",
+        "partition or an inheritance child of public.docs",  # names qualified: path pinned
     ),
     "a parent": (
         "CREATE TABLE docs (id integer PRIMARY KEY, body text); "
@@ -169,7 +169,7 @@ REFUSED = {
         "CREATE TABLE base (id integer, body text); "
         "CREATE TABLE docs (PRIMARY KEY (id)) INHERITS (base)",
         "docs",
-        "inheritance child of base",
+        "inheritance child of public.base",
     ),
 }
 

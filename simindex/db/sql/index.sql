@@ -14,11 +14,12 @@ SELECT EXISTS (SELECT 1 FROM {queue} WHERE key OPERATOR(pg_catalog.=) %(key)s),
 SELECT ctid FROM {queue} FOR UPDATE SKIP LOCKED
 
 -- name: build_read
--- The build's read: a server-side cursor over the key, in its text form (the type's output
--- function, which round-trips in this session: COPY reads it back, and psycopg need not load
--- values it cannot, such as dates past 9999 or 'infinity'), the text, and the row's version
--- and ctid (build_dequeue).
-SELECT pg_catalog.format('%s', {key}), {text},
+-- The build's read: a server-side cursor over the key in its text form (concat calls the
+-- type's output function, never a cast, and the text round-trips in this session: COPY reads
+-- it back, and psycopg need not load values it cannot, such as dates past 9999 or
+-- 'infinity'), the text, and the row's version and ctid (build_dequeue). No placeholder
+-- here, not even in a comment: the statement runs without values (see statements.statement).
+SELECT pg_catalog.concat({key}), {text},
        pg_catalog.concat_ws('/', tableoid, ctid, xmin), ctid
 FROM ONLY {table}
 
@@ -26,7 +27,7 @@ FROM ONLY {table}
 -- The keys queued before the build's read, in their text form (the type's output function,
 -- never a cast: a cast to text could be the key type owner's function): the rows whose
 -- version the read keeps for build_dequeue.
-SELECT pg_catalog.format('%s', key) FROM {queue} LIMIT {limit}
+SELECT pg_catalog.concat(key) FROM {queue} LIMIT {limit}
 
 -- name: build_dequeue
 -- Of the entries locked by build_lock_queue, the ones whose source row is now, exactly, a row

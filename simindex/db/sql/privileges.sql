@@ -17,9 +17,11 @@ SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user
 -- name: role_may_work
 -- Whether the current role holds the writer part of the worker right (see grant_writer): the
 -- column of the catalog that only a writer may update. CASE: no lookup in a schema the role
--- may not use (it would raise instead of saying no).
+-- may not use (it would raise instead of saying no); NULL when there is no such schema.
 SELECT current_user,
-       CASE WHEN pg_catalog.has_schema_privilege(%(schema)s, 'USAGE')
+       CASE WHEN NOT EXISTS (SELECT FROM pg_catalog.pg_namespace WHERE nspname = %(schema)s)
+            THEN NULL
+            WHEN pg_catalog.has_schema_privilege(%(schema)s, 'USAGE')
             THEN pg_catalog.has_column_privilege(%(catalog)s, 'updated_at', 'UPDATE')
             ELSE false
        END

@@ -185,13 +185,15 @@ TRUNCATE {tables}
 EXECUTE pg_catalog.format({statement}, aliases)
 
 -- name: sync_event_triggers_on
--- Whether simindex's two event triggers watch this database (enabled, for ordinary sessions).
+-- Whether simindex's two event triggers watch this database (enabled, for ordinary sessions,
+-- and the one following changes of a table for every command tag).
 SELECT count(*) = 2
 FROM pg_catalog.pg_event_trigger AS e
 JOIN pg_catalog.pg_proc AS p ON p.oid = e.evtfoid
 JOIN pg_catalog.pg_namespace AS n ON n.oid = p.pronamespace
 WHERE n.nspname = %(schema)s AND p.proname IN ('on_sql_drop_v1', 'on_alter_table_v1')
   AND e.evtenabled IN ('O', 'A')
+  AND (p.proname = 'on_sql_drop_v1' OR e.evttags IS NULL)
 
 -- name: sync_build_lock
 -- Taken by a build before it reads the source: deletes meanwhile queue their keys (see the
