@@ -1,13 +1,18 @@
 """Fingerprint throughput on one core: simindex against the simhash package, datasketch, rensa.
 
-    python benchmarks/fingerprint.py [--quick] [--output PATH] [--cpu N] [--print FILE]
+    python benchmarks/fingerprint.py [--quick] [--output PATH] [--cpu N] [--clock wall|cpu]
+                                     [--baseline TREE] [--print FILE]
 
 Four parts, all on the corpora of ``benchmarks/corpus.py``:
 
 1. **identical shingle lists**: every library gets the same word-3-gram shingles of each long
    document (``Shingling().shingles``) and turns them into a fingerprint with its own hashing;
-2. **end to end**: text in, fingerprint out, per-document calls and the batch APIs, for long,
-   short and non-ASCII texts (peers shingle with our ``shingles`` and hash their own way);
+2. **end to end**: text in, fingerprint out, per-document calls, the batch APIs and the path
+   build and sync take (``fingerprint_batch`` with a stored spec, ``fingerprint_spec``), for
+   long, short and non-ASCII texts (peers shingle with our ``shingles`` and hash their own
+   way); with ``--baseline TREE`` (another checkout of simindex, e.g. main's from ``git
+   archive``) that path is timed for both trees in turn, so "times faster than before" comes
+   from one run;
 3. **profile**: the end-to-end path for long texts cut into its stages;
 4. **sanity**: Jaccard estimates of every MinHash against the exact value on edited copies.
 
