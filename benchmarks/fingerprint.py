@@ -43,9 +43,6 @@ os.environ.update(
 )
 
 import argparse
-import cProfile
-import io
-import pstats
 import statistics
 import sys
 import time
@@ -61,14 +58,18 @@ import rensa
 import simhash as simhash_package
 import xxhash
 from fingerprint_makers import NUM_PERM, SCHEMES, SEED, Timing, Work, measure, timing_record
-from fingerprint_spec import before_and_after, spec_timings, speed_targets
+from fingerprint_profile import stage_profile
+from fingerprint_spec import (
+    before_and_after,
+    spec_timings,
+    speed_targets,
+)
 from fingerprint_tables import print_report
 from numpy.typing import NDArray
 from report import log, new_result, read_result, write_result
 
-from simindex.core.minhash import MinHasher
 from simindex.core.simhash import simhash_batch
-from simindex.core.text import Shingling, _token_bytes, combine_ngrams, hash_strings, normalize
+from simindex.core.text import Shingling, hash_strings
 
 DEFAULT_OUTPUT = Path(__file__).parent / "results" / "fingerprint.json"
 
@@ -211,100 +212,6 @@ def end_to_end(label: str, texts: list[str], size: Size, peers: bool = True) -> 
                 makers.rensa_matrix_count(list(map(shingling.shingles, c))) for c in chunks
             ),
         ),
-    ]
-
-
-# --- part 3: profile -------------------------------------------------------------------------
-
-
-def stage_profile(texts: list[str], size: Size) -> dict[str, object]:
-    """Each stage of the end-to-end path timed alone on the previous stage's stored output."""
-    shingling = Shingling()
-    minhashers = makers.hashers()
-    normalized = [normalize(text) for text in texts]
-    tokens = [_token_bytes(text) for text in normalized]
-    units = [hash_strings(items, shingling.seed) for items in tokens]
-    shingles = [combine_ngrams(values, shingling.size) for values in units]
-    ascii_rows = [text for text in normalized if text.isascii()]
-    other_rows = [text for text in normalized if not text.isascii()]
-    count = len(texts)
-
-    def run(name: str, work: Work, documents: int = count) -> Timing:
-        return measure(name, work, documents, size.repeats)
-
-    log("part 3: profile of the end-to-end path, long texts")
-    stages = {
-        "normalize": run("normalize", lambda: len([normalize(t) for t in texts])),
-        "tokenize": run("tokenize", lambda: len([_token_bytes(t) for t in normalized])),
-        "unit_hashing": run(
-            "unit hashing (xxh3 per token)",
-            lambda: len([hash_strings(t, shingling.seed) for t in tokens]),
-        ),
-        "ngram_combining": run(
-            "n-gram combining", lambda: len([combine_ngrams(u, shingling.size) for u in units])
-        ),
-        "simhash": run("SimHash-64 of shingle hashes", lambda: makers.simhash_count(shingles)),
-        **{
-            scheme: run(f"MinHash {scheme} of shingle hashes", _minhash_work(hasher, shingles))
-            for scheme, hasher in minhashers.items()
-        },
-    }
-    measured = {
-        "shingling_hashes": run(
-            "Shingling.hashes", lambda: len(list(map(shingling.hashes, texts)))
-        ),
-        "tokenize_ascii_documents": run(
-            "tokenize, ASCII documents only",
-            lambda: len([_token_bytes(t) for t in ascii_rows]),
-            len(ascii_rows),
-        ),
-        "tokenize_non_ascii_documents": run(
-            "tokenize, non-ASCII documents only",
-            lambda: len([_token_bytes(t) for t in other_rows]),
-            len(other_rows),
-        ),
-    }
-    ascii_seconds = measured["tokenize_ascii_documents"].best_seconds if ascii_rows else 0.0
-    other_seconds = measured["tokenize_non_ascii_documents"].best_seconds if other_rows else 0.0
-    return {
-        "documents": count,
-        "ascii_documents": len(ascii_rows),
-        "non_ascii_share_of_tokenize_time": other_seconds / (ascii_seconds + other_seconds),
-        "tokens_per_document": statistics.median(map(len, tokens)),
-        "stages": {name: timing_record(timing) for name, timing in stages.items()},
-        "measured": {
-            name: timing_record(timing) for name, timing in measured.items() if timing.documents
-        },
-        "cprofile": {
-            "simhash": cprofile_summary(lambda: makers.simhash_count(map(shingling.hashes, texts))),
-            "classic": cprofile_summary(
-                lambda: makers.minhash_count(minhashers["classic"], map(shingling.hashes, texts))
-            ),
-        },
-    }
-
-
-def _minhash_work(hasher: MinHasher, shingles: list[Hashes]) -> Work:
-    return lambda: makers.minhash_count(hasher, shingles)
-
-
-def cprofile_summary(work: Work, top: int = 10) -> list[dict[str, object]]:
-    """The functions with the most own time over one pass under cProfile."""
-    profiler = cProfile.Profile()
-    profiler.runcall(work)
-    stats = pstats.Stats(profiler, stream=io.StringIO()).get_stats_profile()
-    total = stats.total_tt or 1.0
-    ranked = sorted(stats.func_profiles.items(), key=lambda item: -item[1].tottime)[:top]
-    return [
-        {
-            "function": name
-            if profile.file_name == "~"
-            else f"{Path(profile.file_name).name}:{profile.line_number}({name})",
-            "calls": profile.ncalls,
-            "own_seconds": round(profile.tottime, 4),
-            "own_share": round(profile.tottime / total, 3),
-        }
-        for name, profile in ranked
     ]
 
 
