@@ -32,6 +32,7 @@ from simindex.core.design import LshDesign, MankuDesign, choose_lsh, choose_mank
 from simindex.core.frequency import ShingleCounts, check_share, without_common
 from simindex.core.minhash import MinHasher, Scheme, SchemeName
 from simindex.core.packing import CURRENT, FORMATS, WIDE
+from simindex.core.shingle_batch import hashes_batch
 from simindex.core.simhash import check_top_n, simhash_batch
 from simindex.core.text import Shingling
 from simindex.core.tokens import find_tokenizer, load_tokenizer
@@ -193,11 +194,11 @@ class IndexSpec:
         """The feature hashes of each text: its shingles (one per occurrence), without the
         common ones when the method ignores them (:func:`~simindex.core.frequency.without_common`).
         Every fingerprint and every exact verification of the index starts here."""
-        shingling = self.method.shingling
+        hashes = hashes_batch(self.method.shingling, texts)
         common = self.common
         if common is None:
-            return [shingling.hashes(text) for text in texts]
-        return [without_common(shingling.hashes(text), common) for text in texts]
+            return hashes
+        return [without_common(row, common) for row in hashes]
 
     def simhash_values(
         self, texts: Sequence[str | None]
