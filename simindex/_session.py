@@ -45,10 +45,7 @@ def reading(bind: Bind, index_schema: str) -> Iterator[PgConnection]:
 def unmigrated(exc: psycopg.Error, index_schema: str) -> Exception:
     missing = exc.diag.message_primary or ""
     if f'"{index_schema}"' in missing or f'"{index_schema}.indexes"' in missing:
-        return SchemaNotMigratedError(
-            f"simindex's schema {index_schema!r} is not installed in this database: run "
-            "simindex.migrate(engine) (or `simindex migrate`) first"
-        )
+        return SchemaNotMigratedError.of(index_schema)
     return exc
 
 

@@ -46,10 +46,25 @@ class SchemaNotMigratedError(SimindexError, LookupError):
     """simindex's schema is not installed in this database: run simindex.migrate(engine) (or
     `simindex migrate`) first."""
 
+    @classmethod
+    def of(cls, schema: str) -> SchemaNotMigratedError:
+        """The error for simindex's schema ``schema``, saying what to run."""
+        return cls(
+            f"simindex's schema {schema!r} is not installed in this database: run "
+            "simindex.migrate(engine) (or `simindex migrate`) first, or name the schema "
+            "simindex was migrated into"
+        )
+
 
 class MissingRightError(SimindexError, PermissionError):
     """The role lacks a right simindex needs for this: an admin gives it with
     ``simindex grant ROLE --reader|--writer|--worker|--admin`` (``simindex.grant``)."""
+
+
+class IndexBusyError(SimindexError, TimeoutError):
+    """Another transaction held a lock simindex needs for longer than it waits (a reader's
+    open transaction on an index's tables holds a build's swap off): see
+    ``idle_in_transaction_session_timeout``."""
 
 
 class IndexBrokenError(SimindexError):

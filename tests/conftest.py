@@ -31,3 +31,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 f"{item.nodeid} is a unit test but asks for PostgreSQL: "
                 "move it to tests/integration"
             )
+
+
+LONG_MODULE = 500
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """A report, not a gate: the package's modules past LONG_MODULE lines, longest first. A
+    long module is cut by concept when it holds more than one (ARCHITECTURE.md), never to
+    get under a number."""
+    package = _TESTS.parent / "simindex"
+    lengths = {
+        str(path.relative_to(package.parent)): len(path.read_text(encoding="utf-8").splitlines())
+        for path in package.rglob("*.py")
+    }
+    long = sorted(((n, path) for path, n in lengths.items() if n > LONG_MODULE), reverse=True)
+    if long:
+        terminalreporter.write_sep("-", f"modules over {LONG_MODULE} lines (a report)")
+        for lines, path in long:
+            terminalreporter.write_line(f"{lines:6d}  {path}")

@@ -28,6 +28,7 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from psycopg.rows import TupleRow
+from sqlalchemy import Engine, create_engine
 
 import simindex
 from simindex.db.connection import dispose_engines
@@ -275,3 +276,13 @@ def conn(database_dsn: str) -> Iterator[psycopg.Connection[TupleRow]]:
         yield connection
     finally:
         connection.close()
+
+
+@pytest.fixture
+def engine(database_dsn: str) -> Iterator[Engine]:
+    """A SQLAlchemy Engine on the test's fresh database."""
+    made = create_engine("postgresql+psycopg://", creator=lambda: psycopg.connect(database_dsn))
+    try:
+        yield made
+    finally:
+        made.dispose()

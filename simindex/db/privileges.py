@@ -31,7 +31,7 @@ from psycopg import sql
 
 from simindex.db.connection import PgConnection
 from simindex.db.statements import statement
-from simindex.errors import MissingRightError
+from simindex.errors import MissingRightError, SchemaNotMigratedError
 
 OWNER = "simindex_owner"
 """The NOLOGIN role that owns simindex's schema and every object in it."""
@@ -84,6 +84,8 @@ def check_worker(conn: PgConnection, schema: str, what: str = "sync") -> None:
     which says nothing about the indexes (none is broken)."""
     share = sql.Identifier(schema, "share_index_v1").as_string(conn) + "(text)"
     row = conn.execute(statement("role_may_work"), {"schema": schema, "share": share}).fetchone()
+    if row is not None and row[1] is None:
+        raise SchemaNotMigratedError.of(schema)
     if row is None or not row[1]:
         role = row[0] if row else "this role"
         raise MissingRightError(
@@ -159,6 +161,9 @@ def grant(
     if indexes is not None:
         return _grant_indexes(conn, parts, right, indexes)
     blocks = ["grant_reader"] if right == "reader" else ["grant_reader", "grant_writer"]
+    if right == "worker":
+        blocks.append("grant_worker")
+        parts["health"] = sql.Identifier(schema, "record_health_v1")
     for composed in as_owner([statement(block, **parts) for block in blocks]):
         conn.execute(composed)
     if right == "worker":
@@ -191,6 +196,9 @@ def _grant_indexes(
         statements.append(statement("grant_index_reader", tables=tables, **parts))
         if right != "reader":
             statements.append(statement("grant_index_writer", tables=tables, **parts))
+        if right == "worker":
+            health = sql.Identifier(parts["schema"].as_string(conn), "record_health_v1")
+            statements.append(statement("grant_worker", health=health, **parts))
     for composed in as_owner(statements):
         conn.execute(composed)
     if right == "worker":

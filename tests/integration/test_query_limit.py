@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
-from sqlalchemy import Engine, create_engine, select
+from sqlalchemy import Engine, select
 
 from simindex.core.bits import to_signed
 from simindex.core.spec import MinHash, SimHash
@@ -32,13 +31,6 @@ def corpus() -> list[str]:
     found += [" ".join(rng.choice(WORDS) for _ in range(30)) for _ in range(300)]
     rng.shuffle(found)
     return found
-
-
-@pytest.fixture
-def engine(database_dsn: str) -> Iterator[Engine]:
-    engine = create_engine("postgresql+psycopg://", creator=lambda: psycopg.connect(database_dsn))
-    yield engine
-    engine.dispose()
 
 
 def load(dsn: str, texts: list[str]) -> None:

@@ -11,7 +11,6 @@ import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,6 @@ import psycopg
 import pytest
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
-from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 
 import simindex.alembic  # noqa: F401  # registers op.create_simindex, as env.py would
@@ -53,13 +51,6 @@ def workflows() -> dict[str, list[tuple[str, str]]]:
 def test_the_readme_has_the_workflows_the_tests_run() -> None:
     assert list(workflows()) == list(HAS_TABLE)
     assert all(workflows().values())
-
-
-@pytest.fixture
-def engine(database_dsn: str) -> Iterator[Engine]:
-    made = create_engine("postgresql+psycopg://", creator=lambda: psycopg.connect(database_dsn))
-    yield made
-    made.dispose()
 
 
 def fresh_database(dsn: str) -> None:

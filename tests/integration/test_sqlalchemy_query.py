@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import random
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +19,6 @@ from sqlalchemy import (
     Select,
     String,
     Uuid,
-    create_engine,
     func,
     select,
     true,
@@ -135,13 +134,6 @@ def make_texts(seed: int) -> list[str | None]:
                 edited[position] = "edited"
             texts.append(" ".join(edited))
     return [*texts, None, "", "  !!! "]
-
-
-@pytest.fixture
-def engine(database_dsn: str) -> Iterator[Engine]:
-    engine = create_engine("postgresql+psycopg://", creator=lambda: psycopg.connect(database_dsn))
-    yield engine
-    engine.dispose()
 
 
 @pytest.fixture(params=sorted(CASES))

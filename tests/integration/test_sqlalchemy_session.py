@@ -8,7 +8,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from sqlalchemy import Engine, String, create_engine, select
+from sqlalchemy import Engine, String, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
 from simindex.check import check
@@ -32,13 +32,6 @@ class Note(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     body: Mapped[str | None]
     title: Mapped[str] = mapped_column(String, default="")
-
-
-@pytest.fixture
-def engine(database_dsn: str) -> Iterator[Engine]:
-    engine = create_engine("postgresql+psycopg://", creator=lambda: psycopg.connect(database_dsn))
-    yield engine
-    engine.dispose()
 
 
 @pytest.fixture(params=sorted(METHODS))

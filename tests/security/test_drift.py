@@ -51,6 +51,16 @@ FORMS = {
     "rename key column": Form(("ALTER TABLE docs RENAME COLUMN id TO doc_id",), key="doc_id"),
     "rename text column": Form(("ALTER TABLE docs RENAME COLUMN body TO content",), text="content"),
     "set schema": Form(("ALTER TABLE docs SET SCHEMA moved",), schema="moved"),
+    # PostgreSQL renames a table's columns under other command tags too.
+    "rename key column by ALTER VIEW": Form(
+        ("ALTER VIEW docs RENAME COLUMN id TO doc_id",), key="doc_id"
+    ),
+    "rename text column by ALTER MATERIALIZED VIEW": Form(
+        ("ALTER MATERIALIZED VIEW docs RENAME COLUMN body TO content",), text="content"
+    ),
+    "rename key column by ALTER FOREIGN TABLE": Form(
+        ("ALTER FOREIGN TABLE docs RENAME COLUMN id TO doc_id",), key="doc_id"
+    ),
     "add column": Form(("ALTER TABLE docs ADD COLUMN extra integer DEFAULT 7",)),
     "drop an earlier column": Form(("ALTER TABLE docs DROP COLUMN note",)),
     "alter type of the text": Form(

@@ -17,9 +17,12 @@ SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user
 -- name: role_may_work
 -- Whether the current role holds the writer part of the worker right (see grant_writer): the
 -- function that holds an index for a batch, which only a writer may call. CASE: no lookup in a
--- schema the role may not use (it would raise instead of saying no).
+-- schema the role may not use (it would raise instead of saying no); NULL when there is no such
+-- schema.
 SELECT current_user,
-       CASE WHEN pg_catalog.has_schema_privilege(%(schema)s, 'USAGE')
+       CASE WHEN NOT EXISTS (SELECT FROM pg_catalog.pg_namespace WHERE nspname = %(schema)s)
+            THEN NULL
+            WHEN pg_catalog.has_schema_privilege(%(schema)s, 'USAGE')
             THEN pg_catalog.has_function_privilege(%(share)s, 'EXECUTE')
             ELSE false
        END
@@ -68,6 +71,10 @@ ORDER BY 1, 2
 
 -- name: grant_table_right
 GRANT {right} ON TABLE {table} TO {role}
+
+-- name: grant_worker
+-- The worker records an index's health through this function, not by writing the catalog.
+GRANT EXECUTE ON FUNCTION {health}(text, text, text) TO {role}
 
 -- name: grant_sources
 -- The indexed tables, as names PostgreSQL quoted.
