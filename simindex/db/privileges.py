@@ -158,12 +158,12 @@ def grant(
         "share": sql.Identifier(schema, "share_index_v1"),
         "role": grantee,
     }
+    parts["health"] = sql.Identifier(schema, "record_health_v1")
     if indexes is not None:
         return _grant_indexes(conn, parts, right, indexes)
     blocks = ["grant_reader"] if right == "reader" else ["grant_reader", "grant_writer"]
     if right == "worker":
         blocks.append("grant_worker")
-        parts["health"] = sql.Identifier(schema, "record_health_v1")
     for composed in as_owner([statement(block, **parts) for block in blocks]):
         conn.execute(composed)
     if right == "worker":
@@ -197,8 +197,7 @@ def _grant_indexes(
         if right != "reader":
             statements.append(statement("grant_index_writer", tables=tables, **parts))
         if right == "worker":
-            health = sql.Identifier(parts["schema"].as_string(conn), "record_health_v1")
-            statements.append(statement("grant_worker", health=health, **parts))
+            statements.append(statement("grant_worker", **parts))
     for composed in as_owner(statements):
         conn.execute(composed)
     if right == "worker":

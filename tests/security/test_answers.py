@@ -186,8 +186,8 @@ def _answers(role: Role, method: SimHash | MinHash, guess: Any) -> list[object]:
     attempt(lambda: [k for p in index.pairs() for k in (p.left, p.right)])
     attempt(lambda: [k for g in index.pairs(groups=True) for k in _pair_keys(g)])
     attempt(lambda: [k for m in index.cluster_members(min_size=1) for k in (m.cluster_id, m.key)])
-    attempt(lambda: [k for s in index.survivors() for k in (s.cluster_id, s.key)])
-    attempt(lambda: _rows(role, "SELECT cluster_id, key FROM simindex.docs_survivors_v1()"))
+    attempt(lambda: [k for s in index.survivors("pairs") for k in (s.cluster_id, s.key)])
+    attempt(lambda: _rows(role, "SELECT cluster_id, key FROM simindex.docs_survivors_v1('pairs')"))
     return found
 
 
