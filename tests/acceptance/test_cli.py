@@ -837,6 +837,7 @@ def test_grant_gives_a_right_and_refuses_an_unknown_role_in_one_line(database_ds
         assert json.loads(result.stdout) == {
             "role": "simindex_cli_reader",
             "right": "reader",
+            "indexes": None,
             "tables_not_granted": [],
         }
         with psycopg.connect(database_dsn) as conn:
@@ -844,6 +845,25 @@ def test_grant_gives_a_right_and_refuses_an_unknown_role_in_one_line(database_ds
                 "SELECT has_table_privilege('simindex_cli_reader', 'simindex.indexes', 'SELECT')"
             ).fetchone()
         assert row == (True,)
+        # A right on some indexes only.
+        with psycopg.connect(database_dsn, autocommit=True) as conn:
+            conn.execute("CREATE TABLE docs (id integer PRIMARY KEY, body text)")
+        create_index(database_dsn, "docs", "docs", "body")
+        result = simindex(
+            "grant", "simindex_cli_reader", "--worker", "--index", "docs", "--dsn", database_dsn
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith("granted worker to simindex_cli_reader on docs")
+        with psycopg.connect(database_dsn) as conn:
+            row = conn.execute(
+                "SELECT has_table_privilege('simindex_cli_reader', 'simindex.docs_queue', 'DELETE')"
+            ).fetchone()
+        assert row == (True,)
+        refused = simindex(
+            "grant", "simindex_cli_reader", "--admin", "--index", "docs", "--dsn", database_dsn
+        )
+        assert refused.returncode == 1
+        assert "admin" in one_error_line(refused)
         unknown = simindex("grant", "no_such_role_here", "--worker", "--dsn", database_dsn)
         assert unknown.returncode == 1
         assert "no_such_role_here" in one_error_line(unknown)
