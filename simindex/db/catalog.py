@@ -1,7 +1,8 @@
 """The catalog: one row per index, in simindex's own schema, and how it is read.
 
 :func:`catalog_table` is the schema the code expects. Migrations create it
-(``migrations/versions``), and a test compares the two, so a change here needs a new migration.
+(``migrations/versions``), and a test compares the two, so a change here changes the migration
+too.
 An operation gets an index from here as an :class:`IndexInfo` (the row) and its store.
 """
 
