@@ -36,9 +36,7 @@ from sqlalchemy.dialects.postgresql import JSONB, OID, REGCLASS
 from sqlalchemy.dialects.postgresql.base import ischema_names
 from sqlalchemy.types import UserDefinedType
 
-from simindex.core.packing import COMPACT
 from simindex.core.spec import IndexSpec, SimHash
-from simindex.db.compact_minhash_store import CompactMinHashStore
 from simindex.db.connection import PgConnection
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.simhash_store import SimHashStore
@@ -212,8 +210,7 @@ def store_for(schema: str, name: str, source: Source, spec: IndexSpec) -> Store:
     """The side tables of an index, as its method keeps them."""
     if isinstance(spec.method, SimHash):
         return SimHashStore(schema, name, source.key_type, spec.design)  # type: ignore[arg-type]
-    kind = CompactMinHashStore if spec.storage == COMPACT else MinHashStore
-    return kind(
+    return MinHashStore(
         schema,
         name,
         source.key_type,
