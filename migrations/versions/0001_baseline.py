@@ -7,8 +7,10 @@ Revises:
   schema and everything in it; nothing simindex installs belongs to the user who ran it.
 * The catalog ``indexes``: one row per index, its source recorded by ``regclass`` and its key
   and text columns by number and type, so renames change nothing and a changed type is seen.
-* The dispatchers ``near_key_v1`` and ``similar_key_v1`` (a query by index name), and the
-  helpers of the per-index trigger functions (which the code creates with each index).
+* The dispatchers ``near_key_v1`` and ``similar_key_v1`` (a query by index name), the
+  helpers of the per-index trigger functions (which the code creates with each index), and
+  ``record_health_v1``, through which a worker records an index broken (or recovered) without
+  any right on the catalog.
 * When a superuser migrates, two event triggers that record drift at once and make a changed
   table's trigger function check its columns again.
 
@@ -43,6 +45,7 @@ FUNCTIONS = (
     ("similar_key_v1", "text, anyelement, double precision, integer", False),
     ("drift_v1", "{schema}.indexes", False),
     ("source_changed_v1", "text, oid", True),
+    ("record_health_v1", "text, text, text", True),
     ("source_usable_v1", "text", False),
     ("follow_source_v1", "oid", True),
     ("distrust_v1", "text", True),
