@@ -61,6 +61,7 @@ def test_rows_written_by_sync_answer_as_rows_written_by_a_build(
         conn.execute("CREATE TABLE notes (id integer PRIMARY KEY, body text)")
     method = MinHash(0.7, 128, scheme)  # type: ignore[arg-type]
     index = create_index(database_dsn, "notes", "notes", "body", method=method)
+    index.build()  # of no rows: ready, and every row from here on comes through the triggers
     with (
         psycopg.connect(database_dsn) as conn,
         conn.cursor().copy("COPY notes (id, body) FROM STDIN") as copy,
