@@ -174,7 +174,6 @@ class MinHashStore:
         self,
         band: int,
         threshold: sql.Composable,
-        bands: sql.Composable | None = None,
         signatures: sql.Composable | None = None,
     ) -> sql.Composed:
         """All pairs that band ``band`` finds and no earlier band does, verified; ``signatures``
