@@ -3,11 +3,10 @@
 The new side tables are built beside the live ones and swapped in at the end, in one
 transaction: queries keep answering from the old index during a rebuild, and a failed build
 leaves it as it was. A build first counts the source: a SimHash design sized to the table is
-chosen again for that count, and a MinHash index moves to the current storage format
-(:func:`simindex.core.spec.refreshed`), and a method that ignores common shingles or weighs
-by IDF learns their counts from a sample of the rows (:func:`learn_counts`); the swap then
-replaces the query functions and the delete triggers too, since the side tables' columns may
-have changed.
+chosen again for that count (:func:`simindex.core.spec.refreshed`), and a method that ignores
+common shingles or weighs by IDF learns their counts from a sample of the rows
+(:func:`learn_counts`); the swap then replaces the query functions and the delete triggers
+too, since the side tables' columns may have changed.
 
 Memory stays bounded: at most ``workers + 1`` batches are in flight. Queue entries the
 build's read covered are removed with the swap (see :func:`_dequeue`), so a build after
@@ -31,7 +30,7 @@ from psycopg import sql
 from sqlalchemy.engine import Connection
 
 from simindex.core.frequency import KEPT_SHINGLES, SAMPLE_ROWS, ShingleCounts, count_shingles
-from simindex.core.spec import IndexSpec, refreshed
+from simindex.core.spec import SPEC_VERSION, IndexSpec, refreshed
 from simindex.db.answers import visible_statements
 from simindex.db.catalog import (
     IndexInfo,
@@ -231,7 +230,7 @@ def build(
         _swap(conn, live, store, triggers, trusted=event_triggers_on(conn, index_schema))
         conn.execute(
             statement("catalog_set_spec", catalog=catalog(index_schema)),
-            {"name": name, "spec": spec_json, "spec_version": spec.version},
+            {"name": name, "spec": spec_json, "spec_version": SPEC_VERSION},
         )
         run(conn, back_to_caller())
         dequeued = _dequeue(conn, triggers, read) if dequeue else 0

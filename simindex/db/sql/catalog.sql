@@ -97,7 +97,7 @@ SET state = 'ready', state_reason = NULL, source_oid = source, row_count = %(row
 WHERE name = %(name)s
 
 -- name: catalog_set_spec
--- A build that chose a new design or storage format records it with the rows it wrote.
+-- A build that chose a new design or learned shingle counts records it with the rows it wrote.
 UPDATE {catalog} SET spec = %(spec)s::jsonb, spec_version = %(spec_version)s WHERE name = %(name)s
 
 -- name: catalog_delete
