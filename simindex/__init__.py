@@ -11,7 +11,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from simindex.errors import (
+    DatabaseUnavailableError,
     IncompatibleSignaturesError,
+    IndexBrokenError,
+    IndexBusyError,
     IndexExistsError,
     IndexNotFoundError,
     IndexNotReadyError,
@@ -21,6 +24,9 @@ from simindex.errors import (
     SchemaNotMigratedError,
     SerialBuildWarning,
     SimindexError,
+    SourceChangedError,
+    SourceError,
+    TokenizerError,
 )
 
 # The one place the version is written (pyproject.toml reads it): reading it from the
@@ -48,6 +54,11 @@ if TYPE_CHECKING:
         list_indexes,
     )
     from simindex.ops.build import BuildReport
+    from simindex.ops.check import CheckReport
+    from simindex.ops.clusters import ClusterMember, ClusterReport, Survivor
+    from simindex.ops.pairs import IdenticalGroup, NearPair, SimilarPair
+    from simindex.ops.stats import IndexStats
+    from simindex.ops.sync_report import SyncReport
 
 # Everything loads on first use: fingerprinting alone never imports a driver, and the command
 # line (`simindex --help`) imports neither numpy nor a driver until a command needs them.
@@ -70,6 +81,15 @@ _LAZY = {
     "tokenize": "simindex.core.text",
     "register_tokenizer": "simindex.core.tokens",
     "BuildReport": "simindex.ops.build",
+    "CheckReport": "simindex.ops.check",
+    "ClusterMember": "simindex.ops.clusters",
+    "ClusterReport": "simindex.ops.clusters",
+    "Survivor": "simindex.ops.clusters",
+    "IdenticalGroup": "simindex.ops.pairs",
+    "NearPair": "simindex.ops.pairs",
+    "SimilarPair": "simindex.ops.pairs",
+    "IndexStats": "simindex.ops.stats",
+    "SyncReport": "simindex.ops.sync_report",
     "Index": "simindex.index",
     "Match": "simindex.index",
     "Similar": "simindex.index",
@@ -90,11 +110,19 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "BuildReport",
+    "CheckReport",
+    "ClusterMember",
+    "ClusterReport",
+    "DatabaseUnavailableError",
+    "IdenticalGroup",
     "IncompatibleSignaturesError",
     "Index",
+    "IndexBrokenError",
+    "IndexBusyError",
     "IndexExistsError",
     "IndexNotFoundError",
     "IndexNotReadyError",
+    "IndexStats",
     "KeyNotIndexedError",
     "LowRecallWarning",
     "LshDesign",
@@ -104,13 +132,20 @@ __all__ = [
     "MinHashSignature",
     "MinHasher",
     "MissingRightError",
+    "NearPair",
     "SchemaNotMigratedError",
     "Scheme",
     "SerialBuildWarning",
     "Shingling",
     "SimHash",
     "Similar",
+    "SimilarPair",
     "SimindexError",
+    "SourceChangedError",
+    "SourceError",
+    "Survivor",
+    "SyncReport",
+    "TokenizerError",
     "__version__",
     "choose_lsh",
     "choose_manku",

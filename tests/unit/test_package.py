@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import simindex
+from simindex import SimindexError
 
 
 def test_fingerprinting_imports_no_database_driver() -> None:
@@ -44,3 +45,42 @@ def test_documented_import_paths_work() -> None:
     subprocess.run(
         [sys.executable, "-c", "import simindex.alembic; import simindex.cli"], check=True
     )
+
+
+def test_every_exception_is_at_the_top_level() -> None:
+    import inspect
+
+    from simindex import errors
+
+    raised = {
+        name
+        for name, value in vars(errors).items()
+        if inspect.isclass(value) and issubclass(value, Warning | SimindexError)
+    }
+    assert len(raised) == 16
+    for name in raised:
+        assert name in simindex.__all__
+        assert getattr(simindex, name) is getattr(errors, name)
+
+
+def test_result_types_are_at_the_top_level() -> None:
+    """What the index API returns is importable where the index API is."""
+    from simindex.ops.check import CheckReport
+    from simindex.ops.clusters import ClusterMember, ClusterReport, Survivor
+    from simindex.ops.pairs import IdenticalGroup, NearPair, SimilarPair
+    from simindex.ops.stats import IndexStats
+    from simindex.ops.sync_report import SyncReport
+
+    for result in (
+        CheckReport,
+        ClusterMember,
+        ClusterReport,
+        Survivor,
+        IdenticalGroup,
+        NearPair,
+        SimilarPair,
+        IndexStats,
+        SyncReport,
+    ):
+        assert result.__name__ in simindex.__all__
+        assert getattr(simindex, result.__name__) is result
