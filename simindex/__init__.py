@@ -1,8 +1,9 @@
 """simindex: near-duplicate search that lives inside PostgreSQL.
 
-The fingerprint core (text shingling, SimHash, MinHash, index designs) is pure Python and
-numpy; it imports no database driver. The rest keeps indexes of an app's tables in
-PostgreSQL and queries them there.
+The top level is the index API: indexes of an app's tables kept in PostgreSQL, their
+queries, the types they return and the errors they raise. The fingerprint toolkit (text
+shingling, SimHash, MinHash, index designs) is :mod:`simindex.fingerprint`, pure Python and
+numpy: it imports no database driver.
 """
 
 from __future__ import annotations
@@ -34,14 +35,7 @@ from simindex.errors import (
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from simindex.core.bits import hamming_distance
-    from simindex.core.design import LshDesign, MankuDesign, choose_lsh, choose_manku
-    from simindex.core.minhash import MinHasher, MinHashSignature, Scheme
-    from simindex.core.shingle_batch import hashes_batch
-    from simindex.core.simhash import simhash, simhash_batch
     from simindex.core.spec import MinHash, SimHash
-    from simindex.core.text import Shingling, normalize, tokenize
-    from simindex.core.tokens import register_tokenizer
     from simindex.db.schema import migrate
     from simindex.grants import grant
     from simindex.index import (
@@ -63,23 +57,8 @@ if TYPE_CHECKING:
 # Everything loads on first use: fingerprinting alone never imports a driver, and the command
 # line (`simindex --help`) imports neither numpy nor a driver until a command needs them.
 _LAZY = {
-    "hamming_distance": "simindex.core.bits",
-    "LshDesign": "simindex.core.design",
-    "MankuDesign": "simindex.core.design",
-    "choose_lsh": "simindex.core.design",
-    "choose_manku": "simindex.core.design",
-    "MinHasher": "simindex.core.minhash",
-    "MinHashSignature": "simindex.core.minhash",
-    "Scheme": "simindex.core.minhash",
-    "hashes_batch": "simindex.core.shingle_batch",
-    "simhash": "simindex.core.simhash",
-    "simhash_batch": "simindex.core.simhash",
     "MinHash": "simindex.core.spec",
     "SimHash": "simindex.core.spec",
-    "Shingling": "simindex.core.text",
-    "normalize": "simindex.core.text",
-    "tokenize": "simindex.core.text",
-    "register_tokenizer": "simindex.core.tokens",
     "BuildReport": "simindex.ops.build",
     "CheckReport": "simindex.ops.check",
     "ClusterMember": "simindex.ops.clusters",
@@ -125,18 +104,12 @@ __all__ = [
     "IndexStats",
     "KeyNotIndexedError",
     "LowRecallWarning",
-    "LshDesign",
-    "MankuDesign",
     "Match",
     "MinHash",
-    "MinHashSignature",
-    "MinHasher",
     "MissingRightError",
     "NearPair",
     "SchemaNotMigratedError",
-    "Scheme",
     "SerialBuildWarning",
-    "Shingling",
     "SimHash",
     "Similar",
     "SimilarPair",
@@ -147,19 +120,10 @@ __all__ = [
     "SyncReport",
     "TokenizerError",
     "__version__",
-    "choose_lsh",
-    "choose_manku",
     "create_index",
     "drop_index",
     "get_index",
     "grant",
-    "hamming_distance",
-    "hashes_batch",
     "list_indexes",
     "migrate",
-    "normalize",
-    "register_tokenizer",
-    "simhash",
-    "simhash_batch",
-    "tokenize",
 ]

@@ -257,7 +257,8 @@ class Index:
     def fingerprint(self, text: str | None) -> int | SimilarArguments | None:
         """What this index's SQL functions take for ``text``, computed as the index computes
         it: for SimHash the fingerprint as a signed ``bigint`` (``to_signed`` of the unsigned
-        64-bit SimHash, see :mod:`simindex.bits`), for ``<name>_near_v1(fingerprint => ...)``;
+        64-bit SimHash, see :mod:`simindex.fingerprint`), for
+        ``<name>_near_v1(fingerprint => ...)``;
         for MinHash the two arrays ``<name>_similar_v1(signature, band_keys)`` takes.
         None for a text with no features (NULL, empty, punctuation only)."""
         with session(self.bind, self.index_schema) as conn:
@@ -309,7 +310,7 @@ class Index:
         """Rows whose SimHash is within ``max_distance`` bits of a text's (or a fingerprint).
 
         ``fingerprint`` is the signed ``bigint`` that :meth:`fingerprint` gives and the SQL
-        functions take (an unsigned value is refused: ``simindex.bits.to_signed`` converts).
+        functions take (an unsigned value is refused: ``simindex.fingerprint.to_signed`` converts).
         ``max_distance`` defaults to, and may not exceed, the index's. Sorted by distance, then
         key; ``limit`` keeps the first rows only (a text inside a cluster of thousands of
         copies). A text with no features (None, empty) has no neighbours: ``[]``.

@@ -46,7 +46,8 @@ def check_fingerprint(value: object, what: str = "fingerprint") -> int:
     if _OFFSET <= value <= MAX_UNSIGNED:
         raise ValueError(
             f"{what} must be a signed 64-bit int (the form Index.fingerprint gives and the SQL "
-            f"functions take), got the unsigned {value}: pass simindex.bits.to_signed({value})"
+            f"functions take), got the unsigned {value}: pass "
+            f"simindex.fingerprint.to_signed({value})"
         )
     if not -_OFFSET <= value < _OFFSET:
         raise ValueError(f"{what} must be a signed 64-bit int, got {value}")

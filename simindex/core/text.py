@@ -263,10 +263,10 @@ class Shingling:
         strip_markup: read HTML or XML as its visible text (tags, comments, scripts and
             character references removed) before anything else.
         tokenizer: the name of a tokenizer registered in the process
-            (:func:`simindex.register_tokenizer`, or the ``simindex.tokenizers`` entry-point
-            group): a function taking the text and returning its tokens (str), used instead of
-            the built-in rules; it must be registered wherever fingerprints are computed (the
-            app, build, sync).
+            (:func:`simindex.fingerprint.register_tokenizer`, or the ``simindex.tokenizers``
+            entry-point group): a function taking the text and returning its tokens (str),
+            used instead of the built-in rules; it must be registered wherever fingerprints
+            are computed (the app, build, sync).
         tokenizer_version: the version of that tokenizer the index is made with; None takes
             the registered one's when the index is created.
     """

@@ -53,8 +53,8 @@ def check_tokenizer_name(name: str) -> str:
     if not _NAME.fullmatch(name):
         raise ValueError(
             "tokenizer must be the name of a tokenizer registered in this process "
-            "(simindex.register_tokenizer('myapp-words', function, version='1'): letters, "
-            f"digits, '_', '.' and '-', at most 63), got {name!r}"
+            "(simindex.fingerprint.register_tokenizer('myapp-words', function, version='1'): "
+            f"letters, digits, '_', '.' and '-', at most 63), got {name!r}"
         )
     return name
 
@@ -129,9 +129,9 @@ def find_tokenizer(name: str) -> tuple[Tokenizer, str]:
             return _registry.setdefault(name, (function, version))
     raise TokenizerError(
         f"no tokenizer named {name!r} is registered in this process: call "
-        f"simindex.register_tokenizer({name!r}, function, version=...) before fingerprints are "
-        f"computed (the app, `simindex build`, `simindex sync`), or install a package that "
-        f"names it in the {ENTRY_POINT_GROUP!r} entry-point group"
+        f"simindex.fingerprint.register_tokenizer({name!r}, function, version=...) before "
+        f"fingerprints are computed (the app, `simindex build`, `simindex sync`), or install a "
+        f"package that names it in the {ENTRY_POINT_GROUP!r} entry-point group"
     )
 
 

@@ -139,7 +139,7 @@ def near(
             features (empty, only punctuation) finds no rows.
         fingerprint: a SimHash fingerprint, instead of ``text``: the signed ``bigint`` the SQL
             functions take, as :meth:`simindex.Index.fingerprint` gives it (see
-            :mod:`simindex.bits`).
+            :mod:`simindex.fingerprint`).
         max_distance: defaults to, and may not exceed, the index's.
         key_type: the ``key`` column's SQLAlchemy type, or a column or mapped attribute whose
             type it takes (default: the type of the source key, from the catalog).

@@ -9,8 +9,7 @@ from simindex import SimindexError
 
 def test_fingerprinting_imports_no_database_driver() -> None:
     code = (
-        "import sys, simindex, simindex.core.text, simindex.core.simhash, simindex.core.minhash, "
-        "simindex.core.design, simindex.core.spec\n"
+        "import sys, simindex, simindex.fingerprint, simindex.core.spec\n"
         "loaded = sorted(m for m in ('psycopg', 'sqlalchemy', 'alembic') if m in sys.modules)\n"
         "print(','.join(loaded))"
     )
@@ -84,3 +83,37 @@ def test_result_types_are_at_the_top_level() -> None:
     ):
         assert result.__name__ in simindex.__all__
         assert getattr(simindex, result.__name__) is result
+
+
+def test_the_fingerprint_toolkit_is_one_module() -> None:
+    """The toolkit is imported from simindex.fingerprint, and from there only: the top level
+    is the index API."""
+    import simindex.fingerprint as fingerprint
+
+    toolkit = {
+        "Shingling",
+        "normalize",
+        "tokenize",
+        "simhash",
+        "simhash_batch",
+        "hashes_batch",
+        "MinHasher",
+        "MinHashSignature",
+        "Scheme",
+        "hamming_distance",
+        "choose_manku",
+        "choose_lsh",
+        "MankuDesign",
+        "LshDesign",
+        "register_tokenizer",
+        "to_signed",
+        "to_unsigned",
+        "manku_cost_table",
+        "minhash_cost",
+    }
+    assert toolkit <= set(fingerprint.__all__)
+    for name in fingerprint.__all__:
+        assert getattr(fingerprint, name).__module__.startswith("simindex.core.")
+    assert not toolkit & set(simindex.__all__)
+    assert not any(hasattr(simindex, name) for name in toolkit)
+    assert fingerprint.to_unsigned(fingerprint.to_signed(2**63)) == 2**63

@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simindex import register_tokenizer
 from simindex.core.spec import IndexSpec, MinHash, resolve
 from simindex.core.text import Shingling
 from simindex.core.tokens import find_tokenizer, load_tokenizer, strip_markup
 from simindex.errors import TokenizerError
+from simindex.fingerprint import register_tokenizer
 from tests.unit.tokenizers import NOT_CALLABLE, lazy_words, words
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from simindex import register_tokenizer
+from simindex.fingerprint import register_tokenizer
 
 NOT_CALLABLE = 42
 
