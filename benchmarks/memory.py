@@ -44,7 +44,7 @@ def _baseline(dsn: str, out: Any) -> None:
 
 
 def _sync(dsn: str, out: Any) -> None:
-    from simindex.sync import sync
+    from simindex import sync
 
     started = time.perf_counter()
     report = sync(dsn, ["big"])

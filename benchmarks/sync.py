@@ -60,10 +60,12 @@ from report import (
 from sync_overhead import overhead, print_overhead
 
 import simindex
+from simindex import sync
 from simindex.core.batch import fingerprint_batch
 from simindex.embedded import apply_settings, embedded_postgres, local_postgres
 from simindex.index import create_index, drop_index
-from simindex.sync import DEFAULT_BATCH_SIZE, DEFAULT_CONNECTIONS, queue_counts, sync
+from simindex.ops.batch import queue_counts
+from simindex.ops.sync import DEFAULT_BATCH_SIZE, DEFAULT_CONNECTIONS
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 SETTINGS = {"synchronous_commit": "on", "jit": "off", "work_mem": "64MB"}

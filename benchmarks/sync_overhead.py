@@ -17,8 +17,9 @@ import psycopg
 from psycopg import sql
 from report import log, print_table
 
+from simindex import sync
 from simindex.index import create_index, drop_index
-from simindex.sync import DEFAULT_BATCH_SIZE, sync
+from simindex.ops.sync import DEFAULT_BATCH_SIZE
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 

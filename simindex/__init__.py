@@ -48,10 +48,11 @@ if TYPE_CHECKING:
         list_indexes,
     )
     from simindex.ops.build import BuildReport
-    from simindex.ops.check import CheckReport
+    from simindex.ops.check import CheckReport, check, repair
     from simindex.ops.clusters import ClusterMember, ClusterReport, Survivor
     from simindex.ops.pairs import IdenticalGroup, NearPair, SimilarPair
     from simindex.ops.stats import IndexStats
+    from simindex.ops.sync import stop_on_signals, sync
     from simindex.ops.sync_report import SyncReport
 
 # Everything loads on first use: fingerprinting alone never imports a driver, and the command
@@ -61,6 +62,10 @@ _LAZY = {
     "SimHash": "simindex.core.spec",
     "BuildReport": "simindex.ops.build",
     "CheckReport": "simindex.ops.check",
+    "check": "simindex.ops.check",
+    "repair": "simindex.ops.check",
+    "stop_on_signals": "simindex.ops.sync",
+    "sync": "simindex.ops.sync",
     "ClusterMember": "simindex.ops.clusters",
     "ClusterReport": "simindex.ops.clusters",
     "Survivor": "simindex.ops.clusters",
@@ -120,10 +125,14 @@ __all__ = [
     "SyncReport",
     "TokenizerError",
     "__version__",
+    "check",
     "create_index",
     "drop_index",
     "get_index",
     "grant",
     "list_indexes",
     "migrate",
+    "repair",
+    "stop_on_signals",
+    "sync",
 ]

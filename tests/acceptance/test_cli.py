@@ -18,7 +18,7 @@ import pytest
 from simindex.db.schema import head_revision
 from simindex.errors import IndexNotFoundError, KeyNotIndexedError
 from simindex.index import Index, create_index, get_index, list_indexes
-from simindex.sync import queue_counts
+from simindex.ops.batch import queue_counts
 
 TEXTS = [
     "the quick brown fox jumps over the lazy dog near the river bank today",
@@ -777,8 +777,8 @@ def test_a_minhash_fingerprint_calls_the_sql_function_by_its_parameter_names(
     database_dsn: str,
 ) -> None:
     """``fingerprint --json`` names the arrays as the SQL function's parameters are named."""
+    from simindex import sync
     from simindex.core.spec import MinHash
-    from simindex.sync import sync
 
     with psycopg.connect(database_dsn) as conn:
         conn.execute("CREATE TABLE notes (id integer PRIMARY KEY, body text)")

@@ -11,7 +11,9 @@ from typing import Any
 
 import psycopg
 
-from simindex.sync import StopFlag, queue_counts, stop_on_signals, sync
+from simindex import stop_on_signals, sync
+from simindex.ops.batch import queue_counts
+from simindex.ops.sync import StopFlag
 
 WORDS = [f"w{i}" for i in range(400)]
 

@@ -16,13 +16,13 @@ from alembic.config import Config
 from alembic.operations import Operations
 from alembic.runtime.migration import MigrationContext
 
+from simindex import sync
 from simindex.alembic import CreateSimindexOp, DropSimindexOp
 from simindex.core.bits import hamming_distance
 from simindex.core.spec import MinHash, SimHash, resolve
 from simindex.db.connection import connect
 from simindex.errors import IndexExistsError, IndexNotFoundError, SimindexError, SourceError
 from simindex.index import get_index, list_indexes
-from simindex.sync import sync
 from tests.integration.test_migrations import sqlalchemy_url, tables, version_rows
 
 # Alembic's generic template, less its logging set-up (which would silence other tests'

@@ -14,12 +14,11 @@ from alembic.operations import Operations
 from alembic.runtime.migration import MigrationContext
 
 import simindex.sqlalchemy as selectables
+from simindex import check, repair, sync
 from simindex.alembic import CreateSimindexOp
-from simindex.check import check, repair
 from simindex.core.spec import MinHash, SimHash
 from simindex.db.connection import connect
 from simindex.index import Index, create_index, drop_index, get_index, list_indexes
-from simindex.sync import sync
 
 BAD = [None, "x", 1.5, float("nan"), -1, True, [1], object(), 10**30, b"x"]
 TEXT = " ".join(f"w{i}" for i in range(30))

@@ -6,9 +6,9 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from simindex.check import check
+from simindex import check, sync
 from simindex.index import Index, create_index
-from simindex.sync import queue_counts, sync
+from simindex.ops.batch import queue_counts
 
 ROWS = 300
 

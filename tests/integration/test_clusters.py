@@ -12,7 +12,7 @@ import numpy as np
 import psycopg
 import pytest
 
-from simindex import errors
+from simindex import errors, sync
 from simindex.core.bits import hamming_distance
 from simindex.core.design import LshDesign
 from simindex.core.minhash import bottom_k_key
@@ -20,7 +20,6 @@ from simindex.core.spec import MinHash, SimHash, resolve
 from simindex.db.simhash_store import SimHashStore
 from simindex.index import Index, create_index
 from simindex.ops.pairs import IdenticalGroup
-from simindex.sync import sync
 from tests.integration.test_pairs import planted_fingerprints, planted_texts
 
 

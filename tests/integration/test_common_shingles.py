@@ -12,11 +12,10 @@ import random
 import psycopg
 import pytest
 
-from simindex.check import check
+from simindex import check, sync
 from simindex.core.frequency import KEPT_SHINGLES
 from simindex.core.spec import MinHash, SimHash
 from simindex.index import Index, create_index
-from simindex.sync import sync
 
 TEMPLATE = (
     "This package contains the source for the Rust {name} crate, packaged by debcargo for use "

@@ -8,12 +8,12 @@ import random
 import numpy as np
 import psycopg
 
+from simindex import sync
 from simindex.core.bits import hamming_distance
 from simindex.core.design import MankuDesign
 from simindex.core.spec import SimHash
 from simindex.index import create_index
 from simindex.ops.check import check
-from simindex.sync import sync
 
 WORDS = [f"w{i}" for i in range(5000)]
 

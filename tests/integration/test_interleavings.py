@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from psycopg import sql
 
-from simindex.check import check
+from simindex import check, sync
 from simindex.index import Index, create_index
-from simindex.sync import queue_counts, sync
+from simindex.ops.batch import queue_counts
 
 WRITERS = 2
 KEYS = range(1, 9)  # writer w owns the keys k with k % WRITERS == w

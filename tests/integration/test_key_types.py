@@ -12,11 +12,9 @@ import pytest
 from sqlalchemy import create_engine, select
 
 import simindex.sqlalchemy
-from simindex import errors
-from simindex.check import check
+from simindex import check, errors, sync
 from simindex.core.spec import Method, MinHash, SimHash
 from simindex.index import Index, create_index
-from simindex.sync import sync
 
 # Texts of the rows, in key order: rows 0-2 are copies, rows 3-4 are copies, row 5 is alone.
 _GROUP_A = " ".join(f"alpha{i}" for i in range(40))

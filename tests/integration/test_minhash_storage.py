@@ -9,12 +9,12 @@ from typing import Any
 import psycopg
 import pytest
 
+from simindex import sync
 from simindex.core.spec import SPEC_VERSION, MinHash
 from simindex.db.catalog import store_of
 from simindex.db.minhash_store import MinHashStore
 from simindex.index import Index, create_index
 from simindex.ops.check import check
-from simindex.sync import sync
 
 WORDS = [f"w{i}" for i in range(500)]
 

@@ -11,11 +11,11 @@ import pytest
 from sqlalchemy import Engine, String, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
-from simindex.check import check
+from simindex import check, sync
 from simindex.core.spec import Method, MinHash, SimHash
 from simindex.index import Index, create_index
+from simindex.ops.batch import queue_counts
 from simindex.sqlalchemy import index_changes, is_tracked, track, untrack
-from simindex.sync import queue_counts, sync
 from tests.integration import sync_processes
 
 METHODS: dict[str, Method] = {"simhash": SimHash(max_distance=3), "minhash": MinHash(0.7)}

@@ -16,15 +16,13 @@ import pytest
 from sqlalchemy import create_engine
 from sqlalchemy.pool import QueuePool
 
-from simindex import errors
-from simindex.check import check, repair
+from simindex import check, errors, repair, sync
 from simindex.core.spec import Method, MinHash, SimHash
 from simindex.db.connection import engine_for
 from simindex.db.schema import migrate
 from simindex.embedded import find_local_bindir, local_postgres, restart_local_postgres
 from simindex.index import Index, create_index, drop_index
-from simindex.ops.batch import load_target, process, take
-from simindex.sync import failed_items, queue_counts, sync
+from simindex.ops.batch import failed_items, load_target, process, queue_counts, take
 from tests.integration import sync_processes
 
 METHODS: dict[str, Method] = {"simhash": SimHash(max_distance=3), "minhash": MinHash(0.7)}

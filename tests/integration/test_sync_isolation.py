@@ -20,10 +20,10 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from simindex.check import check
+from simindex import check, sync
 from simindex.db.schema import migrate
 from simindex.index import Index, create_index
-from simindex.sync import failed_items, queue_counts, sync
+from simindex.ops.batch import failed_items, queue_counts
 from tests.postgres import Server
 
 _roles = itertools.count(1)

@@ -17,9 +17,9 @@ import psycopg
 import pytest
 from sqlalchemy import Engine, create_engine, text
 
-from simindex.check import check
+from simindex import check, sync
 from simindex.index import create_index
-from simindex.sync import DEFAULT_MAX_TEXT_BYTES, failed_items, queue_counts, sync
+from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES, failed_items, queue_counts
 
 # Letters of two bytes, a separator of three and one of four (so characters are never bytes).
 UNIT = "é" * 40 + "€" + "😀" + "a" * 30 + " "

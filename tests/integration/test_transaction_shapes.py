@@ -17,11 +17,11 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from sqlalchemy import create_engine
 
-from simindex.check import check
+from simindex import check, sync
 from simindex.db.connection import dispose_engines
 from simindex.errors import IndexBusyError
 from simindex.index import Index, create_index
-from simindex.sync import failed_items, queue_counts, sync
+from simindex.ops.batch import failed_items, queue_counts
 
 
 def run(dsn: str, *statements: str | sql.Composed) -> None:

@@ -11,8 +11,9 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from simindex import sync
 from simindex.index import create_index
-from simindex.sync import queue_counts, sync
+from simindex.ops.batch import queue_counts
 
 # (key type, keys psycopg cannot load, an ordinary key)
 CASES = {

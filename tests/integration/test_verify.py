@@ -13,6 +13,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from simindex import sync
 from simindex.core.spec import MinHash, SimHash
 from simindex.core.text import Shingling
 from simindex.db.catalog import ready_index, store_for
@@ -21,7 +22,6 @@ from simindex.errors import IndexNotFoundError, TokenizerError
 from simindex.index import Index, create_index, get_index
 from simindex.ops.pairs import exact_candidates
 from simindex.ops.verify import Verify, exact_pairs
-from simindex.sync import sync
 from tests.unit import tokenizers as _registers_tokenizers  # noqa: F401
 
 WORDS = [f"w{i}" for i in range(3000)]

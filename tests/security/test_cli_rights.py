@@ -10,9 +10,10 @@ import sys
 import pytest
 
 import simindex
+from simindex import sync
 from simindex.errors import MissingRightError
 from simindex.index import Index, create_index
-from simindex.sync import queue_counts, sync
+from simindex.ops.batch import queue_counts
 from tests.security.conftest import MakeRole, scalar, superuser
 
 

@@ -16,11 +16,10 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from simindex.check import check
+from simindex import check, sync
 from simindex.db.schema import downgrade, migrate
 from simindex.errors import IndexNotReadyError
 from simindex.index import Index, create_index, drop_index
-from simindex.sync import sync
 from tests.security.conftest import (
     MakeRole,
     Role,

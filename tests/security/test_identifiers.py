@@ -13,10 +13,9 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 import simindex
-from simindex.check import check
+from simindex import check, sync
 from simindex.db.schema import downgrade
 from simindex.index import Index, create_index, drop_index
-from simindex.sync import sync
 from tests.security.conftest import MakeRole, is_superuser, scalar, superuser
 
 INJECTION = "$body$;ALTER ROLE {attacker} SUPERUSER;SELECT $body$"

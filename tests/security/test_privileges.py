@@ -16,15 +16,15 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import simindex
-from simindex.check import check
+from simindex import check, sync
 from simindex.core.spec import MinHash, SimHash
 from simindex.db import privileges
 from simindex.db.privileges import OWNER
 from simindex.errors import IndexNotReadyError, SourceError
 from simindex.index import Index, create_index, drop_index, get_index
+from simindex.ops.batch import queue_counts
 from simindex.ops.sync_report import SyncReport
 from simindex.sqlalchemy import index_changes
-from simindex.sync import queue_counts, sync
 from tests.security.conftest import (
     MakeRole,
     drop_event_triggers,

@@ -30,12 +30,12 @@ from psycopg.conninfo import make_conninfo
 from sqlalchemy import create_engine, text
 
 import simindex
+from simindex import sync
 from simindex.core.spec import SimHash
 from simindex.db.connection import raw_connection
 from simindex.db.statements import _blocks
 from simindex.index import create_index, get_index
 from simindex.sqlalchemy import index_changes
-from simindex.sync import sync
 from tests.security.conftest import MakeRole, Role, owned_table, scalar, superuser
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,8 +20,8 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import simindex
+from simindex import check, sync
 from simindex._metrics import exposition
-from simindex.check import check
 from simindex.db.connection import dispose_engines
 from simindex.db.schema import migrate
 from simindex.embedded import (
@@ -34,7 +34,6 @@ from simindex.embedded import (
 from simindex.errors import IndexNotReadyError, SourceError
 from simindex.index import Index, create_index, get_index
 from simindex.ops.stats import index_stats
-from simindex.sync import sync
 from tests.security.conftest import (
     MakeRole,
     Role,

@@ -13,10 +13,10 @@ import psycopg
 import pytest
 
 import simindex
-from simindex.check import check, repair
+from simindex import check, repair, sync
 from simindex.errors import SourceError
 from simindex.index import Index, create_index
-from simindex.sync import queue_counts, sync
+from simindex.ops.batch import queue_counts
 from tests.security.conftest import MakeRole, Role, owned_table, scalar
 
 DOCS = "CREATE TABLE docs (id integer PRIMARY KEY, body text)"

@@ -26,14 +26,11 @@ def test_public_names_resolve() -> None:
 
 
 def test_documented_import_paths_work() -> None:
-    """Every import the docs show, whatever room the code lives in now."""
-    from simindex.bits import to_signed, to_unsigned
-    from simindex.check import CheckReport, check, repair
-    from simindex.design import choose_lsh, choose_manku, manku_cost_table
+    """Every import the docs show."""
+    from simindex import CheckReport, check, repair, stop_on_signals, sync
+    from simindex.fingerprint import choose_lsh, choose_manku, manku_cost_table
     from simindex.sqlalchemy import near, near_key, similar, similar_key, track
-    from simindex.sync import stop_on_signals, sync
 
-    assert to_unsigned(to_signed(2**63)) == 2**63
     assert manku_cost_table(max_distance=3, rows=1_000)
     assert choose_manku(3, 1_000).max_distance == 3
     assert choose_lsh(0.8, 128).num_bands > 0
@@ -44,6 +41,16 @@ def test_documented_import_paths_work() -> None:
     subprocess.run(
         [sys.executable, "-c", "import simindex.alembic; import simindex.cli"], check=True
     )
+
+
+def test_one_import_path_per_name() -> None:
+    """No alias module re-exports the layers below under a second path."""
+    import importlib.util
+
+    for alias in ("simindex.sync", "simindex.check", "simindex.design", "simindex.bits"):
+        assert importlib.util.find_spec(alias) is None
+    assert simindex.sync.__module__ == "simindex.ops.sync"
+    assert simindex.check.__module__ == "simindex.ops.check"
 
 
 def test_every_exception_is_at_the_top_level() -> None:
