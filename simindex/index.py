@@ -13,7 +13,7 @@ DSN a query runs in autocommit, without BEGIN and COMMIT round trips.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal, overload
 
 import psycopg
 
@@ -61,7 +61,7 @@ from simindex.ops.clusters import (
     Survivor,
 )
 from simindex.ops.near import Match
-from simindex.ops.pairs import PairsProgress
+from simindex.ops.pairs import IdenticalGroup, NearPair, PairsProgress, SimilarPair
 from simindex.ops.similar import Similar
 from simindex.ops.stats import IndexStats
 from simindex.ops.verify import Verify
@@ -396,6 +396,28 @@ class Index:
             except KeyNotIndexedError:
                 raise not_indexed(conn, info, key) from None
 
+    @overload
+    def pairs(
+        self,
+        *,
+        max_distance: int | None = None,
+        threshold: float | None = None,
+        verify: Verify | None = None,
+        progress: PairsProgress | None = None,
+        groups: Literal[False] = False,
+    ) -> Iterator[NearPair | SimilarPair]: ...
+
+    @overload
+    def pairs(
+        self,
+        *,
+        max_distance: int | None = None,
+        threshold: float | None = None,
+        verify: Verify | None = None,
+        progress: PairsProgress | None = None,
+        groups: bool,
+    ) -> Iterator[NearPair | SimilarPair | IdenticalGroup]: ...
+
     def pairs(
         self,
         *,
@@ -404,7 +426,7 @@ class Index:
         verify: Verify | None = None,
         progress: PairsProgress | None = None,
         groups: bool = False,
-    ) -> Iterator[Any]:
+    ) -> Iterator[NearPair | SimilarPair | IdenticalGroup]:
         """Every pair of rows within ``max_distance`` bits (SimHash) or at or above
         ``threshold`` Jaccard similarity (MinHash, verified as ``verify`` says, see
         :meth:`similar`), each pair once, ``left < right``.

@@ -114,7 +114,7 @@ def is_tracked(target: Session | sessionmaker[Any] | scoped_session[Any] | type[
 
 
 def index_changes(
-    conn: Any,
+    conn: object,
     *,
     index_schema: str = DEFAULT_SCHEMA,
     max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,

@@ -17,6 +17,7 @@ import pytest
 from simindex.core.spec import MinHash, SimHash
 from simindex.index import Index, create_index
 from simindex.ops.pairs import IdenticalGroup, NearPair, SimilarPair
+from simindex.ops.verify import Verify
 from tests.acceptance.test_cli import environment, one_error_line, simindex
 
 BASE = (
@@ -188,17 +189,17 @@ def test_clusters_members_with_survivors(simhash: Index, table: str, tmp_path: P
 
 
 @pytest.mark.parametrize("verify", ["estimate", "exact"])
-def test_minhash_clusters_as_json_lines(minhash: Index, table: str, verify: str) -> None:
+def test_minhash_clusters_as_json_lines(minhash: Index, table: str, verify: Verify) -> None:
     lines = run("clusters", "notes", "--threshold", "0.6", "--format", "jsonl",
                 "--verify", verify, dsn=table).stdout.splitlines()  # fmt: skip
     assert [json.loads(line) for line in lines] == [
         {"cluster_id": m.cluster_id, "key": m.key, "size": m.size}
         for m in minhash.cluster_members()
     ]
-    report = minhash.clusters(threshold=0.6, verify=verify)  # type: ignore[arg-type]
+    report = minhash.clusters(threshold=0.6, verify=verify)
     # Identical rows collapse first: the report counts the pairs between groups; verified
     # exactly, also the edges joining each group's rows to its first one.
-    found = list(minhash.pairs(threshold=0.6, verify=verify, groups=True))  # type: ignore[arg-type]
+    found = list(minhash.pairs(threshold=0.6, verify=verify, groups=True))
     joined = sum(len(g.keys) - 1 for g in found if isinstance(g, IdenticalGroup))
     between = sum(isinstance(pair, SimilarPair) for pair in found)
     assert report.pairs == between + (joined if verify == "exact" else 0)

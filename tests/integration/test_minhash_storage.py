@@ -15,6 +15,7 @@ from simindex.db.catalog import store_of
 from simindex.db.minhash_store import MinHashStore
 from simindex.index import Index, create_index
 from simindex.ops.check import check
+from simindex.ops.pairs import SimilarPair
 
 WORDS = [f"w{i}" for i in range(500)]
 
@@ -47,7 +48,11 @@ def answers(index: Index, sample: list[str]) -> dict[str, Any]:
     for number, text in enumerate(sample):
         found[f"text {number}"] = [(m.key, m.similarity) for m in index.similar(text)]
         found[f"key {number}"] = [(m.key, m.similarity) for m in index.similar(key=number * 7)]
-    found["pairs"] = sorted((p.left, p.right, p.similarity) for p in index.pairs())
+    pairs = list(index.pairs())
+    found["pairs"] = sorted(
+        (p.left, p.right, p.similarity) for p in pairs if isinstance(p, SimilarPair)
+    )
+    assert len(found["pairs"]) == len(pairs)
     found["limited"] = [m.key for m in index.similar(sample[0], limit=1)]
     return found
 

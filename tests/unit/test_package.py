@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
+from typing import Any, get_args, get_origin, get_type_hints
 
 import simindex
 from simindex import SimindexError
@@ -124,3 +126,42 @@ def test_the_fingerprint_toolkit_is_one_module() -> None:
     assert not toolkit & set(simindex.__all__)
     assert not any(hasattr(simindex, name) for name in toolkit)
     assert fingerprint.to_unsigned(fingerprint.to_signed(2**63)) == 2**63
+
+
+def _any_in(hint: object) -> bool:
+    """Whether ``Any`` stands for a type in ``hint`` (a numpy array's shape is not a type)."""
+    import numpy as np
+
+    if hint is Any:
+        return True
+    if get_origin(hint) is np.ndarray:
+        return False
+    return any(_any_in(argument) for argument in get_args(hint))
+
+
+def test_public_functions_return_precise_types() -> None:
+    """No public function or method of the index API or the toolkit returns Any, or an
+    iterator or list of Any (keys in and out are the source's own type, so Any in)."""
+    import inspect
+
+    import simindex.fingerprint as fingerprint
+    import simindex.sqlalchemy as sa
+
+    checked = 0
+    for module in (simindex, fingerprint, sa):
+        for name in module.__all__:
+            value = getattr(module, name)
+            if inspect.isclass(value):
+                functions = [f for n, f in vars(value).items() if inspect.isfunction(f)
+                             and not n.startswith("_")]  # fmt: skip
+            else:
+                functions = [value] if inspect.isfunction(value) else []
+            for function in functions:
+                returned = get_type_hints(function).get("return")
+                assert not _any_in(returned), f"{module.__name__}.{function.__qualname__}"
+                checked += 1
+    assert checked > 60
+    assert (
+        get_type_hints(simindex.Index.pairs)["return"]
+        == Iterator[simindex.NearPair | simindex.SimilarPair | simindex.IdenticalGroup]
+    )
