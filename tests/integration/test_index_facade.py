@@ -219,7 +219,7 @@ def test_one_fingerprint_form_is_taken_everywhere(docs: str, engine: Engine) -> 
             ).fetchall()
         assert dict(rows) == by_index
     assert signs == {True, False}
-    with pytest.raises(ValueError, match=r"simindex\.bits\.to_signed"):
+    with pytest.raises(ValueError, match=r"simindex\.fingerprint\.to_signed"):
         index.near(fingerprint=1 << 63)
 
 

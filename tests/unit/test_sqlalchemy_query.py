@@ -91,7 +91,9 @@ def test_arguments_are_checked_before_any_sql() -> None:
         similar(None, "docs", "some text")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="exactly one"):
         near(None, "docs")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match=r"pass simindex\.bits\.to_signed\(9223372036854775808\)"):
+    with pytest.raises(
+        ValueError, match=r"pass simindex\.fingerprint\.to_signed\(9223372036854775808\)"
+    ):
         near(None, "docs", fingerprint=1 << 63)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="signed 64-bit"):
         near(None, "docs", fingerprint=1 << 64)  # type: ignore[arg-type]
