@@ -41,7 +41,7 @@ from simindex.cli._index import add_build, add_create, add_drop, add_stats
 from simindex.cli._logs import formatter
 from simindex.cli._query import add_fingerprint, add_query
 from simindex.cli._schema import add_grant, add_migrate
-from simindex.cli._sync import add_check, add_repair, add_sync
+from simindex.cli._upkeep import add_check, add_repair, add_sync
 from simindex.db.redaction import redact
 from simindex.errors import SimindexError
 

@@ -165,3 +165,18 @@ def test_public_functions_return_precise_types() -> None:
         get_type_hints(simindex.Index.pairs)["return"]
         == Iterator[simindex.NearPair | simindex.SimilarPair | simindex.IdenticalGroup]
     )
+
+
+def test_sync_and_check_each_name_one_module() -> None:
+    """The worker is ops.sync and check/repair ops.check; no alias or face module shares
+    those names (the CLI's commands for them are cli/_upkeep.py)."""
+    from pathlib import Path
+
+    package = Path(simindex.__file__).parent
+    for concept in ("sync", "check"):
+        found = sorted(
+            str(path.relative_to(package))
+            for path in package.rglob("*.py")
+            if path.stem.lstrip("_") == concept
+        )
+        assert found == [f"ops/{concept}.py"]
