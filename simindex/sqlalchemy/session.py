@@ -1,6 +1,6 @@
 """Index an ORM session's writes inside its own transaction (opt-in).
 
-Without this, the triggers queue every written key and a worker (:func:`simindex.ops.sync.sync`)
+Without this, the triggers queue every written key and a worker (:func:`simindex.sync`)
 indexes it after the commit. With a tracked session, the commit first brings the index rows of
 the keys *this transaction* queued up to date and consumes their queue entries, on the
 session's connection and before the COMMIT: a query right after the commit sees the new
@@ -77,7 +77,7 @@ def track(
             it makes, or every instance of the class, is tracked).
         index_schema: the schema simindex was migrated into.
         max_text_bytes: texts longer than this become failed items instead of being read, as in
-            :func:`simindex.ops.sync.sync`.
+            :func:`simindex.sync`.
 
     Tracking a target again with the same arguments changes nothing; with other arguments it
     raises ValueError (call :func:`untrack` first).
