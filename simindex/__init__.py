@@ -85,10 +85,25 @@ _LAZY = {
     "migrate": "simindex.db.schema",
 }
 
+# The fingerprint toolkit's names, for the error that says where they are (kept here as
+# strings: a missing attribute must not import numpy).
+_TOOLKIT = frozenset({
+    "Shingling", "normalize", "tokenize", "register_tokenizer", "hashes_batch", "simhash",
+    "simhash_batch", "MinHasher", "MinHashSignature", "Scheme", "hamming_distance",
+    "hamming_distances", "to_signed", "to_unsigned", "to_signed_array", "to_unsigned_array",
+    "LshDesign", "MankuDesign", "MankuTable", "choose_lsh", "choose_manku", "manku_cost_table",
+    "Cost", "minhash_cost", "simhash_cost",
+})  # fmt: skip
+
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
+    if name in _TOOLKIT:
+        raise AttributeError(
+            f"module 'simindex' has no attribute {name!r}: the fingerprint toolkit is "
+            f"simindex.fingerprint (from simindex.fingerprint import {name})"
+        )
     raise AttributeError(f"module 'simindex' has no attribute {name!r}")
 
 

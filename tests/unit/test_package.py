@@ -5,6 +5,8 @@ import sys
 from collections.abc import Iterator
 from typing import Any, get_args, get_origin, get_type_hints
 
+import pytest
+
 import simindex
 from simindex import SimindexError
 
@@ -125,6 +127,11 @@ def test_the_fingerprint_toolkit_is_one_module() -> None:
         assert getattr(fingerprint, name).__module__.startswith("simindex.core.")
     assert not toolkit & set(simindex.__all__)
     assert not any(hasattr(simindex, name) for name in toolkit)
+    assert set(fingerprint.__all__) == simindex._TOOLKIT
+    with pytest.raises(AttributeError, match=r"from simindex\.fingerprint import Shingling"):
+        simindex.Shingling  # noqa: B018
+    with pytest.raises(AttributeError, match=r"no attribute 'nothing'$"):
+        simindex.nothing  # noqa: B018
     assert fingerprint.to_unsigned(fingerprint.to_signed(2**63)) == 2**63
 
 
