@@ -170,15 +170,19 @@ LEFT JOIN LATERAL (
                AS children
 ) AS h ON true
 LEFT JOIN LATERAL (
-    -- Each event's trigger (the function's own: by the function, whatever its name), the
-    -- one enabled ALWAYS first; tgtype's bits: 4 INSERT, 8 DELETE, 16 UPDATE, 32 TRUNCATE.
+    -- Each event's trigger (the function's own: by the function, whatever its name): a
+    -- statement trigger enabled ALWAYS, and for the apply of logical replication (which fires
+    -- row triggers only) a row trigger enabled in replica mode; the one so enabled first.
+    -- tgtype's bits: 1 ROW, 4 INSERT, 8 DELETE, 16 UPDATE, 32 TRUNCATE.
     SELECT string_agg(e.event || CASE x.enabled WHEN 'D' THEN ' (disabled)'
                                                 WHEN 'O' THEN ' (not in replica mode)'
                                                 WHEN 'R' THEN ' (in replica mode only)'
                                                 ELSE ' (dropped)' END,
-                      ', ' ORDER BY e.bit) AS unfired
-    FROM (VALUES ('INSERT', 4), ('DELETE', 8), ('UPDATE', 16), ('TRUNCATE', 32))
-        AS e (event, bit)
+                      ', ' ORDER BY e.per_row, e.bit) AS unfired
+    FROM (VALUES ('INSERT', 4, 0, 'A'), ('DELETE', 8, 0, 'A'), ('UPDATE', 16, 0, 'A'),
+                 ('TRUNCATE', 32, 0, 'A'), ('replicated INSERT', 4, 1, 'R'),
+                 ('replicated DELETE', 8, 1, 'R'), ('replicated UPDATE', 16, 1, 'R'))
+        AS e (event, bit, per_row, wanted)
     LEFT JOIN LATERAL (
         SELECT r.tgenabled::text AS enabled
         FROM pg_catalog.pg_trigger AS r
@@ -189,10 +193,11 @@ LEFT JOIN LATERAL (
                 WHERE n.nspname OPERATOR(pg_catalog.=) {schema_literal})
           AND p.proname OPERATOR(pg_catalog.=) (i.name || '_trigger_v1')
           AND (r.tgtype::integer OPERATOR(pg_catalog.&) e.bit) OPERATOR(pg_catalog.<>) 0
-        ORDER BY r.tgenabled OPERATOR(pg_catalog.<>) 'A'
+          AND (r.tgtype::integer OPERATOR(pg_catalog.&) 1) OPERATOR(pg_catalog.=) e.per_row
+        ORDER BY r.tgenabled::text NOT IN (e.wanted, 'A')
         LIMIT 1
     ) AS x ON true
-    WHERE x.enabled IS DISTINCT FROM 'A'
+    WHERE x.enabled IS NULL OR x.enabled NOT IN (e.wanted, 'A')
 ) AS g ON true
 $body$
 
@@ -234,6 +239,51 @@ BEGIN
     WHERE i.id = (SELECT x.id FROM {schema}.indexes AS x WHERE x.name = index_name
                   FOR NO KEY UPDATE SKIP LOCKED);
     RETURN false;
+END
+$body$
+
+-- name: record_health_v1
+-- The sync worker's record of an index's health, for roles with the worker right (EXECUTE is
+-- theirs alone; they have no right to write the catalog): 'broken' (a batch failed as a
+-- whole, error says why), 'row_error' (the latest failed row; the index stays healthy),
+-- 'recovered' (a batch succeeded) or 'resolved' (no failed item is left: the last error of an
+-- index that is not broken is forgotten). Catalog rows held by a build or drop are left alone
+-- (SKIP LOCKED): the error is recorded at the next attempt.
+CREATE FUNCTION {schema}.record_health_v1(index_name text, health text, error text)
+RETURNS void LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $body$
+BEGIN
+    IF index_name IS NULL OR health IS NULL
+       OR health NOT IN ('broken', 'row_error', 'recovered', 'resolved') THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = 'simindex: record_health_v1 takes an index name and one of broken, '
+                || 'row_error, recovered, resolved';
+    END IF;
+    IF health = 'resolved' THEN
+        UPDATE {schema}.indexes AS i SET last_error = NULL, last_error_at = NULL
+        WHERE i.id = (SELECT x.id FROM {schema}.indexes AS x
+                      WHERE x.name = index_name AND NOT x.broken
+                        AND x.last_error IS NOT NULL
+                      FOR NO KEY UPDATE SKIP LOCKED);
+        RETURN;
+    END IF;
+    IF health = 'recovered' THEN
+        UPDATE {schema}.indexes AS i SET broken = false
+        WHERE i.id = (SELECT x.id FROM {schema}.indexes AS x
+                      WHERE x.name = index_name AND x.broken
+                      FOR NO KEY UPDATE SKIP LOCKED);
+        RETURN;
+    END IF;
+    IF error IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = 'simindex: record_health_v1 needs the error of a ' || health || ' index';
+    END IF;
+    UPDATE {schema}.indexes AS i
+    SET broken = i.broken OR health = 'broken',
+        last_error = pg_catalog.left(error, 4000), last_error_at = pg_catalog.now()
+    WHERE i.id = (SELECT x.id FROM {schema}.indexes AS x WHERE x.name = index_name
+                  FOR NO KEY UPDATE SKIP LOCKED);
 END
 $body$
 
@@ -487,7 +537,8 @@ BEGIN
                                 WHERE n.nspname = {schema_literal})
           AND p.proname NOT IN ('near_key_v1', 'similar_key_v1', 'drift_v1',
                                 'source_changed_v1', 'source_usable_v1', 'follow_source_v1',
-                                'distrust_v1', 'on_sql_drop_v1', 'on_alter_table_v1')
+                                'distrust_v1', 'on_sql_drop_v1', 'on_alter_table_v1',
+                                'record_health_v1')
     LOOP
         EXECUTE 'DROP ROUTINE IF EXISTS ' || found.routine::text || ' CASCADE';
     END LOOP;
