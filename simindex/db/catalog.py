@@ -1,7 +1,8 @@
 """The catalog: one row per index, in simindex's own schema, and how it is read.
 
 :func:`catalog_table` is the schema the code expects. Migrations create it
-(``migrations/versions``), and a test compares the two, so a change here needs a new migration.
+(``migrations/versions``), and a test compares the two, so a change here changes the migration
+too.
 An operation gets an index from here as an :class:`IndexInfo` (the row) and its store.
 """
 
@@ -36,9 +37,7 @@ from sqlalchemy.dialects.postgresql import JSONB, OID, REGCLASS
 from sqlalchemy.dialects.postgresql.base import ischema_names
 from sqlalchemy.types import UserDefinedType
 
-from simindex.core.packing import COMPACT
 from simindex.core.spec import IndexSpec, SimHash
-from simindex.db.compact_minhash_store import CompactMinHashStore
 from simindex.db.connection import PgConnection
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.simhash_store import SimHashStore
@@ -243,8 +242,7 @@ def store_for(schema: str, name: str, source: Source, spec: IndexSpec) -> Store:
     """The side tables of an index, as its method keeps them."""
     if isinstance(spec.method, SimHash):
         return SimHashStore(schema, name, source.key_type, spec.design)  # type: ignore[arg-type]
-    kind = CompactMinHashStore if spec.storage == COMPACT else MinHashStore
-    return kind(
+    return MinHashStore(
         schema,
         name,
         source.key_type,
@@ -269,13 +267,20 @@ def find_index(
     drop starts meanwhile; None, as for a missing index, while one holds it.
     """
     check_name(name)
-    lock = sql.SQL("FOR KEY SHARE OF i SKIP LOCKED" if share_lock else "")
     with _catalog_errors(schema):
+        if share_lock:
+            # Through the owner's function: no other role may lock catalog rows. A statement
+            # of its own, before the read, so the read sees the row as it is once held.
+            held = conn.execute(
+                statement("catalog_share", function=sql.Identifier(schema, "share_index_v1")),
+                {"name": name},
+            ).fetchone()
+            if not (held and held[0]):
+                return None
         query = statement(
             "catalog_get",
             catalog=catalog(schema),
             drift=sql.Identifier(schema, "drift_v1"),
-            lock=lock,
         )
         row = conn.execute(query, {"name": name}).fetchone()
     if row is None:
