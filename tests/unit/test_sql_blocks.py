@@ -3,18 +3,21 @@ every block the code names exists: no dead block, no missing one.
 
 A block is used where the code calls ``statement("name", ...)`` with the name written out. The
 few calls that compute the name are listed in :data:`COMPUTED`, each with the strings it is
-made from; a new computed call fails the test until it is listed there.
+made from; a new computed call fails the test until it is listed there. The migrations' ``.sql``
+files are held to the same, by their ``.py``.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from functools import cache
 from pathlib import Path
 
 from simindex.db.statements import _blocks
 
 PACKAGE = Path(__file__).resolve().parents[2] / "simindex"
+MIGRATIONS = PACKAGE.parent / "migrations" / "versions"
 
 # module -> (the pattern of the names it computes, the strings that fill the pattern)
 COMPUTED: dict[str, tuple[str, frozenset[str]]] = {
@@ -116,3 +119,27 @@ def test_every_named_block_is_parsed() -> None:
         if line.startswith("-- name:")
     ]
     assert len(lines) == len(_blocks())
+
+
+def test_the_migrations_blocks_are_all_used() -> None:
+    """A migration's ``.sql`` beside its ``.py``: every block named in the ``.py``, every
+    ``blocks["name"]`` the ``.py`` reads defined in the ``.sql``."""
+    migrations = sorted(MIGRATIONS.glob("*.sql"))
+    assert migrations
+    for path in migrations:
+        names = set(re.findall(r"^-- name: (\S+)", path.read_text(encoding="utf-8"), re.M))
+        tree = ast.parse(path.with_suffix(".py").read_text(encoding="utf-8"))
+        strings = {
+            node.value
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        }
+        read = {
+            node.slice.value
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Subscript)
+            and isinstance(node.slice, ast.Constant)
+            and isinstance(node.slice.value, str)
+        }
+        assert not names - strings, f"{path.name}: blocks no code names: {names - strings}"
+        assert not read - names, f"{path.name}: blocks read but not defined: {read - names}"
