@@ -14,6 +14,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from simindex.cli import main
 from simindex.core.spec import IndexSpec, MinHash, SimHash, resolve
@@ -86,6 +87,23 @@ def test_snapshots_hold_what_each_index_is_made_of() -> None:
         ):
             assert made in text, f"{design}.sql has no {made}"
         assert "\n\n\n" not in text and text.endswith(";\n")
+
+
+def test_each_statement_ends_once_and_runs_as_printed(
+    conn: psycopg.Connection[tuple[object, ...]],
+) -> None:
+    statements = [
+        sql.SQL("  SELECT 1\n-- a note after it\n"),
+        sql.SQL("SELECT 2;"),
+        sql.SQL("SELECT 3"),
+    ]
+    text = render(conn, statements)
+    assert text == "SELECT 1\n-- a note after it\n;\n\nSELECT 2;\n\nSELECT 3;\n"
+    cursor = conn.execute(text.encode())
+    results = [cursor.fetchone()]
+    while cursor.nextset():
+        results.append(cursor.fetchone())
+    assert results == [(1,), (2,), (3,)]
 
 
 @pytest.fixture
