@@ -36,7 +36,7 @@ from simindex.db.catalog import (
 )
 from simindex.db.connection import Bind, PgConnection
 from simindex.db.minhash_store import MinHashStore
-from simindex.db.objects import create_statements, drop_statements
+from simindex.db.objects import create_statements, drop_statements, index_sql
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.source import check_key, check_owner, describe, row_count, row_estimate
 from simindex.db.statements import run, statement
@@ -170,6 +170,14 @@ class Index:
         and the disk use of its tables."""
         with session(self.bind, self.index_schema) as conn:
             return stats_op.one_index(conn, read_index(conn, self.index_schema, self.name))
+
+    def sql(self) -> str:
+        """The SQL creating this index runs, as a rebuild would make it again (for its table
+        as it is now): the catalog row, side tables and their indexes, row-level security
+        policies, query functions, queue, trigger function and triggers, each statement ended
+        by ``;``. Only printed: nothing is run (``simindex sql NAME``)."""
+        with session(self.bind, self.index_schema) as conn:
+            return index_sql(conn, self.index_schema, self.name)
 
     def _ready(self, conn: PgConnection) -> tuple[IndexInfo, Store]:
         """The catalog entry and store, from the last call's while the catalog row is the

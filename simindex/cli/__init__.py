@@ -41,6 +41,7 @@ from simindex.cli._index import add_build, add_create, add_drop, add_stats
 from simindex.cli._logs import formatter
 from simindex.cli._query import add_fingerprint, add_query
 from simindex.cli._schema import add_grant, add_migrate
+from simindex.cli._sql import add_sql
 from simindex.cli._sync import add_check, add_repair, add_sync
 from simindex.db.redaction import redact
 from simindex.errors import SimindexError
@@ -57,6 +58,7 @@ COMMANDS: Sequence[Callable[[Subparsers, argparse.ArgumentParser], None]] = (
     add_query,
     add_fingerprint,
     add_stats,
+    add_sql,
     add_check,
     add_repair,
     add_sync,
