@@ -110,7 +110,16 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default: ``sys.argv[1:]``); the exit code."""
-    args = parser().parse_args(argv)  # exits 2 on a usage error, 0 for --help
+    # Exits 2 on a usage error, 0 for --help. An option no command knows is one line, not a
+    # usage dump (parse_args would print the main parser's usage for a command's option).
+    args, unknown = parser().parse_known_args(argv)
+    if unknown:
+        # A mistyped --dsn=... keeps its password.
+        typed = " ".join(redact(arg, arg.partition("=")[2] or arg) for arg in unknown)
+        return _fail(
+            f"unrecognized arguments: {typed} (see `{PROG} {args.command} --help` for its options)",
+            USAGE,
+        )
     # No password of the DSN is ever printed: not in an error, not in a log line.
     dsn = (
         getattr(args, "dsn", None)

@@ -149,6 +149,28 @@ def test_no_database_at_all_is_a_usage_error() -> None:
     assert "--dsn" in line and "SIMINDEX_DSN" in line and "DATABASE_URL" in line
 
 
+@pytest.mark.parametrize(
+    ("argv", "command", "typed"),
+    [
+        (["stats", "--x"], "stats", "--x"),
+        (["--x", "stats"], "stats", "--x"),
+        (["query", "docs", "--limit", "3", "text", "more"], "query", "more"),
+        (["sync", "--dns=postgresql://app:s3cret@db/app"], "sync", "--dns=postgresql://app:***@"),
+    ],
+)
+def test_an_unknown_option_is_one_line_that_says_where_the_options_are(
+    argv: list[str], command: str, typed: str
+) -> None:
+    """Not the usage of the main parser or of the command (issue 19, item 12): the option as
+    typed (a password in it hidden) and the command whose help lists the right ones."""
+    result = simindex(*argv)
+    assert result.returncode == 2
+    line = one_error_line(result)
+    assert line.startswith(f"simindex: error: unrecognized arguments: {typed}")
+    assert f"`simindex {command} --help`" in line
+    assert "s3cret" not in line
+
+
 def test_bad_arguments_are_usage_errors() -> None:
     assert simindex("sync", "--batch-size", "0", "--dsn", "dbname=x").returncode == 2
     assert simindex("sync", "--connections", "0", "--dsn", "dbname=x").returncode == 2
