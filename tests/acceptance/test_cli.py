@@ -511,6 +511,27 @@ def run_json(*args: str, stdin: str = "", dsn: str) -> Any:
     return json.loads(result.stdout)
 
 
+def test_build_refuses_a_text_over_max_text_bytes_as_sync_does(index: Index, docs: str) -> None:
+    """A text longer than --max-text-bytes is left out by build, a failed item, as sync leaves
+    it out; the build says so and exits 1, as sync does (issue 19, item 12)."""
+    long_text = " ".join([TEXTS[1]] * 3)
+    insert(docs, [(4, long_text)])
+    result = simindex("build", "docs", "--max-text-bytes", str(len(long_text) - 1),
+                      "--json", SIMINDEX_DSN=docs)  # fmt: skip
+    assert result.returncode == 1
+    assert json.loads(result.stdout)["failed"] == 1
+    warning = result.stderr.splitlines()
+    assert len(warning) == 1 and warning[0].startswith("simindex: 1 row failed: texts over ")
+    assert "--retry-failed --max-text-bytes" in warning[0]
+    stats = run_json("stats", "docs", dsn=docs)["indexes"][0]
+    assert (stats["rows"], stats["failed"]) == (3, 1)
+    assert f"key 4: text is {len(long_text)} bytes" in stats["last_error"]
+
+    again = simindex("build", "docs", SIMINDEX_DSN=docs)  # the default limit: 16 MiB
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.startswith("built docs: 4 rows indexed, 0 skipped (no text), 0 failed")
+
+
 def test_a_simhash_index_from_create_to_drop(docs: str) -> None:
     insert(docs, [(10, TEXTS[0].capitalize() + "!"), (11, None)])  # type: ignore[list-item]
     created = simindex("create", "docs_body", "--table", "docs", "--column", "body",
