@@ -19,6 +19,7 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, TextIO, cast
 
 import simindex
@@ -134,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("simindex.cli").setLevel(logging.INFO)  # a command's notices, always
     run: Runner = args.run
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _connections(args):
             warnings.showwarning = _warning_line
             return run(args)
     except UsageError as exc:
@@ -155,6 +156,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(redact(message, dsn))
     finally:
         logging.getLogger("simindex").removeHandler(handler)
+
+
+def _connections(args: argparse.Namespace) -> AbstractContextManager[None]:
+    """A command makes a call or two and exits: each transaction on its DSN gets a connection
+    of its own, with no pool (nor SQLAlchemy) loaded for it; a worker that follows the queues
+    keeps its pool."""
+    if getattr(args, "follow", False):
+        return nullcontext()
+    from simindex.db.connection import single_use_dsns
+
+    return single_use_dsns()
 
 
 class _Redacting(logging.Formatter):

@@ -9,11 +9,13 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 
 from simindex.db.schema import head_revision
 from simindex.errors import IndexNotFoundError, KeyNotIndexedError
@@ -129,6 +131,33 @@ def test_help_and_version_load_nothing_heavy(argv: list[str]) -> None:
     )
     assert result.stdout
     assert result.stderr.strip() == ""
+
+
+def test_stats_loads_no_sqlalchemy(index: Index, docs: str) -> None:
+    """``simindex stats`` on a libpq DSN connects with psycopg alone: SQLAlchemy's import (a
+    quarter of a second of CPU) is not paid by a command that makes one transaction (issue 19,
+    item 3); a ``postgresql+psycopg://`` URL, SQLAlchemy's own, still goes through it."""
+    code = (
+        "import sys\n"
+        "from simindex.cli import main\n"
+        "code = main(sys.argv[1:])\n"
+        "print(code, 'sqlalchemy' in sys.modules, file=sys.stderr)"
+    )
+    parts = conninfo_to_dict(docs)
+    url = f"postgresql+psycopg://{parts['user']}@/{parts['dbname']}?" + urllib.parse.urlencode(
+        {"host": parts["host"], "port": parts["port"]}
+    )
+    for dsn, loaded in ((docs, False), (url, True)):
+        result = subprocess.run(
+            [sys.executable, "-c", code, "stats", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            check=False,
+            env=environment(SIMINDEX_DSN=dsn),
+        )
+        assert json.loads(result.stdout)["indexes"][0]["rows"] == 3, result.stderr
+        assert result.stderr.splitlines()[-1] == f"0 {loaded}"
 
 
 def test_sync_help_still_shows_the_worker_defaults() -> None:
