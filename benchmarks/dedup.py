@@ -170,7 +170,7 @@ def side_table(dsn: str, name: str) -> sql.Identifier:
     """The SimHash side table, or the MinHash signatures table, of index ``name``."""
     info = Index(dsn, name).info()
     store = store_for("simindex", name, info.source, info.spec)
-    return store.table() if isinstance(store, SimHashStore) else store.signatures()
+    return store.table()
 
 
 def load_planted(conn: Conn, planted: Sequence[Planted]) -> None:

@@ -56,9 +56,7 @@ def minhash_part(server: Server, dataset: Dataset, plan: Plan) -> dict[str, Any]
         prewarm(conn, store.side_tables())
         indexed = {
             int(row[0])
-            for row in conn.execute(
-                sql.SQL("SELECT key FROM {}").format(store.signatures())
-            ).fetchall()
+            for row in conn.execute(sql.SQL("SELECT key FROM {}").format(store.table())).fetchall()
         }
     log(f"MinHash built in {report.seconds:.1f} s")
     chooser = random.Random(SEED + 2)

@@ -6,6 +6,7 @@ import contextlib
 import functools
 import os
 import random
+import secrets
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from pgserver import (
     visibility,
 )
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 from query_facade import (
     facade_parts,
     facade_profile,
@@ -37,6 +39,7 @@ from query_facade import (
 from query_plan import GENERIC, MAX_DISTANCE, SEED, Plan
 from report import latency_ms, log, summary, timed_calls
 
+import simindex
 from simindex.core.bits import to_unsigned_array
 from simindex.core.design import MankuDesign
 from simindex.core.spec import SimHash
@@ -204,6 +207,60 @@ def run_near_sql(
         return series
 
 
+def reader_dsn(dsn: str) -> str:
+    """A login role with the reader right and SELECT on the table, as an app's would be: its
+    answers go through the source probe (row-level security on the side table), which a
+    superuser's skip."""
+    password = secrets.token_hex(12)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DROP ROLE IF EXISTS simindex_bench_reader")
+        conn.execute(
+            sql.SQL("CREATE ROLE simindex_bench_reader LOGIN PASSWORD {}").format(
+                sql.Literal(password)
+            )
+        )
+        conn.execute("GRANT SELECT ON documents TO simindex_bench_reader")
+    simindex.grant(dsn, "simindex_bench_reader", "reader")
+    return make_conninfo(dsn, user="simindex_bench_reader", password=password)
+
+
+def run_reader_sql(
+    dsn: str, reader: str, name: str, fingerprints: Sequence[int], keys: Sequence[int]
+) -> dict[str, Any]:
+    """near_v1 and near_key_v1 (prepared) as the superuser (no probe) and as a reader (one
+    primary-key probe of the source per candidate), taking turns query by query."""
+    near = near_sql(name)
+    by_key = sql.SQL("SELECT key, distance FROM {}(%s)").format(
+        sql.Identifier("simindex", f"{name}_near_key_v1")
+    )
+    result: dict[str, Any] = {}
+    with psycopg.connect(dsn, autocommit=True) as owner, psycopg.connect(reader) as ordinary:
+        ordinary.autocommit = True
+        for label, query, values in (
+            ("near_v1", near, [(f, MAX_DISTANCE) for f in fingerprints]),
+            ("near_key_v1", by_key, [(k,) for k in keys]),
+        ):
+            text = query.as_bytes(owner)
+            for params in values[:200]:
+                owner.execute(text, params, prepare=True).fetchall()
+                ordinary.execute(text, params, prepare=True).fetchall()
+            seconds: dict[str, list[float]] = {"superuser": [], "reader": []}
+            same = 0
+            for params in values:
+                found = []
+                for role, conn in (("superuser", owner), ("reader", ordinary)):
+                    begin = time.perf_counter()
+                    found.append(conn.execute(text, params, prepare=True).fetchall())
+                    seconds[role].append(time.perf_counter() - begin)
+                same += found[0] == found[1]
+            result[label] = {
+                "superuser": latency_ms(seconds["superuser"]),
+                "reader": latency_ms(seconds["reader"]),
+                "same_answers": f"{same} of {len(values)}",
+            }
+    return result
+
+
 def _near_call(conn: Conn, query: bytes, fingerprint: int) -> dict[int, int]:
     rows = conn.execute(query, (fingerprint, MAX_DISTANCE), prepare=True).fetchall()
     return {int(key): int(distance) for key, distance in rows}
@@ -358,6 +415,8 @@ def simhash_part(
     raw_generic_seconds, raw_generic_found = run_candidates_sql(
         dsn, store, queries, "force_generic_plan"
     )
+    log("simindex near and near_key through SQL as a reader (the source probe) and a superuser")
+    as_reader = run_reader_sql(dsn, reader_dsn(dsn), "docs", queries, sample_keys)
     log("simindex near through the Python API")
     python_queries = queries[: plan.python_sample]
     python_seconds, python_found = run_near_python(dsn, "docs", python_queries)
@@ -424,6 +483,12 @@ def simhash_part(
             "one generic plan instead of planning the UNION on every call (proposed fix)",
             "latency": latency_ms(generic_seconds),
             "recall": compare(generic_found, truth),
+        },
+        "sql_as_reader": {
+            "setting": "the same prepared calls as an ordinary role with the reader right and "
+            "SELECT on the table (row-level security: one primary-key probe of the source per "
+            "candidate) and as the superuser (no probe), query by query in turn",
+            **as_reader,
         },
         "sql_candidates_query_direct": {
             "statement": "store.candidates_query(...) ORDER BY 2, 1, prepared by psycopg",

@@ -1,5 +1,5 @@
-"""Bytes a row of every method on the same texts: simindex SimHash, MinHash in storage formats
-1 and 2, beside pg_trgm (GIN) and pgvector (``bit(64)`` HNSW).
+"""Bytes a row of every method on the same texts: simindex SimHash and MinHash, beside pg_trgm
+(GIN) and pgvector (``bit(64)`` HNSW).
 
     python benchmarks/storage.py [--rows N] [--quick] [--embedded|--local] [--output PATH]
 
@@ -8,9 +8,8 @@ short texts of ``benchmarks/dataset.py`` (real texts of this machine, topped up 
 ones, 5 % planted near-duplicates) and builds on them:
 
 * SimHash k=3 (the design sized to the table) and k=8;
-* MinHash 0.8, 128 values, the default design (15 bands x 7 rows), in format 2
-  (``create_index`` + ``build``) and in format 1 (the same rows written through the format-1
-  store, staged and swapped in as an earlier release's build did);
+* MinHash 0.8, 128 values, the default design (15 bands x 7 rows) (``create_index`` +
+  ``build``);
 * pg_trgm: a GIN ``gin_trgm_ops`` index on the text column (the index only: the text is the
   app's own table);
 * pgvector: a table ``(key bigint, fp bit(64))`` of the SimHash fingerprints with an HNSW
@@ -32,7 +31,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import psycopg
 from dataset import make_dataset
 from pgserver import add_server_options, benchmark_server, load_table, scalar
@@ -41,14 +39,8 @@ from query_plan import SERVER_SETTINGS
 from report import RESULTS, log, machine, print_table
 
 import simindex
-from simindex.core.packing import WIDE
-from simindex.core.spec import IndexSpec, MinHash, SimHash, resolve
-from simindex.db.catalog import store_for, store_of
-from simindex.db.connection import transaction
-from simindex.db.minhash_store import MinHashStore
-from simindex.db.objects import create_statements
-from simindex.db.source import describe
-from simindex.db.statements import run
+from simindex.core.spec import MinHash, SimHash
+from simindex.db.catalog import store_of
 from simindex.index import create_index
 
 DEFAULT_ROWS = 100_000
@@ -100,48 +92,6 @@ def simindex_index(dsn: str, name: str, method: SimHash | MinHash, rows: int) ->
         },
         "rows": report.rows,
         "build_seconds": round(report.seconds, 1),
-        **measured,
-    }
-
-
-def format_1_index(dsn: str, rows: int) -> dict[str, Any]:
-    """MinHash 0.8 written in storage format 1, as an earlier release's build wrote it."""
-    log("minhash_wide: format 1 through its own store")
-    method = MinHash(0.8, 128)
-    resolved = resolve(method)
-    spec = IndexSpec(method, resolved.design, WIDE)
-    started = time.perf_counter()
-    with transaction(dsn) as conn:
-        source = describe(conn, "documents", "body")
-        run(conn, create_statements("simindex", "minhash_wide", source, spec))
-        store = store_for("simindex", "minhash_wide", source, spec)
-        assert isinstance(store, MinHashStore)
-        store.create(conn, staging=True)
-        written = 0
-        with conn.cursor(name="read") as reader:
-            reader.itersize = BATCH
-            reader.execute("SELECT id, body FROM documents ORDER BY id")
-            while batch := reader.fetchmany(BATCH):
-                values, lengths = spec.minhash_values([text for _, text in batch])
-                kept = np.flatnonzero(lengths)
-                keys = [batch[i][0] for i in kept.tolist()]
-                store.copy(conn, keys, values[kept], staging=True)
-                written += len(keys)
-        store.finish(conn, staging=True)
-        store.swap_in_staging(conn)
-        tables = [table.as_string(conn) for table in store.side_tables()]
-    vacuum(dsn, tables)
-    with psycopg.connect(dsn) as conn:
-        measured = sizes(conn, tables, written)
-    return {
-        "method": "minhash",
-        "storage_format": WIDE,
-        "estimate": {
-            "tables": spec.cost.tables,
-            "bytes_per_row": round(spec.cost.bytes_per_row, 1),
-        },
-        "rows": written,
-        "build_seconds": round(time.perf_counter() - started, 1),
         **measured,
     }
 
@@ -231,10 +181,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         methods = report["methods"] = {}
         methods["simhash k=3"] = simindex_index(dsn, "simhash_k3", SimHash(max_distance=3), rows)
         methods["simhash k=8"] = simindex_index(dsn, "simhash_k8", SimHash(max_distance=8), rows)
-        methods["minhash 0.8, format 2"] = simindex_index(
-            dsn, "minhash_compact", MinHash(0.8, 128), rows
-        )
-        methods["minhash 0.8, format 1"] = format_1_index(dsn, rows)
+        methods["minhash 0.8"] = simindex_index(dsn, "minhash", MinHash(0.8, 128), rows)
         methods["pg_trgm GIN"] = pg_trgm(dsn, rows)
         methods["pgvector bit(64) HNSW"] = pgvector(dsn, rows)
     output.parent.mkdir(parents=True, exist_ok=True)

@@ -19,8 +19,8 @@ class SimilarArguments:
 
 
 def function_arguments(info: IndexInfo, text: str | None) -> int | SimilarArguments | None:
-    """The signed fingerprint (SimHash) or the two arrays (MinHash, in the index's storage
-    format) of ``text``; None for a text with no features."""
+    """The signed fingerprint (SimHash) or the two arrays (MinHash, packed as stored) of
+    ``text``; None for a text with no features."""
     spec = info.spec
     if isinstance(spec.method, SimHash):
         values, present = spec.simhash_values([text])

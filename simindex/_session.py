@@ -53,17 +53,15 @@ def by_key_statement(index_schema: str, store: Store) -> sql.Composed:
     """The facade's query by key in one round trip: the kept catalog entry's check, whether
     the key is indexed, and the index's query by key."""
     if isinstance(store, SimHashStore):
-        table = store.table()
         query = statement("simhash_near_key", function=store.near_key_function)
         order = sql.SQL("q.distance, q.key")
     else:
-        table = store.signatures()
         query = statement("minhash_similar_key", function=store.similar_key_function)
         order = sql.SQL("q.similarity DESC, q.key")
     return statement(
         "facade_by_key",
         catalog=catalog(index_schema),
-        table=table,
+        table=store.table(),
         query=query,
         order=order,
     )

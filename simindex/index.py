@@ -199,7 +199,7 @@ class Index:
         if entry is None or not conn.autocommit:
             return *self._ready(conn), None
         store = entry[2]
-        table = store.table() if isinstance(store, SimHashStore) else store.signatures()
+        table = store.table()
         try:
             row = conn.execute(
                 statement("catalog_token_and_key", catalog=catalog(self.index_schema), table=table),
@@ -291,9 +291,8 @@ class Index:
                 failed items, as sync makes them (``report.failed`` counts them; None: no
                 limit).
 
-        A SimHash design sized to the table is chosen again for the counted rows, and a
-        MinHash index of storage format 1 moves to format 2; the new side tables, functions
-        and delete triggers replace the old ones in one transaction.
+        A SimHash design sized to the table is chosen again for the counted rows; the new
+        side tables, functions and delete triggers replace the old ones in one transaction.
         """
         return build_op.build(
             self.bind,
@@ -360,7 +359,6 @@ class Index:
         key: Any = None,
         threshold: float | None = None,
         verify: Verify | None = None,
-        exact: bool = False,
         limit: int | None = None,
     ) -> list[Similar]:
         """Rows whose Jaccard similarity to a text (or to the row with ``key``) reaches
@@ -370,10 +368,9 @@ class Index:
         shingle sets, recomputed from the source texts, really reach the threshold, and
         reports that exact similarity; ``verify="estimate"`` keeps those whose signatures
         estimate it does, without reading any text (faster, but off by ±0.035 at J = 0.8
-        with 128 values). ``exact=True`` is ``verify="exact"``. ``limit`` keeps the most
-        similar rows only.
+        with 128 values). ``limit`` keeps the most similar rows only.
         """
-        mode = similar_op.verify_mode(verify, exact)
+        mode = similar_op.verify_mode(verify)
         near_op.check_limit(limit)
         with _reading(self.bind, self.index_schema) as conn:
             fast = None

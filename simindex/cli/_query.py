@@ -57,7 +57,6 @@ def add_query(commands: Subparsers, common: argparse.ArgumentParser) -> None:
         help="MinHash: at least this Jaccard similarity (default: the index's)",
     )
     add_verify_option(parser, "the rows")
-    parser.add_argument("--exact", action="store_true", help="the same as --verify exact")
     parser.add_argument("--limit", type=positive_int, metavar="N", help="at most N matches")
     add_show_option(parser, "each match")
     parser.set_defaults(run=run_query)
@@ -78,9 +77,7 @@ def run_query(args: argparse.Namespace) -> int:
         index = Index(connection, args.name, index_schema=schema)
         info = index.info()
         method = info.spec.method
-        wrong = (
-            ("threshold", "exact", "verify") if isinstance(method, SimHash) else ("max_distance",)
-        )
+        wrong = ("threshold", "verify") if isinstance(method, SimHash) else ("max_distance",)
         for dest in wrong:
             if getattr(args, dest) not in (None, False):
                 raise UsageError(f"{flag(dest)}: {args.name} is a {info.spec.kind} index")
@@ -101,9 +98,7 @@ def run_query(args: argparse.Namespace) -> int:
         else:
             setting, measure = "threshold", "similarity"
             limit = method.threshold if args.threshold is None else args.threshold
-            if args.exact and args.verify not in (None, "exact"):
-                raise UsageError(f"--exact contradicts --verify {args.verify}")
-            verify = "exact" if args.exact else args.verify or DEFAULT_VERIFY
+            verify = args.verify or DEFAULT_VERIFY
             similar = index.similar(text, key=key, threshold=args.threshold, verify=verify)
             rows = [(match.key, match.similarity) for match in similar]
         rows = rows[: args.limit]

@@ -37,7 +37,8 @@ def add_grant(commands: Subparsers, common: argparse.ArgumentParser) -> None:
         "grant",
         parents=[common],
         help="give a database role a right on simindex",
-        description="Give ROLE one right on simindex, for every index, now and later. "
+        description="Give ROLE one right on simindex, for every index, now and later (or, "
+        "with --index, for those indexes alone). "
         "Each right includes the ones above it. Plain writes of an indexed table need no "
         "right: the triggers run as simindex's owner role.",
     )
@@ -52,6 +53,13 @@ def add_grant(commands: Subparsers, common: argparse.ArgumentParser) -> None:
         rights.add_argument(
             f"--{right}", dest="right", action="store_const", const=right, help=what
         )
+    parser.add_argument(
+        "--index",
+        dest="indexes",
+        metavar="NAME",
+        action="append",
+        help="only this index (repeat for more); not with --admin",
+    )
     parser.set_defaults(run=run_grant)
 
 
@@ -59,9 +67,11 @@ def run_grant(args: argparse.Namespace) -> int:
     from simindex.grants import grant
 
     dsn, schema = database(args)
-    report = grant(dsn, args.role, args.right, index_schema=schema)
+    report = grant(dsn, args.role, args.right, indexes=args.indexes, index_schema=schema)
     missing = report.tables_not_granted
     text = f"granted {args.right} to {args.role}"
+    if args.indexes:
+        text += f" on {', '.join(args.indexes)}"
     if missing:
         text += (
             f"; SELECT on {', '.join(missing)} must come from their owner "
@@ -69,7 +79,12 @@ def run_grant(args: argparse.Namespace) -> int:
         )
     emit(
         args,
-        {"role": args.role, "right": args.right, "tables_not_granted": missing},
+        {
+            "role": args.role,
+            "right": args.right,
+            "indexes": args.indexes,
+            "tables_not_granted": missing,
+        },
         text,
     )
     return OK

@@ -185,6 +185,7 @@ def run_sync(args: argparse.Namespace) -> int:
         "failed": report.failed,
         "batches": report.batches,
         "busy": sorted(report.busy),
+        "stuck": {name: round(seconds, 1) for name, seconds in sorted(report.stuck.items())},
         "broken": report.broken,
         "ok": report.ok,
         "reconnects": report.reconnects,

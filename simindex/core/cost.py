@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simindex.core.design import LshDesign, MankuDesign
-from simindex.core.packing import COMPACT
 
 _KEY = 8
 _HEAP_HEADER = 24
@@ -54,13 +53,8 @@ def simhash_cost(design: MankuDesign) -> Cost:
     return Cost(tables, row + indexes)
 
 
-def minhash_cost(design: LshDesign, num_perm: int, storage: int = COMPACT) -> Cost:
-    """Format 2: one row (key, 32-bit signature, one 32-bit band key per band), a btree per
-    band. Format 1: a ``bigint[]`` signature row, and per band a heap row and two btrees."""
+def minhash_cost(design: LshDesign, num_perm: int) -> Cost:
+    """One row (key, 32-bit signature, one 32-bit band key per band), a btree per band."""
     bands = design.num_bands
-    if storage == COMPACT:
-        row = _heap(_KEY + _ARRAY_HEADER + 4 * num_perm + 4 * bands)
-        return Cost(bands, row + bands * _btree(4) + _btree(_KEY))
-    signature = _heap(_KEY + _ARRAY_HEADER + 8 * num_perm) + _btree(_KEY)
-    band_rows = bands * (_heap(8 + 8 + _KEY) + _btree(8 + 8 + _KEY) + _btree(_KEY))
-    return Cost(bands, signature + band_rows)
+    row = _heap(_KEY + _ARRAY_HEADER + 4 * num_perm + 4 * bands)
+    return Cost(bands, row + bands * _btree(4) + _btree(_KEY))

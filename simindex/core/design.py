@@ -265,8 +265,8 @@ def choose_lsh(
     """Bands x rows (using at most ``num_perm`` values) minimising the weighted error areas,
     among those that make a pair at ``threshold`` a candidate with probability at least
     ``min_probability`` (if none does, the most likely ones). ``None`` weighs every design,
-    as indexes of spec version 1 were designed (9 bands x 13 rows at 0.8, which makes a pair
-    at the threshold a candidate only 40 % of the time)."""
+    which can choose a design of low recall (9 bands x 13 rows at 0.8, which makes a pair at
+    the threshold a candidate only 40 % of the time)."""
     if not 0.0 < threshold < 1.0:
         raise ValueError(f"threshold must be between 0 and 1 (exclusive), got {threshold}")
     if isinstance(num_perm, bool) or not isinstance(num_perm, int) or num_perm < 1:

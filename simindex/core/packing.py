@@ -1,8 +1,6 @@
-"""The compact stored form of MinHash signatures (storage format 2).
-
-Format 1 stored each signature value as a ``bigint`` and one ``(band, hash, key)`` row per
-band. Format 2 keeps 32 bits of each value in an ``integer[]`` and the band keys as 32-bit
-``integer`` columns of the same row, each with its own btree: about half the bytes a row.
+"""The stored form of MinHash signatures: 32 bits of each value in an ``integer[]``, and the
+band keys as 32-bit ``integer`` columns of the same row, each with its own btree (about half
+the bytes of ``bigint`` values and a ``(band, hash, key)`` row per band).
 
 Why 32 bits are enough: the ``classic`` scheme's values are below ``2**31`` already (they are
 taken modulo the Mersenne prime ``2**31 - 1``), so nothing is lost. For ``one_permutation``
@@ -24,14 +22,6 @@ import xxhash
 from numpy.typing import NDArray
 
 from simindex.core.design import LshDesign
-
-WIDE = 1
-"""Storage format 1: ``bigint[]`` signatures and a ``(band, hash, key)`` band table."""
-COMPACT = 2
-"""Storage format 2: ``integer[]`` signatures and one ``integer`` band key column per band."""
-CURRENT = COMPACT
-"""The format new indexes and rebuilds get."""
-FORMATS = (WIDE, COMPACT)
 
 _LOW_32 = np.uint64(0xFFFFFFFF)
 

@@ -8,9 +8,7 @@ computes the very same values.
 
 A SimHash design given neither ``num_blocks`` nor ``expected_rows`` is *sized to the table*:
 chosen for the source's row count when the index is created, and chosen again for the real
-count by every build (:func:`refreshed`). A MinHash spec records its storage format
-(:mod:`simindex.core.packing`): a spec without one is format 1, and a build moves it to the
-current format.
+count by every build (:func:`refreshed`).
 
 Either method may ignore the shingles common in the table, and SimHash may weigh features by
 IDF (:mod:`simindex.core.frequency`): the counts are learned from a sample by every build and
@@ -31,20 +29,14 @@ from simindex.core.cost import Cost, minhash_cost, simhash_cost
 from simindex.core.design import LshDesign, MankuDesign, choose_lsh, choose_manku
 from simindex.core.frequency import ShingleCounts, check_share, without_common
 from simindex.core.minhash import MinHasher, Scheme, SchemeName
-from simindex.core.packing import CURRENT, FORMATS, WIDE
 from simindex.core.shingle_batch import hashes_batch
 from simindex.core.simhash import check_top_n, simhash_batch
 from simindex.core.text import Shingling
 from simindex.core.tokens import find_tokenizer, load_tokenizer
 
-SPEC_VERSION = 3
-"""The newest spec version. Version 2 adds the MinHash storage format, SimHash designs sized to
-the table and the token options of the shingling; version 3 the common shingles and IDF weights
-learned from the table. A spec that uses none of them is still written as version 1, byte for
-byte as before (:attr:`IndexSpec.version`), and a release that reads only older versions
-refuses the newer ones instead of misreading them. Older specs are read with those options at
-their defaults."""
-READABLE_SPEC_VERSIONS = (1, 2, 3)
+SPEC_VERSION = 1
+"""The version of the stored form, written with every spec: a release reads the versions it
+knows and refuses any other instead of misreading it."""
 _TOKEN_OPTIONS = ("punctuation", "identifiers", "numbers", "strip_markup", "tokenizer")
 DEFAULT_EXPECTED_ROWS = 1_000_000
 
@@ -107,7 +99,6 @@ Method = SimHash | MinHash
 class IndexSpec:
     """A resolved, validated method: what is stored, and how it was computed.
 
-    ``storage``: the MinHash storage format (:mod:`simindex.core.packing`; 1 for SimHash).
     ``sized_rows``: the row count a design sized to the table was chosen for, else None.
     ``counts``: the shingle counts the last build learned, for a method that uses them.
     ``common``: the shingles those counts make common (derived from them once, not per text:
@@ -116,7 +107,6 @@ class IndexSpec:
 
     method: Method
     design: MankuDesign | LshDesign
-    storage: int = WIDE
     sized_rows: int | None = None
     counts: ShingleCounts | None = None
     common: NDArray[np.uint64] | None = field(default=None, init=False, repr=False, compare=False)
@@ -125,20 +115,6 @@ class IndexSpec:
         share = self.method.ignore_common
         if share is not None and self.counts is not None:
             object.__setattr__(self, "common", self.counts.common(share))
-
-    @property
-    def version(self) -> int:
-        """The spec version its stored form needs: 2 for what version 1 cannot say (a MinHash
-        storage format, a SimHash design sized to the table, a token option), else 1, which
-        every release reads."""
-        method = self.method
-        if self.learns:
-            return 3
-        if not method.shingling.plain:
-            return 2
-        if isinstance(method, MinHash):
-            return 1 if self.storage == WIDE else 2
-        return 1 if method.expected_rows is not None and self.sized_rows is None else 2
 
     @property
     def learns(self) -> bool:
@@ -162,7 +138,7 @@ class IndexSpec:
         if isinstance(self.design, MankuDesign):
             return simhash_cost(self.design)
         assert isinstance(self.method, MinHash)
-        return minhash_cost(self.design, self.method.num_perm, self.storage)
+        return minhash_cost(self.design, self.method.num_perm)
 
     @property
     def kind(self) -> str:
@@ -231,10 +207,10 @@ class IndexSpec:
         """Read a stored spec back; refuses versions this release does not know."""
         data = json.loads(text)
         version = data.get("spec_version")
-        if version not in READABLE_SPEC_VERSIONS:
+        if version != SPEC_VERSION:
             raise ValueError(
                 f"index spec version {version!r} is not supported by this release "
-                f"(it reads versions {', '.join(map(str, READABLE_SPEC_VERSIONS))})"
+                f"(it reads version {SPEC_VERSION})"
             )
         shingling = Shingling(**data["shingling"])
         method: Method
@@ -278,22 +254,13 @@ class IndexSpec:
             )
         else:
             raise ValueError(f"unknown index kind {data['kind']!r}")
-        spec = replace(resolve(method), counts=counts)
-        if isinstance(method, MinHash):
-            storage = data.get("storage", WIDE)
-            if storage not in FORMATS:
-                raise ValueError(
-                    f"MinHash storage format {storage!r} is not supported by this release "
-                    f"(it reads {', '.join(map(str, FORMATS))})"
-                )
-            spec = IndexSpec(method, spec.design, storage, counts=counts)
-        return spec
+        return replace(resolve(method), counts=counts)
 
 
 def _as_dict(spec: IndexSpec) -> dict[str, Any]:
     shingling = spec.method.shingling
     data: dict[str, Any] = {
-        "spec_version": spec.version,
+        "spec_version": SPEC_VERSION,
         "kind": spec.kind,
         "shingling": {
             "unit": shingling.unit,
@@ -333,8 +300,6 @@ def _as_dict(spec: IndexSpec) -> dict[str, Any]:
             "num_bands": spec.design.num_bands,
             "rows_per_band": spec.design.rows_per_band,
         }
-        if spec.storage != WIDE:
-            data["storage"] = spec.storage
     return data
 
 
@@ -393,7 +358,7 @@ def resolve(method: Method, rows: int | None = None) -> IndexSpec:
                 )
         if not 0.0 < method.threshold < 1.0:
             raise ValueError(f"threshold must be between 0 and 1, got {method.threshold}")
-        return IndexSpec(method, lsh, CURRENT)
+        return IndexSpec(method, lsh)
     raise TypeError(f"method must be SimHash(...) or MinHash(...), got {type(method).__name__}")
 
 
@@ -410,11 +375,9 @@ def _check_max_distance(value: object) -> None:
 
 def refreshed(spec: IndexSpec, rows: int, counts: ShingleCounts | None = None) -> IndexSpec:
     """The spec a build of ``rows`` source rows writes: a SimHash design sized to the table is
-    chosen again for ``rows``; a MinHash index moves to the current storage format; a method
-    that learns shingle counts takes the build's ``counts``. Anything the user fixed stays."""
+    chosen again for ``rows``; a method that learns shingle counts takes the build's
+    ``counts``. Anything the user fixed stays."""
     learned = counts if spec.learns else None
     if spec.sized_to_table:
         return replace(resolve(spec.method, rows), counts=learned)
-    if isinstance(spec.method, MinHash) and spec.storage != CURRENT:
-        return IndexSpec(spec.method, spec.design, CURRENT, counts=learned)
     return replace(spec, counts=learned)

@@ -52,15 +52,23 @@ def visible_statements(schema: str, name: str, source: Source) -> list[sql.Compo
 
 
 def protect_statements(
-    schema: str, name: str, table: sql.Identifier, columns: Sequence[str] = ("key",)
+    schema: str, name: str, table: str, columns: Sequence[str] = ("key",)
 ) -> list[sql.Composed]:
-    """Row-level security on ``table``: a row is seen when the caller sees the source rows of
-    every one of ``columns`` (keys of the source)."""
+    """Row-level security on ``table`` (of ``schema``): a row is seen when the caller sees the
+    source rows of every one of ``columns`` (keys of the source)."""
     function = visible_function(schema, name)
     visible = sql.SQL(" AND ").join(
         sql.SQL("{}({})").format(function, sql.Identifier(column)) for column in columns
     )
-    return [statement("answers_protect", table=table, visible=visible)]
+    quoted = ".".join('"' + part.replace('"', '""') + '"' for part in (schema, table))
+    return [
+        statement(
+            "answers_protect",
+            table=sql.Identifier(schema, table),
+            table_name=sql.Literal(quoted),
+            visible=visible,
+        )
+    ]
 
 
 def drop_statements(schema: str, name: str) -> list[sql.Composed]:

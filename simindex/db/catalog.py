@@ -17,9 +17,7 @@ from typing import Literal
 import psycopg
 from psycopg import sql
 
-from simindex.core.packing import COMPACT
 from simindex.core.spec import IndexSpec, SimHash
-from simindex.db.compact_minhash_store import CompactMinHashStore
 from simindex.db.connection import PgConnection
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.simhash_store import SimHashStore
@@ -140,8 +138,7 @@ def store_for(schema: str, name: str, source: Source, spec: IndexSpec) -> Store:
     """The side tables of an index, as its method keeps them."""
     if isinstance(spec.method, SimHash):
         return SimHashStore(schema, name, source.key_type, spec.design)  # type: ignore[arg-type]
-    kind = CompactMinHashStore if spec.storage == COMPACT else MinHashStore
-    return kind(
+    return MinHashStore(
         schema,
         name,
         source.key_type,
@@ -166,13 +163,20 @@ def find_index(
     drop starts meanwhile; None, as for a missing index, while one holds it.
     """
     check_name(name)
-    lock = sql.SQL("FOR KEY SHARE OF i SKIP LOCKED" if share_lock else "")
     with _catalog_errors(schema):
+        if share_lock:
+            # Through the owner's function: no other role may lock catalog rows. A statement
+            # of its own, before the read, so the read sees the row as it is once held.
+            held = conn.execute(
+                statement("catalog_share", function=sql.Identifier(schema, "share_index_v1")),
+                {"name": name},
+            ).fetchone()
+            if not (held and held[0]):
+                return None
         query = statement(
             "catalog_get",
             catalog=catalog(schema),
             drift=sql.Identifier(schema, "drift_v1"),
-            lock=lock,
         )
         row = conn.execute(query, {"name": name}).fetchone()
     if row is None:

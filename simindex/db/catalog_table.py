@@ -1,8 +1,8 @@
 """The catalog table as SQLAlchemy declares it: the schema the code expects.
 
 Migrations create it (``migrations/versions``) and a test compares the two (Alembic's
-comparison of this metadata with the live schema), so a change here needs its migration. Kept
-apart from :mod:`simindex.db.catalog`, which reads the table with psycopg alone: only the
+comparison of this metadata with the live schema), so a change here changes the migration too.
+Kept apart from :mod:`simindex.db.catalog`, which reads the table with psycopg alone: only the
 migrations and their tests load SQLAlchemy's schema machinery.
 """
 

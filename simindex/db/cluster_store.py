@@ -13,6 +13,7 @@ from simindex.db.answers import max_rows, protect_statements
 from simindex.db.connection import PgConnection
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.pg_array import key_array
+from simindex.db.privileges import carry_grants
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.source import Source
 from simindex.db.statements import run, statement
@@ -91,7 +92,11 @@ class ClusterStore:
             )
         )
         # A cluster is named by its smallest key: a row is seen when its key and that one are.
-        run(conn, protect_statements(self.schema, self.name, self.table, ("key", "cluster_id")))
+        run(
+            conn, protect_statements(self.schema, self.name, self.table_name, ("key", "cluster_id"))
+        )
+        # Rights given per index (kept on its queue) reach this table too.
+        carry_grants(conn, sql.Identifier(self.schema, f"{self.name}_queue"), [self.table])
         conn.execute(
             statement(
                 "clusters_survivors_function",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from psycopg import sql
 
-from simindex.core.spec import IndexSpec
+from simindex.core.spec import SPEC_VERSION, IndexSpec
 from simindex.db import answers
 from simindex.db.catalog import catalog, check_name, store_for
 from simindex.db.cluster_store import ClusterStore
@@ -38,7 +38,7 @@ def create_statements(
         text_column=sql.Literal(source.text_column),
         method=sql.Literal(spec.kind),
         spec=sql.Literal(spec.to_json()),
-        spec_version=sql.Literal(spec.version),
+        spec_version=sql.Literal(SPEC_VERSION),
     )
     store = store_for(index_schema, name, source, spec)
     triggers = Triggers(index_schema, name, source, store)

@@ -21,7 +21,7 @@ they are recorded in PostgreSQL itself (``\\ddp`` shows them) and apply to every
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
@@ -82,10 +82,8 @@ def check_worker(conn: PgConnection, schema: str, what: str = "sync") -> None:
     """Raise :class:`MissingRightError` unless the current role holds the worker right on
     simindex's schema ``schema``: without it every batch would fail on simindex's own tables,
     which says nothing about the indexes (none is broken)."""
-    catalog = sql.Identifier(schema, "indexes").as_string(conn)
-    row = conn.execute(
-        statement("role_may_work"), {"schema": schema, "catalog": catalog}
-    ).fetchone()
+    share = sql.Identifier(schema, "share_index_v1").as_string(conn) + "(text)"
+    row = conn.execute(statement("role_may_work"), {"schema": schema, "share": share}).fetchone()
     if row is not None and row[1] is None:
         raise SchemaNotMigratedError.of(schema)
     if row is None or not row[1]:
@@ -128,10 +126,18 @@ class GrantReport:
     tables_not_granted: list[str] = field(default_factory=list)
 
 
-def grant(conn: PgConnection, schema: str, role: str, right: Right) -> GrantReport:
+def grant(
+    conn: PgConnection,
+    schema: str,
+    role: str,
+    right: Right,
+    indexes: Sequence[IndexTables] | None = None,
+) -> GrantReport:
     """Give ``role`` the ``right`` on simindex's schema ``schema`` (see the module's table),
-    now and for indexes made later. Runs as the owner role; the caller must be an admin (and,
-    for ``admin``, a superuser or hold ADMIN OPTION on the owner role)."""
+    now and for indexes made later; or, with ``indexes``, on those indexes alone (their
+    tables: a writer of one table cannot touch another's index). Runs as the owner role; the
+    caller must be an admin (and, for ``admin``, a superuser or hold ADMIN OPTION on the owner
+    role)."""
     if right not in RIGHTS:
         raise ValueError(f"right must be one of {', '.join(RIGHTS)}, got {right!r}")
     if not isinstance(role, str) or not role:
@@ -149,23 +155,104 @@ def grant(conn: PgConnection, schema: str, role: str, right: Right) -> GrantRepo
         "catalog": sql.Identifier(schema, "indexes"),
         "versions": sql.Identifier(schema, "alembic_version"),
         "owner": sql.Identifier(OWNER),
+        "share": sql.Identifier(schema, "share_index_v1"),
         "role": grantee,
     }
+    parts["health"] = sql.Identifier(schema, "record_health_v1")
+    if indexes is not None:
+        return _grant_indexes(conn, parts, right, indexes)
     blocks = ["grant_reader"] if right == "reader" else ["grant_reader", "grant_writer"]
     if right == "worker":
         blocks.append("grant_worker")
-        parts["health"] = sql.Identifier(schema, "record_health_v1")
     for composed in as_owner([statement(block, **parts) for block in blocks]):
         conn.execute(composed)
     if right == "worker":
-        for (table,) in conn.execute(
+        sources = conn.execute(
             statement("grant_sources", catalog=sql.Identifier(schema, "indexes"))
-        ).fetchall():
-            try:
-                with conn.transaction():  # a savepoint: a refusal leaves the rest granted
-                    conn.execute(
-                        sql.SQL("GRANT SELECT ON TABLE {} TO {}").format(sql.SQL(table), grantee)
-                    )
-            except psycopg.errors.InsufficientPrivilege:
-                report.tables_not_granted.append(table)
+        ).fetchall()
+        _grant_sources(conn, grantee, [table for (table,) in sources], report)
     return report
+
+
+@dataclass(frozen=True, slots=True)
+class IndexTables:
+    """An index by name, with the tables of simindex's that hold its rows (side tables,
+    queue, failed items, clusters)."""
+
+    name: str
+    tables: tuple[sql.Identifier, ...]
+
+
+def _grant_indexes(
+    conn: PgConnection,
+    parts: dict[str, sql.Identifier],
+    right: Right,
+    indexes: Sequence[IndexTables],
+) -> GrantReport:
+    report = GrantReport()
+    statements: list[sql.Composed] = []
+    for index in indexes:
+        tables = sql.SQL(", ").join(index.tables)
+        statements.append(statement("grant_index_reader", tables=tables, **parts))
+        if right != "reader":
+            statements.append(statement("grant_index_writer", tables=tables, **parts))
+        if right == "worker":
+            statements.append(statement("grant_worker", **parts))
+    for composed in as_owner(statements):
+        conn.execute(composed)
+    if right == "worker":
+        sources = []
+        for index in indexes:
+            row = conn.execute(
+                statement("grant_index_source", catalog=parts["catalog"]), {"name": index.name}
+            ).fetchone()
+            if row is not None:
+                sources.append(str(row[0]))
+        _grant_sources(conn, parts["role"], sources, report)
+    return report
+
+
+def _grant_sources(
+    conn: PgConnection, grantee: sql.Composable, tables: Sequence[str], report: GrantReport
+) -> None:
+    """SELECT on the indexed tables, where the caller may grant it (a worker reads them)."""
+    for table in tables:
+        try:
+            with conn.transaction():  # a savepoint: a refusal leaves the rest granted
+                conn.execute(
+                    sql.SQL("GRANT SELECT ON TABLE {} TO {}").format(sql.SQL(table), grantee)
+                )
+        except psycopg.errors.InsufficientPrivilege:
+            report.tables_not_granted.append(table)
+
+
+Grants = list[tuple[str | None, str]]
+"""Rights given on a table: (role, or None for PUBLIC; privilege)."""
+
+
+def grants_of(conn: PgConnection, table: sql.Identifier) -> Grants:
+    """The rights given on ``table`` (but its owner's)."""
+    rows = conn.execute(statement("table_grants"), {"table": table.as_string(conn)}).fetchall()
+    return [(role, str(right)) for role, right in rows]
+
+
+def give_grants(conn: PgConnection, grants: Grants, tables: Sequence[sql.Identifier]) -> None:
+    """``grants`` on each of ``tables``, as their owner: rights given per index survive the
+    tables a build makes anew (see :func:`carry_grants`)."""
+    for role, right in grants:
+        for table in tables:
+            conn.execute(
+                statement(
+                    "grant_table_right",
+                    right=sql.SQL(right),  # a privilege_type PostgreSQL itself wrote
+                    table=table,
+                    role=sql.SQL("PUBLIC") if role is None else sql.Identifier(role),
+                )
+            )
+
+
+def carry_grants(
+    conn: PgConnection, model: sql.Identifier, tables: Sequence[sql.Identifier]
+) -> None:
+    """Give ``tables`` the rights given on ``model`` (an index's queue, which a build keeps)."""
+    give_grants(conn, grants_of(conn, model), tables)

@@ -2,7 +2,8 @@
 
 simindex keeps everything in one schema (``simindex`` unless told otherwise) with its own
 ``alembic_version`` table inside it, so an application's Alembic history is never touched. The
-migrations ship inside the package (``simindex.migrations``); no ``alembic.ini`` is needed.
+migrations live in ``migrations/`` beside the package and ship inside it (``simindex.migrations``);
+no ``alembic.ini`` is needed.
 """
 
 from __future__ import annotations
@@ -111,8 +112,19 @@ def lock_key(schema: str = DEFAULT_SCHEMA) -> int:
 
 
 def migrations_directory() -> Path:
-    """Where the migrations are, as a directory Alembic can read."""
-    location = files(MIGRATIONS_PACKAGE)
+    """Where the migrations are, as a directory Alembic can read: ``simindex.migrations`` when
+    installed (a wheel, or an editable install), else ``migrations/`` beside the ``simindex``
+    package of a source checkout run as it is (``PYTHONPATH=.``)."""
+    try:
+        location = files(MIGRATIONS_PACKAGE)
+    except ModuleNotFoundError:
+        checkout = Path(__file__).resolve().parents[2] / "migrations"
+        if not (checkout / "env.py").is_file():
+            raise SimindexError(
+                f"simindex's migrations are neither installed ({MIGRATIONS_PACKAGE}) nor in "
+                f"{checkout}"
+            ) from None
+        return checkout
     if not isinstance(location, Path):
         raise SimindexError(
             f"the migrations must be files on disk for Alembic, got {location!r}: "

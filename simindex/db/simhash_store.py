@@ -101,7 +101,7 @@ class SimHashStore:
                 key_type=self._key_type(),
                 prefix_columns=prefix_columns,
             ),
-            *protect_statements(self.schema, self.name, self.table(staging)),
+            *protect_statements(self.schema, self.name, self._table_name(staging)),
         ]
 
     def create_functions(self, conn: PgConnection) -> None:
@@ -173,6 +173,7 @@ class SimHashStore:
                     low=low,
                     high=high,
                     max_distance=max_distance,
+                    within=sql.Identifier(self.schema, "within_distance_v1"),
                 )
             )
         return sql.SQL("\nUNION\n").join(arms)

@@ -134,8 +134,8 @@ class Triggers:
         return [
             statement("sync_create_queue", queue=self.queue, key_type=self.key_type),
             statement("sync_create_failed", failed=self.failed, key_type=self.key_type),
-            *protect_statements(self.schema, self.name, self.queue),
-            *protect_statements(self.schema, self.name, self.failed),
+            *protect_statements(self.schema, self.name, f"{self.name}_queue"),
+            *protect_statements(self.schema, self.name, f"{self.name}_failed"),
         ]
 
     def function_statements(self, *, trusted: bool = False) -> list[sql.Composed]:

@@ -3,11 +3,10 @@
 The new side tables are built beside the live ones and swapped in at the end, in one
 transaction: queries keep answering from the old index during a rebuild, and a failed build
 leaves it as it was. A build first counts the source: a SimHash design sized to the table is
-chosen again for that count, and a MinHash index moves to the current storage format
-(:func:`simindex.core.spec.refreshed`), and a method that ignores common shingles or weighs
-by IDF learns their counts from a sample of the rows (:func:`learn_counts`); the swap then
-replaces the query functions and the delete triggers too, since the side tables' columns may
-have changed.
+chosen again for that count (:func:`simindex.core.spec.refreshed`), and a method that ignores
+common shingles or weighs by IDF learns their counts from a sample of the rows
+(:func:`learn_counts`); the swap then replaces the query functions and the delete triggers
+too, since the side tables' columns may have changed.
 
 Memory stays bounded: at most ``workers + 1`` batches are in flight. Queue entries the
 build's read covered are removed with the swap (see :func:`_dequeue`), so a build after
@@ -31,7 +30,7 @@ from psycopg import sql
 from sqlalchemy.engine import Connection
 
 from simindex.core.frequency import KEPT_SHINGLES, SAMPLE_ROWS, ShingleCounts, count_shingles
-from simindex.core.spec import IndexSpec, refreshed
+from simindex.core.spec import SPEC_VERSION, IndexSpec, refreshed
 from simindex.db.answers import visible_statements
 from simindex.db.catalog import (
     IndexInfo,
@@ -41,10 +40,18 @@ from simindex.db.catalog import (
     read_index,
     record_health,
     store_for,
+    store_of,
 )
 from simindex.db.connection import Bind, PgConnection, connect, transaction
 from simindex.db.objects import create_statements, drop_statements
-from simindex.db.privileges import back_to_caller, become_owner, warn_if_superuser
+from simindex.db.privileges import (
+    back_to_caller,
+    become_owner,
+    carry_grants,
+    give_grants,
+    grants_of,
+    warn_if_superuser,
+)
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.source import Source, check_owner, describe, row_count, unfiltered
 from simindex.db.statements import run, statement
@@ -245,7 +252,7 @@ def build(
         _swap(conn, live, store, triggers, trusted=event_triggers_on(conn, index_schema))
         conn.execute(
             statement("catalog_set_spec", catalog=catalog(index_schema)),
-            {"name": name, "spec": spec_json, "spec_version": spec.version},
+            {"name": name, "spec": spec_json, "spec_version": SPEC_VERSION},
         )
         run(conn, back_to_caller())
         dequeued = _dequeue(conn, triggers, read) if dequeue else 0
@@ -354,10 +361,16 @@ def _prepare(conn: PgConnection, index_schema: str, name: str) -> tuple[IndexInf
             key=info.source.key_column,
         )
         check_owner(conn, source)
+        queue = Triggers(index_schema, name, source, store_of(info)).queue
+        given = grants_of(conn, queue)  # rights given per index, for the new tables
         run(conn, drop_statements(index_schema, name, info.source, info.spec))
         trusted = event_triggers_on(conn, index_schema)
         run(conn, create_statements(index_schema, name, source, info.spec, trusted=trusted))
         info = read_index(conn, index_schema, name)
+        triggers = Triggers(index_schema, name, source, store_of(info))
+        run(conn, become_owner())
+        give_grants(conn, given, [triggers.queue, triggers.failed, *triggers.store.side_tables()])
+        run(conn, back_to_caller())
     source = lock_source(conn, info)
     # describe() again: the checks of create (a text column by built-in casts, a unique key)
     # and what the trigger function needs (positions, the key's =).
@@ -440,6 +453,7 @@ def _swap(
     run(conn, live.function_drop_statements())
     run(conn, live.table_statements(staging=False))
     store.swap_in_staging(conn)
+    carry_grants(conn, triggers.queue, store.side_tables())  # rights given per index
     run(conn, visible_statements(store.schema, store.name, triggers.source))
     run(conn, store.function_statements())
     run(conn, triggers.function_statements(trusted=trusted))

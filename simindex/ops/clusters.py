@@ -38,13 +38,11 @@ from simindex.db.statements import run, statement
 from simindex.errors import IndexNotReadyError
 from simindex.ops.pairs import (
     collapse,
-    collapsible,
-    exact_candidates,
     pairs_queries,
     verified_classes,
 )
 from simindex.ops.similar import verify_mode
-from simindex.ops.verify import Verify, exact_pairs
+from simindex.ops.verify import Verify
 
 ClusterProgress = Callable[[str, int, int | None], None]
 """Called with (step, done, total or None): steps are "pairs", "components" and "rows"."""
@@ -133,8 +131,8 @@ def clusters(
             exact=exact,
         )
         conn.execute(statement("clusters_truncate", table=target.table))
-        if isinstance(store, MinHashStore) and (exact or not collapsible(store)):
-            members = statement("clusters_minhash_members", side=store.signatures())
+        if isinstance(store, MinHashStore) and exact:
+            members = statement("clusters_minhash_members", side=store.table())
         else:
             members = statement("clusters_collapsed_members")
         rows = conn.execute(
@@ -187,7 +185,7 @@ def members(conn: PgConnection, info: IndexInfo, *, min_size: int = 2) -> Iterat
     if isinstance(min_size, bool) or not isinstance(min_size, int) or min_size < 1:
         raise ValueError(f"min_size must be a positive int, got {min_size!r}")
     target, store = _existing(conn, info)
-    side = store.table() if isinstance(store, SimHashStore) else store.signatures()
+    side = store.table()
     with conn.cursor(name="simindex_cluster_members") as cursor:
         cursor.itersize = _READ_ROWS
         cursor.execute(
@@ -276,7 +274,7 @@ def _components(
     conn.execute(statement("pairs_work_mem"))
     # Checked before any work.
     queries = pairs_queries(info, store, max_distance=max_distance, threshold=threshold)
-    if collapsible(store) and not exact:
+    if not exact:
         queries = pairs_queries(
             info,
             store,
@@ -367,13 +365,9 @@ def _exact_edges(
 def _exact_links(
     conn: PgConnection, info: IndexInfo, store: MinHashStore, threshold: float | None
 ) -> Iterator[tuple[Any, Any, float]]:
-    """Exactly verified edges enough to connect what every verified pair connects. Over
-    collapsed rows (format 2): each class of identical rows as a star on its first key, and
-    one edge per pair of classes (:mod:`.exact_classes`); otherwise every verified pair."""
-    if not collapsible(store):
-        sets, candidates, limit = exact_candidates(conn, info, store, threshold)
-        yield from exact_pairs(conn, sets, candidates, limit)
-        return
+    """Exactly verified edges enough to connect what every verified pair connects, over
+    collapsed rows: each class of identical rows as a star on its first key, and one edge per
+    pair of classes (:mod:`.exact_classes`)."""
     classes, class_pairs = verified_classes(conn, info, store, threshold)
     for each in classes:
         yield from ((each.keys[0], key, 1.0) for key in each.keys[1:])

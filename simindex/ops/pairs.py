@@ -3,19 +3,19 @@
 SimHash: two fingerprints within k bits agree on the prefix of at least one Manku table, so a
 self-join of the side table on each table's prefix (``p >> shift``) finds every
 pair; a pair is reported by the first table that finds it only. MinHash: a self-join of the
-band table on each band, each pair reported by the first band the two rows share, verified by
+side table on each band key, each pair reported by the first band the two rows share, verified by
 the signatures' estimate in SQL or by the exact similarity of the texts (:mod:`.verify`).
 Rows are streamed as PostgreSQL sends them: memory stays flat however many pairs there are.
 
 Identical rows first collapse to one node (:func:`collapse`): SimHash rows with equal
-fingerprints, MinHash rows (storage format 2) with identical signatures, compared in full. The
+fingerprints, MinHash rows with identical signatures, compared in full. The
 self-joins then run over one row per node; a pair of nodes stands for every pair of their rows,
 and the rows of one node are pairs among themselves. ``groups=True`` reports those as
 :class:`IdenticalGroup` values instead of m(m-1)/2 pairs, and node pairs by their smallest keys.
 Equal signatures are an estimate of equal texts: exact verification of MinHash pairs splits
 each node into classes of equal shingle sets and compares classes, not rows
 (:mod:`.exact_classes`), where keys order in Python as in PostgreSQL (integers, uuid); with
-other keys, and over a format-1 index, it verifies every candidate row pair.
+other keys it verifies every candidate row pair.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from typing import Any
 from psycopg import sql
 
 from simindex.db.catalog import IndexInfo, Store
-from simindex.db.compact_minhash_store import CompactMinHashStore
 from simindex.db.connection import PgConnection
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.simhash_store import SimHashStore
@@ -74,20 +73,13 @@ class IdenticalGroup:
     keys: tuple[Any, ...]
 
 
-def collapsible(store: Store) -> bool:
-    """Whether identical rows of this store collapse to one node (MinHash: format 2 only)."""
-    return isinstance(store, SimHashStore | CompactMinHashStore)
-
-
 def collapse(conn: PgConnection, store: Store) -> sql.Identifier:
     """Make the temporary tables ``simindex_node_of (key, node)`` and ``simindex_distinct`` (one
     side-table row per node), for this transaction; the latter's name."""
     if isinstance(store, SimHashStore):
         side, identity = store.table(), sql.SQL("fingerprint")
-    elif isinstance(store, CompactMinHashStore):
-        side, identity = store.table(), sql.SQL("b0, signature")
     else:
-        raise TypeError("identical rows collapse in SimHash and format-2 MinHash indexes only")
+        side, identity = store.table(), sql.SQL("b0, signature")
     conn.execute(statement("pairs_drop_grouping"))
     conn.execute(statement("pairs_node_of", side=side, identity=identity))
     conn.execute(statement("pairs_distinct", side=side))
@@ -155,9 +147,9 @@ def verified_classes(
 
 def exact_in_classes(info: IndexInfo, store: Store) -> bool:
     """Whether exact verification of this index's pairs runs over collapsed rows split into
-    classes of equal shingle sets (:mod:`.exact_classes`): format 2, and keys Python orders as
-    PostgreSQL does (a class pair's rows are paired here)."""
-    return collapsible(store) and info.source.key_type in _PYTHON_ORDERED_KEYS
+    classes of equal shingle sets (:mod:`.exact_classes`): keys Python orders as PostgreSQL
+    does (a class pair's rows are paired here)."""
+    return info.source.key_type in _PYTHON_ORDERED_KEYS
 
 
 def exact_verified(
@@ -173,7 +165,7 @@ def exact_verified(
     if groups:
         if verify == "exact" and not exact_in_classes(info, store):
             raise ValueError(
-                f"groups=True with verify='exact' needs a format-2 index keyed by an integer "
+                f"groups=True with verify='exact' needs an index keyed by an integer "
                 f"or uuid; index {info.name!r} is keyed by {info.source.key_type}: give "
                 "verify='estimate' (or leave it out)"
             )
@@ -217,39 +209,31 @@ def pairs(
         if progress is not None:
             progress(len(queries), len(queries))
         return
-    if collapsible(store):
-        side = collapse(conn, store)
-        score = sql.SQL("distance" if simhash else "similarity")
-        node_pairs = pairs_queries(
-            info, store, max_distance=max_distance, threshold=threshold, side=side
-        )
-        # A group's keys come in the database's order, so its pairs keep left < right; made
-        # here, they cost no row on the wire each.
-        members: dict[Any, tuple[Any, ...]] = {}
-        in_python = info.source.key_type in _PYTHON_ORDERED_KEYS
-        rows = conn.cursor().stream(statement("pairs_groups"))
-        for keys in (tuple(key for _, key in group) for _, group in _by_node(rows)):
-            if groups:
-                yield IdenticalGroup(keys)
-                continue
-            for left, right in itertools.combinations(keys, 2):
-                yield NearPair(left, right, 0) if simhash else SimilarPair(left, right, 1.0)
-            if in_python:
-                members[keys[0]] = keys
+    side = collapse(conn, store)
+    score = sql.SQL("distance" if simhash else "similarity")
+    node_pairs = pairs_queries(
+        info, store, max_distance=max_distance, threshold=threshold, side=side
+    )
+    # A group's keys come in the database's order, so its pairs keep left < right; made
+    # here, they cost no row on the wire each.
+    members: dict[Any, tuple[Any, ...]] = {}
+    in_python = info.source.key_type in _PYTHON_ORDERED_KEYS
+    rows = conn.cursor().stream(statement("pairs_groups"))
+    for keys in (tuple(key for _, key in group) for _, group in _by_node(rows)):
         if groups:
-            queries = node_pairs
-        elif in_python:
-            yield from _expanded(conn, node_pairs, members, make, progress)
-            return
-        else:
-            queries = [
-                statement("pairs_expanded", pairs=query, score=score) for query in node_pairs
-            ]
-    elif groups:
-        raise ValueError(
-            f"index {info.name!r} stores MinHash signatures in format 1, where identical rows "
-            "are not grouped: build it again (format 2) to use groups=True"
-        )
+            yield IdenticalGroup(keys)
+            continue
+        for left, right in itertools.combinations(keys, 2):
+            yield NearPair(left, right, 0) if simhash else SimilarPair(left, right, 1.0)
+        if in_python:
+            members[keys[0]] = keys
+    if groups:
+        queries = node_pairs
+    elif in_python:
+        yield from _expanded(conn, node_pairs, members, make, progress)
+        return
+    else:
+        queries = [statement("pairs_expanded", pairs=query, score=score) for query in node_pairs]
     for done, query in enumerate(queries, 1):
         # stream(), not a named cursor: PostgreSQL never plans a cursor's query in
         # parallel, and single-row mode keeps memory just as flat.

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from psycopg import sql
 
 from simindex.core.spec import IndexSpec, MinHash
 from simindex.db.catalog import IndexInfo, lock_source
@@ -47,12 +46,8 @@ def check_threshold(spec: IndexSpec, threshold: float | None) -> float:
     return float(threshold)
 
 
-def verify_mode(verify: Verify | None, exact: bool = False) -> Verify:
-    """The verification asked for: ``verify``, or ``exact=True`` (its older spelling)."""
-    if exact:
-        if verify not in (None, "exact"):
-            raise TypeError(f"exact=True contradicts verify={verify!r}: give one of them")
-        return "exact"
+def verify_mode(verify: Verify | None) -> Verify:
+    """The verification asked for: ``verify``, else the default."""
     return DEFAULT_VERIFY if verify is None else check_verify(verify)
 
 
@@ -89,7 +84,7 @@ def similar(
                 not rows
                 and indexed is None
                 and not conn.execute(
-                    statement("minhash_signature_of_key", table=store.signatures()),
+                    statement("minhash_signature_of_key", table=store.table()),
                     {"key": key},
                 ).fetchone()
             ):
@@ -100,11 +95,7 @@ def similar(
             return []
         signature, band_keys = store.query_arguments(values[0])
         rows = conn.execute(
-            statement(
-                "minhash_similar",
-                function=store.similar_function,
-                array_type=sql.SQL(store.array_type),
-            ),
+            statement("minhash_similar", function=store.similar_function),
             {"signature": signature, "band_keys": band_keys, "threshold": floor, "limit": fetch},
         ).fetchall()
     if verify == "estimate":

@@ -298,7 +298,7 @@ class _Worker:
                 with self._unit(conn):
                     target = load_target(conn, self.schema, name)
                     if target is None:
-                        self.report.busy.add(name)
+                        self.report.held(name)
                         continue
                     conn.execute(
                         statement(
@@ -389,8 +389,10 @@ class _Worker:
                     return 0  # dropped since the list was read
                 if target is None:
                     with self._report_lock:
-                        self.report.busy.add(name)
+                        self.report.held(name)
                     return 0
+                with self._report_lock:
+                    self.report.released(name)
                 keys = take(conn, target, size)
                 if keys:
                     result = process(conn, target, keys, max_text_bytes=self.max_text_bytes)

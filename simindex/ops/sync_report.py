@@ -3,7 +3,9 @@
 Log records (logger ``simindex.ops.sync``) carry their fields as ``record.simindex``, a dict
 with an ``event``: ``batch`` at INFO, one per batch (index, taken, indexed, removed, failed,
 seconds); ``row_failed`` at WARNING, one per row that failed (index, key, error);
-``index_broken`` at ERROR (index, error, attempts, retry_in); ``index_recovered`` (index,
+``index_broken`` at ERROR (index, error, attempts, retry_in); ``index_busy`` at ERROR (index,
+seconds: held by a build, a drop or an open transaction longer than ``busy_limit``);
+``index_recovered`` (index,
 attempts) and ``reconnect`` (error, retry_in) at WARNING. The CLI prints them as text or JSON
 lines (``--log-format``).
 """
@@ -11,11 +13,16 @@ lines (``--log-format``).
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 
 from simindex.ops.batch import BatchResult
 
 _log = logging.getLogger("simindex.ops.sync")
+
+BUSY_LIMIT = 3600.0
+"""Seconds an index may stay held (by a build, a drop, or a transaction left open on its
+catalog row) before sync reports it as a problem."""
 
 
 @dataclass(slots=True)
@@ -40,10 +47,14 @@ class Totals:
 @dataclass(slots=True)
 class SyncReport(Totals):
     """What a sync did: the :class:`Totals` of all indexes and of each (``by_index``), indexes
-    skipped because a build or drop held them, indexes broken when it ended (name: error),
+    skipped because a build or drop held them, those held longer than ``busy_limit`` seconds
+    (``stuck``, name: seconds held so far), indexes broken when it ended (name: error),
     reconnections after the server went away, and seconds taken."""
 
     busy: set[str] = field(default_factory=set)
+    stuck: dict[str, float] = field(default_factory=dict)
+    busy_limit: float = BUSY_LIMIT
+    busy_since: dict[str, float] = field(default_factory=dict)
     broken: dict[str, str] = field(default_factory=dict)
     by_index: dict[str, Totals] = field(default_factory=dict)
     reconnects: int = 0
@@ -51,8 +62,32 @@ class SyncReport(Totals):
 
     @property
     def ok(self) -> bool:
-        """Whether every row taken was processed and no index is broken."""
-        return self.failed == 0 and not self.broken
+        """Whether every row taken was processed, no index is broken and none was held past
+        ``busy_limit``."""
+        return self.failed == 0 and not self.broken and not self.stuck
+
+    def held(self, name: str) -> None:
+        """Index ``name`` was skipped: something holds it. Held past ``busy_limit`` since it
+        was first found held, it is a problem: in ``stuck``, logged once."""
+        self.busy.add(name)
+        now = time.monotonic()
+        seconds = now - self.busy_since.setdefault(name, now)
+        if seconds < self.busy_limit:
+            return
+        if name not in self.stuck:
+            _log.error(
+                "%s: held for %.0f s by a build, a drop or a transaction left open on its "
+                "catalog row; its queue is not drained",
+                name,
+                seconds,
+                extra=fields("index_busy", index=name, seconds=round(seconds, 1)),
+            )
+        self.stuck[name] = seconds
+
+    def released(self, name: str) -> None:
+        """Index ``name`` was taken by a batch: no longer held."""
+        self.busy_since.pop(name, None)
+        self.stuck.pop(name, None)
 
     def add_batch(self, name: str, result: BatchResult) -> None:
         self.add(result)

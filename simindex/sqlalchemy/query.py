@@ -257,10 +257,9 @@ def similar(
     values, lengths = info.spec.minhash_values([text])
     if lengths[0]:
         signature, band_keys = store.query_arguments(values[0])
-    element = Integer() if store.array_type == "integer" else BigInteger()
     arguments = [
-        literal(signature, ARRAY(element)),
-        literal(band_keys, ARRAY(element)),
+        literal(signature, ARRAY(Integer())),
+        literal(band_keys, ARRAY(Integer())),
         literal(floor, Double()),
     ]
     return _call(

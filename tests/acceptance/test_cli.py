@@ -677,8 +677,8 @@ def test_a_minhash_index_with_text_keys(database_dsn: str, tmp_path: Path) -> No
     run_json("build", "notes", dsn=database_dsn)
     index = get_index(database_dsn, "notes")
 
-    by_key = run_json("query", "notes", "--key", "a-1", "--exact", dsn=database_dsn)
-    expected = index.similar(key="a-1", exact=True)
+    by_key = run_json("query", "notes", "--key", "a-1", "--verify", "exact", dsn=database_dsn)
+    expected = index.similar(key="a-1", verify="exact")
     assert [m.key for m in expected] == ["c-3"]
     assert by_key["matches"] == [{"key": m.key, "similarity": m.similarity} for m in expected]
     query = tmp_path / "query.txt"
@@ -695,10 +695,9 @@ def test_a_minhash_index_with_text_keys(database_dsn: str, tmp_path: Path) -> No
         {"key": m.key, "similarity": m.similarity}
         for m in index.similar(key="a-1", verify="estimate")
     ]
-    contradicting = simindex("query", "notes", "--key", "a-1", "--exact", "--verify", "estimate",
-                             SIMINDEX_DSN=database_dsn)  # fmt: skip
-    assert contradicting.returncode == 2
-    assert "--exact contradicts --verify estimate" in one_error_line(contradicting)
+    older = simindex("query", "notes", "--key", "a-1", "--exact", SIMINDEX_DSN=database_dsn)
+    assert older.returncode == 2  # one spelling: --verify exact
+    assert "--exact" in older.stderr
 
 
 def test_create_with_token_options(database_dsn: str, tmp_path: Path) -> None:
@@ -846,22 +845,16 @@ def test_fingerprint_is_what_the_sql_function_takes(index: Index, docs: str) -> 
     assert "no features" in one_error_line(empty)
 
 
-@pytest.mark.parametrize("storage_format", [1, 2])
 def test_a_minhash_fingerprint_calls_the_sql_function_by_its_parameter_names(
-    database_dsn: str, storage_format: int
+    database_dsn: str,
 ) -> None:
-    """``fingerprint --json`` names the arrays as the SQL function's parameters are named, in
-    both storage formats."""
+    """``fingerprint --json`` names the arrays as the SQL function's parameters are named."""
     from simindex.core.spec import MinHash
     from simindex.sync import sync
-    from tests.integration.test_minhash_storage import format_1_index
 
     with psycopg.connect(database_dsn) as conn:
         conn.execute("CREATE TABLE notes (id integer PRIMARY KEY, body text)")
-    if storage_format == 1:
-        format_1_index(database_dsn, MinHash(threshold=0.5))
-    else:
-        create_index(database_dsn, "notes", "notes", "body", method=MinHash(threshold=0.5))
+    create_index(database_dsn, "notes", "notes", "body", method=MinHash(threshold=0.5))
     with psycopg.connect(database_dsn) as conn:  # the triggers queue them, sync indexes them
         conn.cursor().executemany("INSERT INTO notes VALUES (%s, %s)", list(enumerate(TEXTS)))
     sync(database_dsn, ["notes"])
@@ -909,6 +902,7 @@ def test_grant_gives_a_right_and_refuses_an_unknown_role_in_one_line(database_ds
         assert json.loads(result.stdout) == {
             "role": "simindex_cli_reader",
             "right": "reader",
+            "indexes": None,
             "tables_not_granted": [],
         }
         with psycopg.connect(database_dsn) as conn:
@@ -916,6 +910,25 @@ def test_grant_gives_a_right_and_refuses_an_unknown_role_in_one_line(database_ds
                 "SELECT has_table_privilege('simindex_cli_reader', 'simindex.indexes', 'SELECT')"
             ).fetchone()
         assert row == (True,)
+        # A right on some indexes only.
+        with psycopg.connect(database_dsn, autocommit=True) as conn:
+            conn.execute("CREATE TABLE docs (id integer PRIMARY KEY, body text)")
+        create_index(database_dsn, "docs", "docs", "body")
+        result = simindex(
+            "grant", "simindex_cli_reader", "--worker", "--index", "docs", "--dsn", database_dsn
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith("granted worker to simindex_cli_reader on docs")
+        with psycopg.connect(database_dsn) as conn:
+            row = conn.execute(
+                "SELECT has_table_privilege('simindex_cli_reader', 'simindex.docs_queue', 'DELETE')"
+            ).fetchone()
+        assert row == (True,)
+        refused = simindex(
+            "grant", "simindex_cli_reader", "--admin", "--index", "docs", "--dsn", database_dsn
+        )
+        assert refused.returncode == 1
+        assert "admin" in one_error_line(refused)
         unknown = simindex("grant", "no_such_role_here", "--worker", "--dsn", database_dsn)
         assert unknown.returncode == 1
         assert "no_such_role_here" in one_error_line(unknown)

@@ -29,7 +29,6 @@ login role made for it. The README's "## Workflows" are stories, each a sequence
 from __future__ import annotations
 
 import contextlib
-import functools
 import io
 import os
 import re
@@ -308,12 +307,28 @@ def run_shell(code: str, dsn: str, directory: Path) -> None:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
+        head = ""
         if "--follow" in line:  # runs until SIGTERM; the docs say it then exits 0
-            timer = after(2.0, functools.partial(process.send_signal, signal.SIGTERM))
+            head = _until_following(process)
+            process.send_signal(signal.SIGTERM)
         out, err = process.communicate(timeout=60)
-        if "--follow" in line:
-            timer.cancel()
-        assert process.returncode == 0, f"{line}\n{out}\n{err}"
+        assert process.returncode == 0, f"{line}\n{out}\n{head}{err}"
+
+
+def _until_following(process: subprocess.Popen[str]) -> str:
+    """The worker's stderr up to its notice that it follows the queue (its signal handlers
+    are in place by then), read within a minute: a timer would race a slow start."""
+    assert process.stderr is not None
+    timer = after(60.0, process.kill)
+    read = ""
+    try:
+        for line in process.stderr:
+            read += line
+            if "following" in line:
+                return read
+    finally:
+        timer.cancel()
+    return read
 
 
 def run_sql(code: str, dsn: str) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from simindex.core.spec import MinHash, SimHash
 from simindex.db.catalog import store_of
-from simindex.db.compact_minhash_store import CompactMinHashStore
+from simindex.db.minhash_store import MinHashStore
 from simindex.index import Index, create_index
 from simindex.ops.pairs import IdenticalGroup, NearPair, SimilarPair
 
@@ -157,7 +157,7 @@ def test_minhash_identical_signatures(database_dsn: str, key_type: str) -> None:
     index, _ = build(database_dsn, MinHash(threshold=0.7, num_perm=128), key_type)
     order = database_order(database_dsn)
     store = store_of(index.info())
-    assert isinstance(store, CompactMinHashStore)
+    assert isinstance(store, MinHashStore)
     with psycopg.connect(database_dsn) as conn:
         stored = {
             key: tuple(s)

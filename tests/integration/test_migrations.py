@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import io
 import multiprocessing
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
 import threading
 import time
-import tomllib
+import zipfile
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -260,13 +265,11 @@ def test_the_catalog_fills_its_defaults_and_checks_its_values(database_dsn: str)
             connection.execute(indexes.insert().values(row))  # the name is taken
 
 
-def test_revisions_form_a_single_line() -> None:
+def test_one_baseline_revision() -> None:
+    # 0.1.0 is the first release: its schema is made by one revision, not by a history.
     script = ScriptDirectory.from_config(alembic_config())
-    assert script.get_heads() == [head_revision()]
-    assert script.get_bases() == ["0001"]
-    for revision in script.walk_revisions():
-        assert not revision.is_branch_point, revision
-        assert not revision.is_merge_point, revision
+    assert [revision.revision for revision in script.walk_revisions()] == ["0001"]
+    assert script.get_bases() == script.get_heads() == [head_revision()] == ["0001"]
 
 
 def test_the_offline_script_builds_the_same_schema(empty_database_dsn: str) -> None:
@@ -400,18 +403,73 @@ def test_the_alembic_command_line_cannot_migrate_online() -> None:
 # -- packaging
 
 ROOT = Path(__file__).parents[2]
+# The installed dependencies, without this process's site setup (-S): no .pth file runs, so an
+# editable install of simindex cannot lend it its migrations.
+DEPENDENCIES = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
+MIGRATE = """
+import importlib.util, sys
+import simindex
+from simindex.db.schema import migrations_directory
+simindex.migrate(sys.argv[1])
+installed = importlib.util.find_spec("simindex.migrations") is not None
+print(simindex.__file__, migrations_directory(), installed)
+"""
 
 
-def test_every_package_is_listed_for_the_wheel() -> None:
-    # pyproject lists the packages (it maps migrations/ in as simindex.migrations), so a
-    # subpackage nobody added there would be missing from the wheel.
-    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["tool"]["setuptools"]
-    on_disk = {
-        ".".join(init.parent.relative_to(ROOT).parts)
-        for init in (ROOT / "simindex").rglob("__init__.py")
+def run_alone(path: Path, dsn: str, cwd: Path) -> list[str]:
+    """Migrate ``dsn`` in a new interpreter that imports simindex from ``path`` only."""
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", MIGRATE, dsn],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(path), *DEPENDENCIES])},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def test_a_source_checkout_migrates_without_installing(
+    empty_database_dsn: str, tmp_path: Path
+) -> None:
+    package, directory, spec = run_alone(ROOT, empty_database_dsn, tmp_path)
+    assert Path(package) == ROOT / "simindex" / "__init__.py"
+    assert Path(directory) == ROOT / "migrations"
+    assert spec == "False"  # simindex.migrations is not importable: the checkout's layout found
+    assert current_revision(empty_database_dsn) == head_revision()
+
+
+def test_the_wheel_ships_the_migrations(empty_database_dsn: str, tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    for name in ("simindex", "migrations"):
+        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run([*pip, "wheel", "--no-deps", "-w", str(tmp_path), str(source)], check=True)
+    (wheel,) = tmp_path.glob("simindex-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        shipped = set(archive.namelist())
+    expected = {
+        "simindex/" + path.relative_to(ROOT).as_posix()
+        for path in (ROOT / "migrations").rglob("*")
+        if path.suffix in (".py", ".sql", ".mako")
+    } | {
+        path.relative_to(ROOT).as_posix()
+        for path in (ROOT / "simindex").rglob("*")
+        if path.suffix in (".py", ".sql")
     }
-    mapped: dict[str, str] = setuptools["package-dir"]
-    expected = on_disk | set(mapped)
-    assert sorted(setuptools["packages"]) == sorted(expected)
-    for package, directory in mapped.items():
-        assert (ROOT / directory / "__init__.py").is_file(), package
+    assert "simindex/migrations/versions/0001_baseline.sql" in expected
+    assert sorted(expected - shipped) == []
+    assert not [name for name in shipped if name.startswith("migrations/")]
+
+    installed = tmp_path / "installed"
+    subprocess.run([*pip, "install", "--no-deps", "-t", str(installed), str(wheel)], check=True)
+    package, directory, spec = run_alone(installed, empty_database_dsn, tmp_path)
+    assert Path(package) == installed / "simindex" / "__init__.py"
+    assert Path(directory) == installed / "simindex" / "migrations"
+    assert spec == "True"
+    assert current_revision(empty_database_dsn) == head_revision()

@@ -12,7 +12,7 @@ from simindex import errors
 from simindex.core.spec import MinHash, resolve
 from simindex.core.text import Shingling
 from simindex.db.catalog import store_for
-from simindex.db.compact_minhash_store import CompactMinHashStore
+from simindex.db.minhash_store import MinHashStore
 from simindex.index import create_index
 
 WORDS = [f"t{i}" for i in range(2000)]
@@ -96,10 +96,10 @@ def test_exact_reranks_by_true_jaccard(database_dsn: str) -> None:
     expected = {key: jaccard(query, text) for key, text in enumerate(texts)}
     expected = {key: value for key, value in expected.items() if value >= 0.6}
     assert set(expected) == {0, 100} and expected[100] < 1.0
-    found = index.similar(query, exact=True)
+    found = index.similar(query, verify="exact")
     assert {match.key: match.similarity for match in found} == pytest.approx(expected)
     assert [m.similarity for m in found] == sorted((m.similarity for m in found), reverse=True)
-    by_key = index.similar(key=0, exact=True)
+    by_key = index.similar(key=0, verify="exact")
     assert [m.key for m in by_key] == [100]
     assert by_key[0].similarity == pytest.approx(expected[100])
 
@@ -149,7 +149,7 @@ def test_band_keys_are_read_by_index_scans(database_dsn: str) -> None:
     with psycopg.connect(database_dsn) as conn:
         info = index.info()
         store = store_for("simindex", "notes", info.source, info.spec)
-        assert isinstance(store, CompactMinHashStore)
+        assert isinstance(store, MinHashStore)
         # The very query of the SQL function, prepared with its parameters.
         created = store.function_statements()[0].as_string(conn)
         body = created.split("$body$")[1].split("RETURN QUERY")[-1].split(";\nEND")[0]

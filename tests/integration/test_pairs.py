@@ -14,7 +14,7 @@ from psycopg import sql
 from simindex.core.bits import hamming_distance, to_signed
 from simindex.core.spec import MinHash, SimHash
 from simindex.db.catalog import store_of
-from simindex.db.compact_minhash_store import CompactMinHashStore
+from simindex.db.minhash_store import MinHashStore
 from simindex.db.simhash_store import SimHashStore
 from simindex.index import Index, create_index
 from simindex.ops.pairs import NearPair, SimilarPair
@@ -151,10 +151,10 @@ def test_minhash_pairs_equal_band_sharing_brute_force(database_dsn: str) -> None
     info = index.info()
     assert isinstance(info.spec.method, MinHash)
     store = store_of(info)
-    assert isinstance(store, CompactMinHashStore)
+    assert isinstance(store, MinHashStore)
     with psycopg.connect(database_dsn) as conn:
         stored: dict[str, list[int]] = dict(
-            conn.execute(sql.SQL("SELECT key, signature FROM {}").format(store.signatures()))
+            conn.execute(sql.SQL("SELECT key, signature FROM {}").format(store.table()))
         )
     rows = store.design.rows_per_band
     expected: dict[tuple[str, str], float] = {}

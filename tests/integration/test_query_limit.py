@@ -91,8 +91,8 @@ def test_minhash_limit_on_every_path(database_dsn: str, engine: Engine) -> None:
     assert [(m.key, m.similarity) for m in index.similar(TEMPLATE, limit=5)] == full[:5]
     by_key = [(m.key, m.similarity) for m in index.similar(key=member)]
     assert [(m.key, m.similarity) for m in index.similar(key=member, limit=5)] == by_key[:5]
-    exact = index.similar(TEMPLATE, exact=True)
-    assert index.similar(TEMPLATE, exact=True, limit=3) == exact[:3]
+    exact = index.similar(TEMPLATE, verify="exact")
+    assert index.similar(TEMPLATE, verify="exact", limit=3) == exact[:3]
     assert (
         rows(database_dsn, "SELECT * FROM simindex.tmpl_similar_key_v1(%s, 0.8, 5)", member)
         == by_key[:5]

@@ -22,6 +22,7 @@ from simindex.db import privileges
 from simindex.db.privileges import OWNER
 from simindex.errors import IndexNotReadyError, SourceError
 from simindex.index import Index, create_index, drop_index, get_index
+from simindex.ops.sync_report import SyncReport
 from simindex.sqlalchemy import index_changes
 from simindex.sync import queue_counts, sync
 from tests.security.conftest import (
@@ -182,6 +183,7 @@ def test_every_security_definer_function_is_pinned_and_executable_by_its_owner_o
         "docs_trigger_v1",
         "on_alter_table_v1",
         "on_sql_drop_v1",
+        "share_index_v1",
         "record_health_v1",
     }
     for config, acl in found.values():
@@ -782,3 +784,88 @@ def test_a_writer_indexes_its_writes_in_its_transaction_and_no_more(
     assert queue_counts(database_dsn, "docs") == (1, 0)
     with pytest.raises(psycopg.errors.InsufficientPrivilege):
         writer.run("UPDATE simindex.indexes SET key_type = 'text'")
+
+
+def test_no_role_but_the_owner_may_lock_or_update_catalog_rows(
+    database_dsn: str, index: Index, make_role: MakeRole
+) -> None:
+    writer, worker, reader = make_role("writer"), make_role("worker"), make_role("reader")
+    simindex.grant(database_dsn, writer.name, "writer")
+    simindex.grant(database_dsn, worker.name, "worker")
+    simindex.grant(database_dsn, reader.name, "reader")
+    for role in (writer, worker, reader):
+        for lock in ("UPDATE", "NO KEY UPDATE", "SHARE", "KEY SHARE"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                role.run(f"SELECT name FROM simindex.indexes FOR {lock}")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            role.run("UPDATE simindex.indexes SET updated_at = now()")
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        reader.run("SELECT simindex.share_index_v1('docs')")
+    # The worker still holds an index for its batches (so builds wait), through the owner's
+    # function, and syncs.
+    superuser(database_dsn, "INSERT INTO docs VALUES (100, 'a row for the worker')")
+    assert sync(worker.dsn).indexed == 1
+
+
+def test_sync_reports_an_index_held_past_the_limit_as_a_problem(
+    database_dsn: str, index: Index, caplog: pytest.LogCaptureFixture
+) -> None:
+    superuser(database_dsn, "INSERT INTO docs VALUES (100, 'queued while the index is held')")
+    with psycopg.connect(database_dsn) as holder:  # an admin's transaction left open
+        holder.execute("SELECT 1 FROM simindex.indexes WHERE name = 'docs' FOR UPDATE")
+        report = sync(database_dsn)
+        assert report.busy == {"docs"} and report.ok  # a build may hold it a while
+        with caplog.at_level(logging.ERROR, logger="simindex.ops.sync"):
+            report = sync(database_dsn, report=SyncReport(busy_limit=0.0))
+        assert "docs" in report.stuck and not report.ok
+        assert [r.simindex["event"] for r in caplog.records] == ["index_busy"]  # type: ignore[attr-defined]
+        holder.rollback()
+    report = sync(database_dsn, report=SyncReport(busy_limit=0.0))
+    assert report.ok and report.indexed == 1 and not report.stuck
+
+
+def test_rights_given_per_index_reach_that_index_alone_and_outlive_its_builds(
+    database_dsn: str, index: Index, make_role: MakeRole
+) -> None:
+    superuser(
+        database_dsn,
+        "CREATE TABLE pages (id integer PRIMARY KEY, body text)",
+        "INSERT INTO pages SELECT n, 'another application''s page ' || n "
+        "FROM generate_series(1, 10) AS n",
+    )
+    pages = create_index(database_dsn, "pages", "pages", "body")
+    pages.build()
+    writer, reader, worker = make_role("writer"), make_role("reader"), make_role("worker")
+    superuser(database_dsn, f"GRANT ALL ON docs TO {writer.name}, {reader.name}")
+    simindex.grant(database_dsn, writer.name, "writer", indexes=["docs"])
+    simindex.grant(database_dsn, reader.name, "reader", indexes=["docs"])
+    assert (
+        simindex.grant(database_dsn, worker.name, "worker", indexes=["docs"]).tables_not_granted
+        == []
+    )
+    index.build()  # new side tables: the rights given on the index stay
+    index.clusters()
+    for forbidden in (
+        "DELETE FROM simindex.pages_simhash",
+        "DELETE FROM simindex.pages_queue",
+        "INSERT INTO simindex.pages_simhash SELECT * FROM simindex.pages_simhash",
+        "SELECT count(*) FROM simindex.pages_failed",
+    ):
+        for role in (writer, reader, worker):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                role.run(forbidden)
+    with psycopg.connect(writer.dsn) as conn:
+        conn.execute("INSERT INTO docs VALUES (100, 'the text of row 1 says 1 things')")
+        assert index_changes(conn) == 1
+    assert [m.key for m in get_index(reader.dsn, "docs").near_key(1)] == [
+        m.key for m in index.near_key(1)
+    ]
+    assert reader.scalar("SELECT count(*) FROM simindex.docs_clusters") > 0
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        get_index(reader.dsn, "pages").near_key(1)
+    superuser(database_dsn, "INSERT INTO docs VALUES (101, 'for the worker')")
+    assert sync(worker.dsn, ["docs"]).indexed == 1
+    superuser(database_dsn, "INSERT INTO pages VALUES (11, 'not the worker''s')")
+    assert "pages" in sync(worker.dsn, ["pages"]).broken
+    with pytest.raises(ValueError, match="admin"):
+        simindex.grant(database_dsn, writer.name, "admin", indexes=["docs"])

@@ -19,12 +19,11 @@ from simindex.core.bits import to_signed
 from simindex.core.design import LshDesign, MankuDesign
 from simindex.core.frequency import count_shingles
 from simindex.core.minhash import MinHasher
-from simindex.core.packing import WIDE, band_keys, packed_signatures
+from simindex.core.packing import band_keys, packed_signatures
 from simindex.core.simhash import simhash
 from simindex.core.spec import IndexSpec, MinHash, SimHash, resolve
 from simindex.core.text import Shingling
 from simindex.db.catalog import store_for
-from simindex.db.compact_minhash_store import CompactMinHashStore
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.source import Source
@@ -112,17 +111,10 @@ OTHER_HASHERS: dict[str, tuple[str, MinHasher]] = {
 }
 
 
-def _wide(method: MinHash) -> IndexSpec:
-    """``method`` as resolved, in storage format 1 (as the releases before format 2 stored it)."""
-    spec = resolve(method)
-    return IndexSpec(method, spec.design, WIDE)
-
-
 # Index specs whose values build and sync store, computed for all inputs in one batch by the
 # function they call (fingerprint_batch), and pinned in their stored form: bigint values
-# (unsigned - 2**63), SimHash's permuted-prefix columns, MinHash's band hashes.
-# Release 1's (expected_rows 1M by default, MinHash storage format 1, 9x13 for 0.8) keep their
-# form; the recall-first, token-option, sized and format-2 ones follow.
+# (unsigned - 2**63), SimHash's permuted-prefix columns, MinHash's 32-bit signatures and band
+# keys (simindex.core.packing).
 _ONE_PERMUTATION = MinHash(
     0.5, 64, "one_permutation", 9, Shingling(size=2, with_characters=True, seed=11)
 )
@@ -137,24 +129,6 @@ SPECS: dict[str, IndexSpec] = {
             expected_rows=1_000_000,
         )
     ),
-    # What MinHash(0.8) was designed as in spec version 1 (indexes made then keep it).
-    "minhash_0.8": _wide(MinHash(0.8, num_bands=9, rows_per_band=13)),
-    "minhash_one_permutation_0.5_64_seed9_word2_chars": _wide(
-        MinHash(
-            0.5,
-            64,
-            "one_permutation",
-            9,
-            Shingling(size=2, with_characters=True, seed=11),
-            num_bands=14,  # the version 1 design of 0.5 at 64 values
-            rows_per_band=4,
-        )
-    ),
-    # Added with the recall-first design and the token options (spec version 2).
-    "minhash_0.8_recall_first": _wide(MinHash(0.8)),
-    "minhash_0.8_token_options": _wide(
-        MinHash(0.8, shingling=Shingling(punctuation="delete", identifiers=True, numbers="drop"))
-    ),
     "simhash_k3_4_blocks_markup": resolve(
         SimHash(
             max_distance=3,
@@ -164,25 +138,25 @@ SPECS: dict[str, IndexSpec] = {
         )
     ),
     "simhash_k3_sized_to_853_rows": resolve(SimHash(max_distance=3), 853),
-    # Scale's format-2 vectors, made with the designs of spec version 1 (9x13, 14x4).
-    "minhash_0.8_format_2": resolve(MinHash(0.8, num_bands=9, rows_per_band=13)),
-    "minhash_one_permutation_0.5_64_seed9_word2_chars_format_2": resolve(
+    # MinHash with the designs 9x13 and 14x4 (fixed bands and rows).
+    "minhash_0.8": resolve(MinHash(0.8, num_bands=9, rows_per_band=13)),
+    "minhash_one_permutation_0.5_64_seed9_word2_chars": resolve(
         MinHash(0.5, 64, "one_permutation", 9, _ONE_PERMUTATION.shingling, 14, 4)
     ),
-    # What MinHash(0.8) is now: the recall-first design in storage format 2.
-    "minhash_0.8_recall_first_format_2": resolve(MinHash(0.8)),
+    # What MinHash(0.8) is: the recall-first design.
+    "minhash_0.8_recall_first": resolve(MinHash(0.8)),
 }
 
 
 def _learned(method: MinHash | SimHash) -> IndexSpec:
     """``method`` with the shingle counts of the inputs plus eleven more copies of "sentence",
-    whose shingles are then common (in 12 of 37 rows), as a build would learn them (spec 3)."""
+    whose shingles are then common (in 12 of 37 rows), as a build would learn them."""
     texts = [*INPUTS.values(), *[INPUTS["sentence"]] * 11]
     counts = count_shingles(method.shingling.hashes(text) for text in texts)
     return replace(resolve(method), counts=counts)
 
 
-# Added with the common-shingle filter and IDF weights (spec version 3).
+# The common-shingle filter and IDF weights.
 SPECS |= {
     "minhash_0.8_ignore_common_0.1": _learned(MinHash(0.8, ignore_common=0.1)),
     "simhash_k3_4_blocks_idf": _learned(
@@ -216,13 +190,7 @@ def stored(spec: IndexSpec, texts: list[str | None]) -> list[Any]:
     assert isinstance(spec.method, MinHash)
     minhash = store_for("simindex", "golden", Source(0, "s", "t", "k", "bigint", "b"), spec)
     assert isinstance(minhash, MinHashStore)
-    signatures: np.ndarray
-    bands: np.ndarray
-    if isinstance(minhash, CompactMinHashStore):
-        signatures, bands = minhash.stored(values)
-    else:
-        signatures = minhash.stored_signatures(values)
-        bands = spec.design.band_hashes(values)
+    signatures, bands = minhash.stored(values)
     for i in range(len(texts)):
         if not present[i]:
             rows.append(None)
@@ -266,7 +234,7 @@ def compute() -> dict[str, Any]:
             if classic is None
             else LshDesign(16, 8).band_hashes(classic.array[None, :])[0, :4].tolist()
         )
-        # Storage format 2 (simindex.core.packing): what a compact MinHash index stores.
+        # What a MinHash index stores (simindex.core.packing).
         for scheme in ("classic", "one_permutation"):
             signature = HASHERS[scheme].signature(hashes)
             if signature is not None:

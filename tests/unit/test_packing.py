@@ -1,18 +1,15 @@
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
 from simindex.core.cost import minhash_cost, simhash_cost
 from simindex.core.design import LshDesign, MankuDesign
 from simindex.core.minhash import MinHasher
-from simindex.core.packing import COMPACT, WIDE, band_keys, packed_signatures
+from simindex.core.packing import band_keys, packed_signatures
 from simindex.core.spec import (
     DEFAULT_EXPECTED_ROWS,
     IndexSpec,
-    MinHash,
     SimHash,
     refreshed,
     resolve,
@@ -64,27 +61,6 @@ def test_band_keys_agree_exactly_when_the_band_agrees() -> None:
         band_keys(design, packed[:, :100])
 
 
-def test_new_minhash_specs_use_the_compact_format() -> None:
-    spec = resolve(MinHash())
-    assert spec.storage == COMPACT
-    data = json.loads(spec.to_json())
-    assert data["storage"] == COMPACT
-    again = IndexSpec.from_json(spec.to_json())
-    assert again.storage == COMPACT and again.to_json() == spec.to_json()
-
-
-def test_a_version_1_minhash_spec_is_format_1_until_rebuilt() -> None:
-    data = json.loads(resolve(MinHash()).to_json())
-    del data["storage"]
-    data["spec_version"] = 1
-    old = IndexSpec.from_json(json.dumps(data))
-    assert old.storage == WIDE
-    assert refreshed(old, 10).storage == COMPACT
-    data["storage"] = 7
-    with pytest.raises(ValueError, match="storage format 7"):
-        IndexSpec.from_json(json.dumps(data))
-
-
 def test_a_simhash_design_is_sized_to_the_table() -> None:
     spec = resolve(SimHash(max_distance=4), 100)
     assert spec.sized_to_table and spec.sized_rows == 100
@@ -101,19 +77,17 @@ def test_a_simhash_design_is_sized_to_the_table() -> None:
     assert not expected.sized_to_table and refreshed(expected, 2_000_000) == expected
 
 
-def test_a_version_1_simhash_spec_keeps_its_design() -> None:
-    data = json.loads(resolve(SimHash(max_distance=4, expected_rows=1_000_000)).to_json())
-    data["spec_version"] = 1
-    old = IndexSpec.from_json(json.dumps(data))
-    assert not old.sized_to_table
-    assert refreshed(old, 10) == old
+def test_a_simhash_spec_of_fixed_rows_keeps_its_design() -> None:
+    stored = resolve(SimHash(max_distance=4, expected_rows=1_000_000)).to_json()
+    spec = IndexSpec.from_json(stored)
+    assert not spec.sized_to_table and "sized_rows" not in stored
+    assert refreshed(spec, 10) == spec
 
 
-def test_cost_of_the_formats() -> None:
-    compact = minhash_cost(LshDesign(9, 13), 128)
-    wide = minhash_cost(LshDesign(9, 13), 128, WIDE)
-    assert compact.tables == wide.tables == 9
-    assert compact.bytes_per_row < 1000 < 2000 < wide.bytes_per_row
+def test_cost_of_a_design() -> None:
+    cost = minhash_cost(LshDesign(9, 13), 128)
+    assert cost.tables == 9
+    assert 500 < cost.bytes_per_row < 1000
     assert simhash_cost(MankuDesign(8, 10)).tables == 45
     assert resolve(SimHash(max_distance=8), 853).cost.tables == 9
     assert resolve(SimHash(max_distance=8), 1_000_000).cost.bytes_per_row > 2000

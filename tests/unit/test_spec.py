@@ -27,12 +27,8 @@ METHODS = [
 def test_spec_survives_its_stored_form(method: SimHash | MinHash) -> None:
     spec = resolve(method)
     stored = spec.to_json()
-    # Version 2 where a token option, a MinHash storage format or a SimHash design sized to
-    # the table needs it; the token options are written only when one is used.
-    assert json.loads(stored)["spec_version"] == spec.version
-    assert spec.version == (SPEC_VERSION if spec.learns else 2) or (
-        method.shingling.plain and spec.version == 1
-    )
+    # One version; the token options are written only when one is used.
+    assert json.loads(stored)["spec_version"] == SPEC_VERSION == 1
     assert ("punctuation" in stored) == (not method.shingling.plain)
     again = IndexSpec.from_json(stored)
     assert again.to_json() == stored
@@ -47,8 +43,8 @@ def test_design_is_chosen_from_expected_rows() -> None:
     assert isinstance(design, LshDesign) and design.probability(0.8) >= 0.97
 
 
-# What release 0.1 stored for MinHash(threshold=0.8): spec version 1, four shingling fields.
-VERSION_1 = {
+# A stored MinHash(threshold=0.8, num_bands=9, rows_per_band=13), four shingling fields.
+STORED = {
     "spec_version": 1,
     "kind": "minhash",
     "shingling": {"unit": "word", "size": 3, "with_characters": False, "seed": 0},
@@ -61,17 +57,18 @@ VERSION_1 = {
 }
 
 
-def test_a_version_1_spec_keeps_its_design_and_tokens() -> None:
-    spec = IndexSpec.from_json(json.dumps(VERSION_1))
+def test_a_stored_spec_keeps_its_design_and_tokens() -> None:
+    spec = IndexSpec.from_json(json.dumps(STORED))
     assert spec.design == LshDesign(9, 13)
     assert spec.method.shingling == Shingling()
     texts = ["The quick brown fox jumps over the lazy dog", "a b, c d"]
     assert (spec.minhash_values(texts)[0] == resolve(MinHash()).minhash_values(texts)[0]).all()
 
 
-def test_unknown_spec_version_is_refused() -> None:
+@pytest.mark.parametrize("version", [SPEC_VERSION + 1, 2, 3, 0, None])
+def test_unknown_spec_version_is_refused(version: int | None) -> None:
     data = json.loads(resolve(SimHash()).to_json())
-    data["spec_version"] = SPEC_VERSION + 1
+    data["spec_version"] = version
     with pytest.raises(ValueError, match="not supported by this release"):
         IndexSpec.from_json(json.dumps(data))
 

@@ -7,16 +7,20 @@
 -- the source as it is now, every name qualified and the comparison pg_catalog's (the key type
 -- describe() admitted); a string body records no dependency, so the app may still drop or
 -- change its table (a rename is followed: the event triggers and every build write it again).
--- Not inlined (a sub-select), so the probe is planned once per query, never as a hash of the
--- whole source. No SET clause: a GUC saved and restored per row would cost more than the probe.
+-- PL/pgSQL: its plan is made once per session (a SQL function's body would be planned again
+-- for every query, costing more than its probes), a probe by the primary key, never a hash of
+-- the whole source. No SET clause: a GUC saved and restored per row would cost more than the
+-- probe.
 -- Its body is not checked when it is made: the owner role may not see the source's schema.
 SELECT pg_catalog.set_config('simindex.check_function_bodies',
                              pg_catalog.current_setting('check_function_bodies'), true),
        pg_catalog.set_config('check_function_bodies', 'off', true);
 CREATE OR REPLACE FUNCTION {function}(key {key_type})
-RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE
+RETURNS boolean LANGUAGE plpgsql STABLE PARALLEL SAFE
 AS $body$
-SELECT EXISTS (SELECT FROM {source} AS s WHERE s.{key} OPERATOR(pg_catalog.=) $1)
+BEGIN
+    RETURN EXISTS (SELECT FROM {source} AS s WHERE s.{key} OPERATOR(pg_catalog.=) $1);
+END
 $body$;
 SELECT pg_catalog.set_config('check_function_bodies',
                              pg_catalog.current_setting('simindex.check_function_bodies'), true)
@@ -25,7 +29,8 @@ SELECT pg_catalog.set_config('check_function_bodies',
 -- Row-level security on a table of simindex's holding keys of the source: a role sees the rows
 -- whose keys it could see in the source. A role that may DELETE from the table (a worker, an
 -- admin: they read and write every row, and their privilege is checked first, without a probe)
--- sees all. The owner role, which writes these tables for the triggers and builds, is not
+-- sees all. The table by its OID, not tableoid: a system column would rule out the
+-- index-only scans of the query functions. The owner role, which writes these tables for the triggers and builds, is not
 -- subject to them. Writes are governed by the table's privileges alone.
 ALTER TABLE {table} ENABLE ROW LEVEL SECURITY;
 DROP POLICY IF EXISTS simindex_read_v1 ON {table};
@@ -33,7 +38,7 @@ DROP POLICY IF EXISTS simindex_insert_v1 ON {table};
 DROP POLICY IF EXISTS simindex_update_v1 ON {table};
 DROP POLICY IF EXISTS simindex_delete_v1 ON {table};
 CREATE POLICY simindex_read_v1 ON {table} FOR SELECT
-    USING (pg_catalog.has_table_privilege(tableoid, 'DELETE') OR ({visible}));
+    USING (pg_catalog.has_table_privilege({table_name}::regclass, 'DELETE') OR ({visible}));
 CREATE POLICY simindex_insert_v1 ON {table} FOR INSERT WITH CHECK (true);
 CREATE POLICY simindex_update_v1 ON {table} FOR UPDATE USING (true) WITH CHECK (true);
 CREATE POLICY simindex_delete_v1 ON {table} FOR DELETE USING (true)

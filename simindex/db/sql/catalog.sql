@@ -66,7 +66,6 @@ LEFT JOIN pg_catalog.pg_attribute AS tn
  AND NOT tn.attisdropped
 CROSS JOIN LATERAL (SELECT {drift}(i) AS drift) AS d
 WHERE i.name = %(name)s
-{lock}
 
 -- name: catalog_restored
 -- After a restore from a dump (tables of other OIDs than those recorded): each such source's
@@ -75,6 +74,10 @@ SELECT {follow}(s.relid)
 FROM (SELECT DISTINCT i.source::oid AS relid FROM {catalog} AS i
       JOIN pg_catalog.pg_class AS c ON c.oid = i.source::oid
       WHERE i.source_oid IS DISTINCT FROM i.source::oid) AS s
+
+-- name: catalog_share
+-- A batch's hold on its index's catalog row (share_index_v1, migration 0006).
+SELECT {function}(%(name)s)
 
 -- name: catalog_lock
 -- Serialises builds and drops of one index.
@@ -94,7 +97,7 @@ SET state = 'ready', state_reason = NULL, source_oid = source, row_count = %(row
 WHERE name = %(name)s
 
 -- name: catalog_set_spec
--- A build that chose a new design or storage format records it with the rows it wrote.
+-- A build that chose a new design or learned shingle counts records it with the rows it wrote.
 UPDATE {catalog} SET spec = %(spec)s::jsonb, spec_version = %(spec_version)s WHERE name = %(name)s
 
 -- name: catalog_delete

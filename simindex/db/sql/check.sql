@@ -5,15 +5,6 @@ SELECT s.{key}, s.{text}::text, i.fingerprint, {stored_columns}
 FROM ONLY {source} AS s {sample}
 LEFT JOIN {table} AS i ON i.key OPERATOR(pg_catalog.=) s.{key}
 
--- name: check_minhash_rows
-SELECT s.{key}, s.{text}::text, g.signature, b.hashes
-FROM ONLY {source} AS s {sample}
-LEFT JOIN {signatures} AS g ON g.key OPERATOR(pg_catalog.=) s.{key}
-LEFT JOIN LATERAL (
-    SELECT array_agg(x.hash ORDER BY x.band) AS hashes
-    FROM {bands} AS x WHERE x.key OPERATOR(pg_catalog.=) s.{key}
-) AS b ON true
-
 -- name: check_orphans
 -- Index rows (or a sample) whose source row is gone.
 SELECT DISTINCT i.key FROM {table} AS i {sample}

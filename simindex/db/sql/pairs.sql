@@ -9,26 +9,6 @@ JOIN {table} AS b
   ON (a.{column} >> {shift}) = (b.{column} >> {shift}) AND a.key OPERATOR(pg_catalog.<) b.key
 WHERE bit_count((a.fingerprint # b.fingerprint)::bit(64)) <= {max_distance}{earlier}
 
--- name: minhash_pairs
--- One band's share of all pairs: rows sharing the band (the same signature values, not just
--- the same band hash), verified by estimated Jaccard, each pair once (left < right) and only
--- in the first band they share (the "earlier" conditions rule out pairs equal on an earlier band).
-SELECT a.key AS left_key, b.key AS right_key, v.similarity
-FROM {bands} AS a
-JOIN {bands} AS b ON b.band = a.band AND b.hash = a.hash AND a.key OPERATOR(pg_catalog.<) b.key
-JOIN {signatures} AS sa ON sa.key OPERATOR(pg_catalog.=) a.key
-JOIN {signatures} AS sb ON sb.key OPERATOR(pg_catalog.=) b.key
--- Identical signatures (exact copies, most pairs in practice) skip the slot count.
-CROSS JOIN LATERAL (
-    SELECT CASE WHEN sa.signature = sb.signature THEN 1.0::double precision ELSE (
-        SELECT count(*) FILTER (WHERE x = y)::double precision / {num_perm}
-        FROM unnest(sa.signature, sb.signature) AS u(x, y)
-    ) END AS similarity
-) AS v
-WHERE a.band = {band} AND b.band = {band}
-  AND sa.signature[{low}:{high}] = sb.signature[{low}:{high}]{earlier}
-  AND v.similarity >= {threshold}
-
 -- name: pairs_function
 -- Every pair, for SQL callers: the arms of the Python path, in one function. Not a reader's
 -- right (pairs_revoke_function): n identical rows make n(n-1)/2 pairs, which the Python path

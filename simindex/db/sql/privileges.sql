@@ -16,13 +16,14 @@ SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user
 
 -- name: role_may_work
 -- Whether the current role holds the writer part of the worker right (see grant_writer): the
--- column of the catalog that only a writer may update. CASE: no lookup in a schema the role
--- may not use (it would raise instead of saying no); NULL when there is no such schema.
+-- function that holds an index for a batch, which only a writer may call. CASE: no lookup in a
+-- schema the role may not use (it would raise instead of saying no); NULL when there is no such
+-- schema.
 SELECT current_user,
        CASE WHEN NOT EXISTS (SELECT FROM pg_catalog.pg_namespace WHERE nspname = %(schema)s)
             THEN NULL
             WHEN pg_catalog.has_schema_privilege(%(schema)s, 'USAGE')
-            THEN pg_catalog.has_column_privilege(%(catalog)s, 'updated_at', 'UPDATE')
+            THEN pg_catalog.has_function_privilege(%(share)s, 'EXECUTE')
             ELSE false
        END
 
@@ -36,13 +37,40 @@ GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO {role};
 ALTER DEFAULT PRIVILEGES FOR ROLE {owner} IN SCHEMA {schema} GRANT SELECT ON TABLES TO {role}
 
 -- name: grant_writer
--- Every index's tables; of the catalog, only what locking a row FOR KEY SHARE needs (an UPDATE
--- right on one column): the catalog says which tables and types the others' SQL uses.
+-- Every index's tables. The catalog stays read-only: a batch holds its index's row through
+-- share_index_v1 (migration 0006), so no role but the owner may lock or update catalog rows.
 GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role};
 ALTER DEFAULT PRIVILEGES FOR ROLE {owner} IN SCHEMA {schema}
     GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO {role};
 REVOKE INSERT, UPDATE, DELETE ON TABLE {catalog}, {versions} FROM {role};
-GRANT UPDATE (updated_at) ON TABLE {catalog} TO {role}
+GRANT EXECUTE ON FUNCTION {share}(text) TO {role}
+
+-- name: grant_index_reader
+-- The reader right on one index (simindex.grant(..., indexes=[...])): its tables only. The
+-- catalog is read to find an index; what it says of another index is no key of a source.
+GRANT USAGE ON SCHEMA {schema} TO {role};
+GRANT SELECT ON TABLE {catalog} TO {role};
+GRANT SELECT ON TABLE {tables} TO {role}
+
+-- name: grant_index_writer
+GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE {tables} TO {role};
+GRANT EXECUTE ON FUNCTION {share}(text) TO {role}
+
+-- name: grant_index_source
+SELECT i.source::text FROM {catalog} AS i
+WHERE i.name = %(name)s AND EXISTS (SELECT FROM pg_catalog.pg_class AS c WHERE c.oid = i.source)
+
+-- name: table_grants
+-- The rights given on a table, but its owner's: (role, right) pairs, PUBLIC as NULL.
+SELECT r.rolname, a.privilege_type
+FROM pg_catalog.pg_class AS c
+CROSS JOIN LATERAL pg_catalog.aclexplode(c.relacl) AS a
+LEFT JOIN pg_catalog.pg_roles AS r ON r.oid = a.grantee
+WHERE c.oid = pg_catalog.to_regclass(%(table)s) AND a.grantee <> c.relowner
+ORDER BY 1, 2
+
+-- name: grant_table_right
+GRANT {right} ON TABLE {table} TO {role}
 
 -- name: grant_worker
 -- The worker records an index's health through this function, not by writing the catalog.

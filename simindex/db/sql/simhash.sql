@@ -15,11 +15,12 @@ COPY {table} (key, fingerprint, {columns}) FROM STDIN
 
 -- name: simhash_candidates
 -- One arm per Manku table: the rows sharing the query's permuted prefix, within the distance.
--- UNION of the arms removes a row found by two tables.
+-- UNION of the arms removes a row found by two tables. The distance filter is within_distance_v1
+-- (migration 0006), leakproof: applied before the row-level security probe (db.answers).
 SELECT key, bit_count((fingerprint # {fingerprint})::bit(64))::integer AS distance
 FROM {table}
 WHERE {column} BETWEEN {low} AND {high}
-  AND bit_count((fingerprint # {fingerprint})::bit(64)) <= {max_distance}
+  AND {within}(fingerprint, {fingerprint}, {max_distance})
 
 -- name: simhash_fingerprint_of_key
 SELECT fingerprint FROM {table} WHERE key OPERATOR(pg_catalog.=) %(key)s
@@ -80,7 +81,7 @@ AS $body$
     -- function's guard alone, no fingerprint: the next statement's snapshot sees the rebuilt
     -- table, or the guard fails where the transaction's cannot (see common.sql). In this
     -- order, the query function is looked up after the wait: the one the rebuild wrote.
-    SELECT (SELECT count(*) FROM {table} WHERE false),
+    SELECT (SELECT true FROM {table} LIMIT 0),
            (SELECT count(*) FROM {near}(NULL::bigint, $2, 1));
     SELECT n.key, n.distance
     FROM {table} AS s, {near}(s.fingerprint, $2, $3 + 1) AS n

@@ -1,26 +1,24 @@
-"""Least privilege: simindex's objects belong to a NOLOGIN role; sources are followed by OID.
+"""simindex's schema: the catalog of indexes, its functions, the owner role and event triggers.
 
-Revision ID: 0006
-Revises: 0005
+Revision ID: 0001
+Revises:
 
 * The role ``simindex_owner`` (NOLOGIN, no attributes) is created if missing and owns the
   schema and everything in it; nothing simindex installs belongs to the user who ran it.
-* The catalog records each source by ``regclass`` and its key and text columns by number and
-  type, so renames change nothing and a changed type is seen; two states are added,
-  ``needs_rebuild`` and ``source_dropped``, with ``state_reason`` saying why.
-* ``record_health_v1``, through which a worker records an index broken (or recovered) without
+* The catalog ``indexes``: one row per index, its source recorded by ``regclass`` and its key
+  and text columns by number and type, so renames change nothing and a changed type is seen.
+* The dispatchers ``near_key_v1`` and ``similar_key_v1`` (a query by index name), the
+  helpers of the per-index trigger functions (which the code creates with each index), and
+  ``record_health_v1``, through which a worker records an index broken (or recovered) without
   any right on the catalog.
-* Helper functions for the per-index trigger functions (which the code creates with each
-  index), and, when a superuser migrates, two event triggers that record drift at once and make
-  a changed table's trigger function check its columns again.
-* Indexes made by an older release lose their triggers (owned by whoever created them, they
-  ran with that role's rights) and are marked ``needs_rebuild``: ``simindex build NAME``
-  creates them again the new way.
+* When a superuser migrates, two event triggers that record drift at once and make a changed
+  table's trigger function check its columns again.
 
-Downgrading below this revision removes every index (its tables, functions and triggers):
-their triggers need this revision's catalog columns.
+Downgrading to base removes every index (its tables, functions and triggers), then all of the
+above but the role (roles belong to the whole cluster) and the schema (Alembic records the
+downgrade in its version table there).
 
-Frozen history: the SQL is in ``0006_privileges.sql`` beside this file, released with it.
+The SQL is in ``0001_baseline.sql`` beside this file.
 """
 
 from __future__ import annotations
@@ -31,21 +29,26 @@ from pathlib import Path
 
 from alembic import op
 
-revision = "0006"
-down_revision = "0005"
+revision = "0001"
+down_revision = None
 branch_labels = None
 depends_on = None
 
 OWNER = "simindex_owner"
 LIVE_STATES = "'created', 'building', 'ready', 'failed'"
 STATES = LIVE_STATES + ", 'needs_rebuild', 'source_dropped'"
-# The functions this revision installs, their argument types, and whether EXECUTE is revoked
-# from PUBLIC (drift_v1 and source_usable_v1 serve the readers' queries).
+# The functions this revision installs, in the order it creates them (after the catalog, whose
+# row type drift_v1 takes), their argument types, and whether EXECUTE is revoked from PUBLIC
+# (the dispatchers, drift_v1 and source_usable_v1 serve the readers' queries).
 FUNCTIONS = (
+    ("near_key_v1", "text, anyelement, integer, integer", False),
+    ("similar_key_v1", "text, anyelement, double precision, integer", False),
     ("drift_v1", "{schema}.indexes", False),
     ("source_changed_v1", "text, oid", True),
     ("record_health_v1", "text, text, text", True),
     ("source_usable_v1", "text", False),
+    ("share_index_v1", "text", True),
+    ("within_distance_v1", "bigint, bigint, integer", False),
     ("follow_source_v1", "oid", True),
     ("distrust_v1", "text", True),
     ("on_sql_drop_v1", "", True),
@@ -55,6 +58,7 @@ _BLOCK = re.compile(r"^-- name: (\S+)\n(.*?)(?=^-- name: |\Z)", re.MULTILINE | r
 
 
 def schema() -> str:
+    """The schema being migrated: the one holding the version table."""
     name = op.get_context().version_table_schema
     if not isinstance(name, str):
         raise RuntimeError("simindex's migrations run through simindex.migrate")
@@ -76,7 +80,8 @@ def _literal(text: str) -> str:
 
 
 def _dollar(body: str) -> str:
-    """``body`` between dollar quotes whose tag provably does not occur in it."""
+    """``body`` between dollar quotes whose tag provably does not occur in it (a schema named
+    ``a$body$b`` would otherwise end it early)."""
     number = 0
     while True:
         tag = "$body$" if number == 0 else f"$body{number}$"
@@ -122,8 +127,8 @@ def upgrade() -> None:
         op.execute(_quoted(blocks[name]))
         if revoke:
             op.execute(_sql(f"REVOKE ALL ON FUNCTION {{schema}}.{name}({arguments}) FROM PUBLIC"))
-    op.execute("DO " + _quoted(blocks["existing"]))
     op.execute("DO " + _quoted(blocks["ownership"]))
+    op.execute("DO " + _quoted(blocks["leakproof_within"]))
     sql_drop, alter_table = event_trigger_names()
     op.execute(
         "DO "
@@ -138,17 +143,8 @@ def upgrade() -> None:
 def downgrade() -> None:
     for name in event_trigger_names():
         op.execute(f"DROP EVENT TRIGGER IF EXISTS {_ident(name)}")
-    op.execute("DO " + _quoted(_blocks()["drop_indexes"]))
+    own = ", ".join(_literal(name) for name, _, _ in FUNCTIONS)
+    op.execute("DO " + _quoted(_blocks()["drop_indexes"], functions=own))
     for name, arguments, _ in reversed(FUNCTIONS):
         op.execute(_sql(f"DROP FUNCTION {{schema}}.{name}({arguments})"))
-    op.execute(
-        _sql(
-            "ALTER TABLE {schema}.indexes "
-            "DROP CONSTRAINT indexes_state_check, "
-            "DROP COLUMN source, DROP COLUMN source_oid, DROP COLUMN key_attnum, "
-            "DROP COLUMN key_type_id, "
-            "DROP COLUMN key_typmod, DROP COLUMN text_attnum, DROP COLUMN text_type_id, "
-            "DROP COLUMN state_reason, "
-            f"ADD CONSTRAINT indexes_state_check CHECK (state IN ({LIVE_STATES}))"
-        )
-    )
+    op.execute(_sql("DROP TABLE {schema}.indexes"))

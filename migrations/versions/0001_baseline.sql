@@ -1,8 +1,8 @@
--- The SQL of revision 0006 (0006_privileges.py reads it): frozen with it, never edited once
--- released. {schema}, {schema_literal}, {owner}, {owner_literal}, {live_states}, {states} and the
--- event trigger names are filled in by the migration; DO bodies and function bodies are quoted
--- there with a dollar tag they cannot contain. No percent sign appears here (an offline --sql
--- script doubles it), hence || and quote_ident rather than format.
+-- The SQL of the baseline revision (0001_baseline.py reads it): simindex's schema as it is, made
+-- in one step. {schema}, {schema_literal}, {owner}, {owner_literal}, {live_states}, {states},
+-- {functions} and the event trigger names are filled in by the migration; DO bodies and
+-- function bodies are quoted there with a dollar tag they cannot contain. No percent sign
+-- appears here (an offline --sql script doubles it), hence || and quote_ident, not format.
 
 -- name: role
 -- The owner role: created when missing (a superuser or a CREATEROLE role may), and the user
@@ -32,50 +32,152 @@ BEGIN
 END
 
 -- name: catalog
-ALTER TABLE {schema}.indexes
-    ADD COLUMN source regclass,
-    ADD COLUMN source_oid oid,
-    ADD COLUMN key_attnum smallint,
-    ADD COLUMN key_type_id regtype,
-    ADD COLUMN key_typmod integer,
-    ADD COLUMN text_attnum smallint,
-    ADD COLUMN text_type_id regtype,
-    ADD COLUMN state_reason text,
-    DROP CONSTRAINT indexes_state_check,
-    ADD CONSTRAINT indexes_state_check CHECK (state IN ({states}))
+-- One row per index. The source as PostgreSQL knows it (names change, these do not): the table
+-- (source, a regclass that dumps as its name; source_oid, the number it had, which tells a
+-- restore from a dump), the key and text columns by number and type.
+CREATE TABLE {schema}.indexes (
+    id integer GENERATED ALWAYS AS IDENTITY,
+    name text NOT NULL,
+    source_schema text NOT NULL,
+    source_table text NOT NULL,
+    key_column text NOT NULL,
+    key_type text NOT NULL,
+    text_column text NOT NULL,
+    method text NOT NULL,
+    spec jsonb NOT NULL,
+    spec_version integer NOT NULL,
+    state text NOT NULL DEFAULT 'created',
+    row_count bigint NOT NULL DEFAULT 0,
+    skipped_count bigint NOT NULL DEFAULT 0,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    built_at timestamptz,
+    clustering text,
+    broken boolean NOT NULL DEFAULT false,
+    last_error text,
+    last_error_at timestamptz,
+    source regclass,
+    source_oid oid,
+    key_attnum smallint,
+    key_type_id regtype,
+    key_typmod integer,
+    text_attnum smallint,
+    text_type_id regtype,
+    state_reason text,
+    CONSTRAINT indexes_pkey PRIMARY KEY (id),
+    CONSTRAINT indexes_name_key UNIQUE (name),
+    CONSTRAINT indexes_name_length CHECK (char_length(name) BETWEEN 1 AND 63),
+    CONSTRAINT indexes_method_check CHECK (method IN ('simhash', 'minhash')),
+    CONSTRAINT indexes_state_check CHECK (state IN ({states})),
+    CONSTRAINT indexes_spec_check CHECK (jsonb_typeof(spec) = 'object'),
+    CONSTRAINT indexes_spec_version_check CHECK (spec_version >= 1),
+    CONSTRAINT indexes_clustering_check CHECK (clustering IN ('pairs', 'bottom_k', 'leader')),
+    CONSTRAINT indexes_counts_check CHECK (row_count >= 0 AND skipped_count >= 0)
+)
 
--- name: existing
--- Indexes of an older release: found by name, their old trigger functions dropped (with their
--- triggers), marked for a rebuild.
+-- name: near_key_v1
+-- Dispatchers by index name: each looks the index up in the catalog and calls that index's own
+-- typed function, so near_key_v1('docs', 42) answers with keys of the argument's type
+-- (cast by OID: format_type(oid, -1) names the argument's own type without a typmod, bpchar
+-- rather than character = char(1), with its schema unless it is on the pinned search_path),
+-- at most max_rows of them (NULL: every row), the nearest first.
+CREATE FUNCTION {schema}.near_key_v1(
+    index_name text, row_key anyelement, max_distance integer DEFAULT NULL,
+    max_rows integer DEFAULT 1000
+)
+RETURNS TABLE (key anyelement, distance integer)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $body$
 DECLARE
     entry record;
-    event text;
+    highest integer;
 BEGIN
-    UPDATE {schema}.indexes AS i
-    SET source = c.oid, source_oid = c.oid, key_attnum = k.attnum, key_type_id = k.atttypid,
-        key_typmod = k.atttypmod, text_attnum = t.attnum, text_type_id = t.atttypid
-    FROM pg_catalog.pg_class AS c
-    JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
-    JOIN pg_catalog.pg_attribute AS k ON k.attrelid = c.oid AND NOT k.attisdropped
-    JOIN pg_catalog.pg_attribute AS t ON t.attrelid = c.oid AND NOT t.attisdropped
-    WHERE n.nspname = i.source_schema AND c.relname = i.source_table
-      AND k.attname = i.key_column AND t.attname = i.text_column;
-    FOR entry IN SELECT i.name FROM {schema}.indexes AS i LOOP
-        FOREACH event IN ARRAY ARRAY['insert', 'update', 'delete', 'truncate'] LOOP
-            EXECUTE 'DROP FUNCTION IF EXISTS ' || quote_ident({schema_literal}) || '.'
-                || quote_ident(entry.name || '_' || event || '_v1') || '() CASCADE';
-        END LOOP;
-    END LOOP;
-    UPDATE {schema}.indexes
-    SET state = CASE WHEN source IS NULL THEN 'source_dropped' ELSE 'needs_rebuild' END,
-        state_reason = CASE WHEN source IS NULL
-            THEN 'its table or columns were not found when simindex was upgraded'
-            ELSE 'made by an older release: a build installs its new triggers' END,
-        updated_at = now();
+    IF index_name IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'index_name must not be NULL';
+    END IF;
+    SELECT i.method, i.key_type, i.spec INTO entry
+    FROM {schema}.indexes AS i WHERE i.name = index_name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = '42704',
+            MESSAGE = 'no simindex index named ' || quote_literal(index_name);
+    END IF;
+    IF entry.method <> 'simhash' THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = 'index ' || quote_literal(index_name) || ' is a MinHash index: '
+                || 'use similar_key_v1';
+    END IF;
+    highest := (entry.spec ->> 'max_distance')::integer;
+    IF max_distance < 0 OR max_distance > highest THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = 'max_distance must be from 0 to the index''s ' || highest || ', got '
+                || max_distance;
+    END IF;
+    IF max_rows < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = 'max_rows must be at least 1, got ' || max_rows;
+    END IF;
+    IF row_key IS NULL THEN
+        RETURN;  -- as WHERE key = NULL: no row has a NULL key
+    END IF;
+    RETURN QUERY EXECUTE
+        'SELECT n.key::' || format_type(pg_typeof(row_key), -1) || ', n.distance FROM '
+        || quote_ident({schema_literal}) || '.' || quote_ident(index_name || '_near_key_v1')
+        || '($1::' || entry.key_type || ', $2) AS n ORDER BY 2, 1 LIMIT $3'
+    USING row_key, COALESCE(max_distance, highest), max_rows;
 END
+$body$
+
+-- name: similar_key_v1
+CREATE FUNCTION {schema}.similar_key_v1(
+    index_name text, row_key anyelement, threshold double precision DEFAULT NULL,
+    max_rows integer DEFAULT 1000
+)
+RETURNS TABLE (key anyelement, similarity double precision)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $body$
+DECLARE
+    entry record;
+BEGIN
+    IF index_name IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'index_name must not be NULL';
+    END IF;
+    SELECT i.method, i.key_type, i.spec INTO entry
+    FROM {schema}.indexes AS i WHERE i.name = index_name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = '42704',
+            MESSAGE = 'no simindex index named ' || quote_literal(index_name);
+    END IF;
+    IF entry.method <> 'minhash' THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = 'index ' || quote_literal(index_name) || ' is a SimHash index: '
+                || 'use near_key_v1';
+    END IF;
+    -- NaN sorts above every number, so it fails the upper bound.
+    IF NOT (threshold >= 0 AND threshold <= 1) THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = 'threshold must be from 0 to 1, got ' || threshold;
+    END IF;
+    IF max_rows < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = 'max_rows must be at least 1, got ' || max_rows;
+    END IF;
+    IF row_key IS NULL THEN
+        RETURN;  -- as WHERE key = NULL: no row has a NULL key
+    END IF;
+    RETURN QUERY EXECUTE
+        'SELECT n.key::' || format_type(pg_typeof(row_key), -1) || ', n.similarity FROM '
+        || quote_ident({schema_literal}) || '.' || quote_ident(index_name || '_similar_key_v1')
+        || '($1::' || entry.key_type || ', $2) AS n ORDER BY 2 DESC, 1 LIMIT $3'
+    USING row_key, COALESCE(threshold, (entry.spec ->> 'threshold')::double precision),
+        max_rows;
+END
+$body$
 
 -- name: ownership
--- Everything in the schema to the owner role (whatever an earlier release or migration made).
+-- Everything in the schema to the owner role (the schema may have been made by whoever migrated,
+-- the version table is Alembic's).
 DECLARE
     found record;
 BEGIN
@@ -242,6 +344,47 @@ BEGIN
 END
 $body$
 
+-- name: within_distance_v1
+-- Whether two stored SimHash fingerprints are within max_distance bits: the filter of a query
+-- function's range scans. Made LEAKPROOF where a superuser migrates (leakproof_within; it
+-- cannot fail, nor tell anything but its answer), so the planner applies it before the
+-- row-level security probe of the source (simindex.db.answers): only rows within the distance
+-- are probed, not every row of a prefix range. PL/pgSQL, so it is never inlined (the inlined
+-- expression would not be leakproof); COST 1, since the planner moves a leakproof qual ahead
+-- of the policy's only when it is that cheap; no SET clause (a GUC saved and restored per row would
+-- cost more than the test): every name in it is qualified.
+CREATE FUNCTION {schema}.within_distance_v1(a bigint, b bigint, max_distance integer)
+RETURNS boolean LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE COST 1
+AS $body$
+BEGIN
+    RETURN pg_catalog.bit_count((a OPERATOR(pg_catalog.#) b)::pg_catalog.bit(64))
+        OPERATOR(pg_catalog.<=) max_distance;
+END
+$body$
+
+-- name: leakproof_within
+BEGIN
+    IF (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname = current_user) THEN
+        EXECUTE 'ALTER FUNCTION ' || quote_ident({schema_literal})
+            || '.within_distance_v1(bigint, bigint, integer) LEAKPROOF';
+    END IF;
+END
+
+-- name: share_index_v1
+-- A sync batch's hold on its index (the catalog row FOR KEY SHARE until the transaction ends: no
+-- build or drop of the index starts meanwhile), for the writer and worker rights, which may not
+-- lock or update catalog rows themselves. False while a build or drop holds the row.
+CREATE FUNCTION {schema}.share_index_v1(index_name text)
+RETURNS boolean LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $body$
+BEGIN
+    PERFORM FROM {schema}.indexes AS i WHERE i.name OPERATOR(pg_catalog.=) index_name
+    FOR KEY SHARE SKIP LOCKED;
+    RETURN FOUND;
+END
+$body$
+
 -- name: record_health_v1
 -- The sync worker's record of an index's health, for roles with the worker right (EXECUTE is
 -- theirs alone; they have no right to write the catalog): 'broken' (a batch failed as a
@@ -318,6 +461,9 @@ CREATE FUNCTION {schema}.follow_source_v1(relid oid)
 RETURNS void LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $body$
+DECLARE
+    found record;
+    checking text;
 BEGIN
     -- A restored table (see drift_v1): its columns found again by their recorded names and
     -- types (where none is, the number stands, and drift_v1 judges it); the OID recorded anew.
@@ -368,6 +514,34 @@ BEGIN
       AND i.id IN (SELECT x.id FROM {schema}.indexes AS x
                    WHERE x.source::oid OPERATOR(pg_catalog.=) relid
                    FOR NO KEY UPDATE SKIP LOCKED);
+    -- Each index's probe of the source (simindex.db.answers, answers.sql) names the table and
+    -- key column as they are now; its body is not checked (the owner role may not see them).
+    checking := current_setting('check_function_bodies');
+    FOR found IN
+        SELECT x.name, c.oid::regclass::text AS relation, k.attname AS key_name,
+               format_type(p.proargtypes[0], NULL) AS key_type
+        FROM {schema}.indexes AS x
+        JOIN pg_catalog.pg_class AS c ON c.oid OPERATOR(pg_catalog.=) x.source::oid
+        JOIN pg_catalog.pg_attribute AS k
+            ON k.attrelid OPERATOR(pg_catalog.=) c.oid
+           AND k.attnum OPERATOR(pg_catalog.=) x.key_attnum AND NOT k.attisdropped
+        JOIN pg_catalog.pg_proc AS p
+            ON p.pronamespace OPERATOR(pg_catalog.=) (
+                   SELECT n.oid FROM pg_catalog.pg_namespace AS n
+                   WHERE n.nspname OPERATOR(pg_catalog.=) {schema_literal})
+           AND p.proname OPERATOR(pg_catalog.=) (x.name || '_visible_v1')
+           AND p.pronargs OPERATOR(pg_catalog.=) 1
+        WHERE x.source::oid OPERATOR(pg_catalog.=) relid
+    LOOP
+        PERFORM set_config('check_function_bodies', 'off', true);
+        EXECUTE 'CREATE OR REPLACE FUNCTION ' || quote_ident({schema_literal}) || '.'
+            || quote_ident(found.name || '_visible_v1') || '(key ' || found.key_type
+            || ') RETURNS boolean LANGUAGE plpgsql STABLE PARALLEL SAFE AS '
+            || quote_literal('BEGIN RETURN EXISTS (SELECT FROM ' || found.relation
+                             || ' AS s WHERE s.' || quote_ident(found.key_name)
+                             || ' OPERATOR(pg_catalog.=) $1); END');
+        PERFORM set_config('check_function_bodies', checking, true);
+    END LOOP;
 END
 $body$
 
@@ -526,8 +700,8 @@ BEGIN
 END
 
 -- name: drop_indexes
--- Every index goes: the tables and functions in the schema that no migration made, with their
--- triggers (CASCADE), then the catalog rows.
+-- Every index goes: the tables and functions in the schema that this migration did not make
+-- (its own functions are listed below), with their triggers (CASCADE), then the catalog rows.
 DECLARE
     found record;
 BEGIN
@@ -535,10 +709,7 @@ BEGIN
         SELECT p.oid::regprocedure AS routine FROM pg_catalog.pg_proc AS p
         WHERE p.pronamespace = (SELECT n.oid FROM pg_catalog.pg_namespace AS n
                                 WHERE n.nspname = {schema_literal})
-          AND p.proname NOT IN ('near_key_v1', 'similar_key_v1', 'drift_v1',
-                                'source_changed_v1', 'source_usable_v1', 'follow_source_v1',
-                                'distrust_v1', 'on_sql_drop_v1', 'on_alter_table_v1',
-                                'record_health_v1')
+          AND p.proname NOT IN ({functions})
     LOOP
         EXECUTE 'DROP ROUTINE IF EXISTS ' || found.routine::text || ' CASCADE';
     END LOOP;
