@@ -144,9 +144,8 @@ def test_stats_loads_no_sqlalchemy(index: Index, docs: str) -> None:
         "print(code, 'sqlalchemy' in sys.modules, file=sys.stderr)"
     )
     parts = conninfo_to_dict(docs)
-    url = f"postgresql+psycopg://{parts['user']}@/{parts['dbname']}?" + urllib.parse.urlencode(
-        {"host": parts["host"], "port": parts["port"]}
-    )
+    query = urllib.parse.urlencode([(k, str(parts[k])) for k in ("host", "port") if k in parts])
+    url = f"postgresql+psycopg://{parts['user']}@/{parts['dbname']}?{query}"
     for dsn, loaded in ((docs, False), (url, True)):
         result = subprocess.run(
             [sys.executable, "-c", code, "stats", "--json"],
