@@ -52,6 +52,7 @@ from simindex.ops import near as near_op
 from simindex.ops import pairs as pairs_op
 from simindex.ops import similar as similar_op
 from simindex.ops import stats as stats_op
+from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES
 from simindex.ops.build import BuildReport, Progress
 from simindex.ops.clusters import (
     ClusterMember,
@@ -286,6 +287,7 @@ class Index:
         batch_size: int = 2000,
         workers: int | None = None,
         progress: Progress | None = None,
+        max_text_bytes: int | None = DEFAULT_MAX_TEXT_BYTES,
     ) -> BuildReport:
         """Fill the index from the source table (again, safely, when it was built before).
 
@@ -293,6 +295,9 @@ class Index:
             batch_size: rows per fetch and fingerprint task.
             workers: processes computing fingerprints (default: all cores for large tables).
             progress: called after each batch with (rows read, the source's row count).
+            max_text_bytes: texts longer than this (UTF-8 bytes) are not read: they become
+                failed items, as sync makes them (``report.failed`` counts them; None: no
+                limit).
 
         A SimHash design sized to the table is chosen again for the counted rows; the new
         side tables, functions and delete triggers replace the old ones in one transaction.
@@ -304,6 +309,7 @@ class Index:
             batch_size=batch_size,
             workers=workers,
             progress=progress,
+            max_text_bytes=max_text_bytes,
         )
 
     def near(
