@@ -107,8 +107,8 @@ class ShingleSets:
         for start in range(0, len(missing), _FETCH_ROWS):
             chunk = missing[start : start + _FETCH_ROWS]
             try:
-                keys = key_array(self.conn, chunk)  # before the cursor copies its adapters
-                rows = key_cursor(self.conn).execute(self._query, {"keys": keys}).fetchall()
+                wanted_keys = key_array(self.conn, chunk)  # before the cursor copies adapters
+                rows = key_cursor(self.conn).execute(self._query, {"keys": wanted_keys}).fetchall()
             except psycopg.errors.InsufficientPrivilege as exc:
                 raise no_select(self.conn, self.source, exc) from exc
             for key, text in rows:

@@ -125,9 +125,9 @@ def test_queries_answer_keys_psycopg_cannot_load(
         assert texts(list(group.keys)) == expected
         assert {texts([p.left, p.right]).pop() for p in jaccard.pairs()} <= expected
     for method in ("pairs", "bottom_k", "leader"):
-        simhash.clusters(method=method)  # type: ignore[arg-type]
+        simhash.clusters(method=method)
         assert texts([m.key for m in simhash.cluster_members()]) == expected
-        assert texts([s.key for s in simhash.survivors(method=method)]) == expected  # type: ignore[arg-type]
+        assert texts([s.key for s in simhash.survivors(method=method)]) == expected
     # On the caller's own connection, in their transaction: their adapters stay psycopg's.
     with engine.connect() as connection:
         assert texts([m.key for m in Index(connection, "events").near(TEXT)]) == expected
