@@ -6,16 +6,18 @@ the keys *this transaction* queued up to date and consumes their queue entries, 
 session's connection and before the COMMIT: a query right after the commit sees the new
 fingerprints, and the worker finds nothing of this transaction left to do.
 
-It is the worker's code path (:func:`simindex.ops.sync.load_target` and
-:func:`simindex.ops.sync.process`), run in the session's transaction, so rows are indexed, removed
-or recorded as failed exactly as a worker would. What stays for the worker:
+It reads and fingerprints the rows as a worker would (:func:`simindex.ops.batch.prepare`), in
+the session's transaction, and writes them through the index's ``<name>_index_own_v1``, which
+writes (as simindex's owner role) only keys whose queue entries this transaction wrote, and
+refuses any other. What stays for the worker:
 
 * an index being built or dropped while the session commits (its entries stay queued);
+* an index that keeps ``leader`` clusters (each row joins its nearest cluster: the worker's);
 * entries queued inside a savepoint of a REPEATABLE READ or SERIALIZABLE transaction;
 * keys another transaction queued; a tracked commit never takes those.
 
-The session's database role needs the writer right on simindex (``simindex grant ROLE
---writer``): the triggers run as simindex's owner role, this path as the session's role. An
+The session's database role needs the writer right on the index (``simindex grant ROLE
+--writer [--index NAME]``): EXECUTE on that function, and no right on simindex's tables. An
 index it may not serve, or whose source drifted, is left to the worker; the commit goes on.
 """
 
