@@ -405,6 +405,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="another simindex tree (e.g. main from git archive): its spec path is timed first",
     )
     parser.add_argument(
+        "--baseline-label", help="what the baseline tree is, for the result (e.g. main's commit)"
+    )
+    parser.add_argument(
         "--print", dest="print_only", type=Path, help="print the tables of a written JSON and stop"
     )
     args = parser.parse_args(argv)
@@ -433,7 +436,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     baseline = None
     if args.baseline:
         baseline = before_and_after(
-            args.baseline, long_texts, size.batch, size.repeats, args.cpu, args.clock
+            args.baseline,
+            long_texts,
+            size.batch,
+            size.repeats,
+            args.cpu,
+            args.clock,
+            args.baseline_label or args.baseline.name,
         )
     profile = stage_profile(long_texts, size)
     sanity = jaccard_sanity(long_texts[: min(20, len(long_texts))])

@@ -96,6 +96,7 @@ def before_and_after(
     repeats: int,
     cpu: int | None,
     clock: str,
+    label: str,
     rounds: int = 2,
 ) -> dict[str, Any]:
     """The spec path of ``tree`` (in a child process) and of this tree, in turn ``rounds``
@@ -114,7 +115,7 @@ def before_and_after(
                 if kept is None or record["best_seconds"] < kept["best_seconds"]:
                     best[side][record["name"]] = record
     return {
-        "simindex": child.get("simindex"),
+        "baseline": label,
         "rounds": rounds,
         "before": list(best["before"].values()),
         "after": list(best["after"].values()),

@@ -22,7 +22,8 @@ from sqlalchemy import MetaData, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.schema import CreateSchema
 
-from simindex.db.catalog import DEFAULT_SCHEMA, catalog_table, check_schema
+from simindex.db.catalog import DEFAULT_SCHEMA, check_schema
+from simindex.db.catalog_table import catalog_table
 from simindex.db.schema import lock_key
 from simindex.errors import SimindexError
 

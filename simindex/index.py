@@ -37,7 +37,7 @@ from simindex.db.catalog import (
 from simindex.db.connection import Bind, PgConnection
 from simindex.db.keys import key_cursor
 from simindex.db.minhash_store import MinHashStore
-from simindex.db.objects import create_statements, drop_statements
+from simindex.db.objects import create_statements, drop_statements, index_sql
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.source import check_key, check_owner, describe, row_count, row_estimate
 from simindex.db.statements import run, statement
@@ -53,6 +53,7 @@ from simindex.ops import near as near_op
 from simindex.ops import pairs as pairs_op
 from simindex.ops import similar as similar_op
 from simindex.ops import stats as stats_op
+from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES
 from simindex.ops.build import BuildReport, Progress
 from simindex.ops.clusters import (
     ClusterMember,
@@ -172,6 +173,14 @@ class Index:
         with session(self.bind, self.index_schema) as conn:
             return stats_op.one_index(conn, read_index(conn, self.index_schema, self.name))
 
+    def sql(self) -> str:
+        """The SQL creating this index runs, as a rebuild would make it again (for its table
+        as it is now): the catalog row, side tables and their indexes, row-level security
+        policies, query functions, queue, trigger function and triggers, each statement ended
+        by ``;``. Only printed: nothing is run (``simindex sql NAME``)."""
+        with session(self.bind, self.index_schema) as conn:
+            return index_sql(conn, self.index_schema, self.name)
+
     def _ready(self, conn: PgConnection) -> tuple[IndexInfo, Store]:
         """The catalog entry and store, from the last call's while the catalog row is the
         same (a prepared statement: one short round trip); an index not built raises."""
@@ -283,6 +292,7 @@ class Index:
         batch_size: int = 2000,
         workers: int | None = None,
         progress: Progress | None = None,
+        max_text_bytes: int | None = DEFAULT_MAX_TEXT_BYTES,
     ) -> BuildReport:
         """Fill the index from the source table (again, safely, when it was built before).
 
@@ -290,6 +300,9 @@ class Index:
             batch_size: rows per fetch and fingerprint task.
             workers: processes computing fingerprints (default: all cores for large tables).
             progress: called after each batch with (rows read, the source's row count).
+            max_text_bytes: texts longer than this (UTF-8 bytes) are not read: they become
+                failed items, as sync makes them (``report.failed`` counts them; None: no
+                limit).
 
         A SimHash design sized to the table is chosen again for the counted rows; the new
         side tables, functions and delete triggers replace the old ones in one transaction.
@@ -301,6 +314,7 @@ class Index:
             batch_size=batch_size,
             workers=workers,
             progress=progress,
+            max_text_bytes=max_text_bytes,
         )
 
     def near(

@@ -260,10 +260,12 @@ def fingerprint() -> str:
         for timing in part["timings"]
     ]
     words = data["corpus"]["long"]["whitespace_words"]["median"]
+    clock = data.get("settings", {}).get("clock", "wall")
+    timed = " Rates by the process's CPU time (a shared machine)." if clock == "cpu" else ""
     return (
         table(["fingerprinter (one core, end to end)", "long texts/s"], rows)
         + f"\n\nLong texts: {n(data['corpus']['long']['documents'])} documents, median "
-        f"{n(words)} words. From {source('fingerprint.json')}."
+        f"{n(words)} words.{timed} From {source('fingerprint.json')}."
     )
 
 

@@ -19,6 +19,7 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, TextIO, cast
 
 import simindex
@@ -41,6 +42,7 @@ from simindex.cli._index import add_build, add_create, add_drop, add_stats
 from simindex.cli._logs import formatter
 from simindex.cli._query import add_fingerprint, add_query
 from simindex.cli._schema import add_grant, add_migrate
+from simindex.cli._sql import add_sql
 from simindex.cli._sync import add_check, add_repair, add_sync
 from simindex.db.redaction import redact
 from simindex.errors import SimindexError
@@ -57,6 +59,7 @@ COMMANDS: Sequence[Callable[[Subparsers, argparse.ArgumentParser], None]] = (
     add_query,
     add_fingerprint,
     add_stats,
+    add_sql,
     add_check,
     add_repair,
     add_sync,
@@ -110,7 +113,16 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default: ``sys.argv[1:]``); the exit code."""
-    args = parser().parse_args(argv)  # exits 2 on a usage error, 0 for --help
+    # Exits 2 on a usage error, 0 for --help. An option no command knows is one line, not a
+    # usage dump (parse_args would print the main parser's usage for a command's option).
+    args, unknown = parser().parse_known_args(argv)
+    if unknown:
+        # A mistyped --dsn=... keeps its password.
+        typed = " ".join(redact(arg, arg.partition("=")[2] or arg) for arg in unknown)
+        return _fail(
+            f"unrecognized arguments: {typed} (see `{PROG} {args.command} --help` for its options)",
+            USAGE,
+        )
     # No password of the DSN is ever printed: not in an error, not in a log line.
     dsn = (
         getattr(args, "dsn", None)
@@ -125,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("simindex.cli").setLevel(logging.INFO)  # a command's notices, always
     run: Runner = args.run
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _connections(args):
             warnings.showwarning = _warning_line
             return run(args)
     except UsageError as exc:
@@ -146,6 +158,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(redact(message, dsn))
     finally:
         logging.getLogger("simindex").removeHandler(handler)
+
+
+def _connections(args: argparse.Namespace) -> AbstractContextManager[None]:
+    """A command makes a call or two and exits: each transaction on its DSN gets a connection
+    of its own, with no pool (nor SQLAlchemy) loaded for it; a worker that follows the queues
+    keeps its pool."""
+    if getattr(args, "follow", False):
+        return nullcontext()
+    from simindex.db.connection import single_use_dsns
+
+    return single_use_dsns()
 
 
 class _Redacting(logging.Formatter):

@@ -177,6 +177,20 @@ def seconds(value: str) -> float:
     return found
 
 
+def add_max_text_bytes_option(parser: argparse.ArgumentParser) -> None:
+    """``--max-text-bytes``: sync's and build's limit (its default is the worker's, whose
+    module loads the driver: add it with :func:`later`)."""
+    from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES
+
+    parser.add_argument(
+        "--max-text-bytes",
+        type=non_negative_int,
+        default=DEFAULT_MAX_TEXT_BYTES,
+        metavar="N",
+        help="longer texts become failed items instead of being read (default: %(default)s)",
+    )
+
+
 def add_verify_option(parser: argparse.ArgumentParser, what: str) -> None:
     """``--verify``: how MinHash candidates are checked (see :mod:`simindex.ops.verify`)."""
     parser.add_argument(

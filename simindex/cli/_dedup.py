@@ -221,6 +221,14 @@ def add_clusters(commands: Subparsers, common: argparse.ArgumentParser) -> None:
         metavar="N",
         help="list the N largest clusters in the report, 0 for none (default: %(default)s)",
     )
+    parser.add_argument(
+        "--members",
+        type=_members_shown,
+        metavar="N|all",
+        help="keys listed per cluster in the report; a cluster cut short says how many more "
+        f"it has (default: {terminal.KEYS_SHOWN['text']}, with --json "
+        f"{terminal.KEYS_SHOWN['json']}; all: every key)",
+    )
     add_show_option(parser, "each key (in the report's largest clusters and the members)")
     parser.add_argument(
         "--format",
@@ -288,13 +296,16 @@ def run_clusters(args: argparse.Namespace) -> int:
     finally:
         shown.close()
     columns = Shown(dsn, info, args.show)
-    largest = _largest(index, args.largest, args.min_size)
+    json_report = getattr(args, "json", False)
+    shown_keys = args.members or terminal.KEYS_SHOWN["json" if json_report else "text"]
+    largest = _largest(index, args.largest, args.min_size, shown_keys)
     members = _members(index, args.method, args.survivors, args.min_size) if form else None
     result = _report_json(args.name, report, largest)
-    text = _report_text(args.name, info.spec.kind, report, largest, args.min_size, columns)
     report_stream = sys.stderr if members_to_stdout and form != "table" else sys.stdout
-    if getattr(args, "json", False):
+    if json_report:
         text = json.dumps(result, sort_keys=True, default=json_value)
+    else:
+        text = _report_text(args.name, report, largest, args.min_size, columns, shown_keys)
     print(text, file=report_stream, flush=True)
     if members is None or form is None:
         return OK
@@ -325,8 +336,15 @@ def _check_prefer(prefer: str, min_size: int) -> None:
         raise UsageError("--survivors: a row alone keeps itself; give --min-size 2 or more")
 
 
-def _largest(index: Index, count: int, min_size: int) -> list[tuple[Any, int, list[Any]]]:
-    """The ``count`` largest clusters: (id, rows, keys up to what the JSON report shows)."""
+def _members_shown(value: str) -> int:
+    """``--members``: a positive number, or ``all`` (as many as a cluster can have)."""
+    return sys.maxsize if value == "all" else positive_int(value)
+
+
+def _largest(
+    index: Index, count: int, min_size: int, keys_shown: int
+) -> list[tuple[Any, int, list[Any]]]:
+    """The ``count`` largest clusters: (id, rows, their first ``keys_shown`` keys)."""
     if count == 0:
         return []
     found: list[tuple[Any, int, list[Any]]] = []
@@ -337,7 +355,7 @@ def _largest(index: Index, count: int, min_size: int) -> list[tuple[Any, int, li
                 if len(found) == count:
                     break
                 found.append((member.cluster_id, member.size, []))
-            if len(found[-1][2]) < terminal.KEYS_SHOWN["json"]:
+            if len(found[-1][2]) < keys_shown:
                 found[-1][2].append(member.key)
     finally:
         rows.close()  # type: ignore[attr-defined]  # a generator: ends its transaction
@@ -398,11 +416,11 @@ def _report_json(
 
 def _report_text(
     name: str,
-    kind: str,
     report: ClusterReport,
     largest: list[tuple[Any, int, list[Any]]],
     min_size: int,
     columns: Shown,
+    keys_shown: int,
 ) -> str:
     shared = report.clusters - (report.rows - report.duplicate_rows)
     text = (
@@ -418,22 +436,37 @@ def _report_text(
     text += f"; {terminal.duration(report.seconds)}"
     if not largest:
         return text
-    limit = terminal.KEYS_SHOWN["text"]
     caption = f"the largest clusters of at least {min_size} rows:"
     if columns.columns:  # a line per key shown, with its columns
-        found = columns.of(key for _, _, keys in largest for key in keys[:limit])
-        lines = [
-            [cluster_id, size, key, *map(for_people, columns.values(found, key))]
-            for cluster_id, size, keys in largest
-            for key in keys[:limit]
-        ]
+        found = columns.of(key for _, _, keys in largest for key in keys)
+        lines: list[list[Any]] = []
+        for cluster_id, size, keys in largest:
+            lines += [
+                [cluster_id, size, key, *map(for_people, columns.values(found, key))]
+                for key in keys
+            ]
+            if size > len(keys):
+                lines.append([cluster_id, size, _more(size - len(keys))])
+                lines[-1] += [""] * len(columns.columns)
         headers = ["cluster_id", "rows", "key", *columns.columns]
-        return f"{text}\n\n{caption}\n{terminal.table(headers, lines)}"
-    rows = [
-        [cluster_id, size, ", ".join(map(str, keys[:limit])) + (", ..." if size > limit else "")]
-        for cluster_id, size, keys in largest
-    ]
-    return f"{text}\n\n{caption}\n{terminal.table(['cluster_id', 'rows', 'keys'], rows)}"
+        shown = terminal.table(headers, lines)
+    else:
+        rows = [
+            [cluster_id, size, ", ".join(map(str, keys)) + _more(size - len(keys), " ")]
+            for cluster_id, size, keys in largest
+        ]
+        shown = terminal.table(["cluster_id", "rows", "keys"], rows)
+    if any(size > len(keys) for _, size, keys in largest):
+        shown += (
+            f"\n(at most {keys_shown:,} keys a cluster: --members all lists them all, "
+            "--format csv writes them as rows)"
+        )
+    return f"{text}\n\n{caption}\n{shown}"
+
+
+def _more(how_many: int, before: str = "") -> str:
+    """What a cluster's list of keys leaves out: ``and 5 more``, or nothing."""
+    return f"{before}and {how_many:,} more" if how_many > 0 else ""
 
 
 def _count(how_many: int, thing: str) -> str:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from typing import TYPE_CHECKING, Any
 
 from simindex import _terminal as terminal
 from simindex.cli._common import (
+    FAILED,
     OK,
     UsageError,
+    add_max_text_bytes_option,
     database,
     emit,
     flag,
@@ -19,6 +22,8 @@ from simindex.cli._common import (
     positive_int,
 )
 from simindex.errors import IndexNotFoundError
+
+_notice = logging.getLogger("simindex.cli")
 
 if TYPE_CHECKING:
     from simindex.cli._common import Subparsers
@@ -242,6 +247,7 @@ def add_build(commands: Subparsers, common: argparse.ArgumentParser) -> None:
         metavar="N",
         help="processes computing fingerprints (default: every core for large tables)",
     )
+    later(parser, add_max_text_bytes_option)
     parser.set_defaults(run=run_build)
 
 
@@ -252,21 +258,35 @@ def run_build(args: argparse.Namespace) -> int:
     index = get_index(dsn, args.name, index_schema=schema)
     bar = terminal.ProgressBar(f"building {args.name}", sys.stderr)
     try:
-        report = index.build(batch_size=args.batch_size, workers=args.workers, progress=bar)
+        report = index.build(
+            batch_size=args.batch_size,
+            workers=args.workers,
+            progress=bar,
+            max_text_bytes=args.max_text_bytes,
+        )
     finally:
         bar.close()
     result = {
         "name": args.name,
         "rows": report.rows,
         "skipped": report.skipped,
+        "failed": report.failed,
         "seconds": round(report.seconds, 3),
     }
     text = (
-        f"built {args.name}: {report.rows:,} rows indexed, {report.skipped:,} skipped (no text) "
-        f"in {terminal.duration(report.seconds)}"
+        f"built {args.name}: {report.rows:,} rows indexed, {report.skipped:,} skipped (no text), "
+        f"{report.failed:,} failed in {terminal.duration(report.seconds)}"
     )
     emit(args, result, text)
-    return OK
+    if not report.failed:
+        return OK
+    rows = "row" if report.failed == 1 else "rows"
+    _notice.warning(
+        f"{report.failed:,} {rows} failed: texts over --max-text-bytes {args.max_text_bytes}, "
+        "not read (errors in `simindex stats`; `simindex sync --retry-failed --max-text-bytes "
+        "N` indexes them)"
+    )
+    return FAILED  # as sync: rows left out of the index are not a clean run
 
 
 def add_stats(commands: Subparsers, common: argparse.ArgumentParser) -> None:

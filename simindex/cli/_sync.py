@@ -16,10 +16,10 @@ from simindex.cli._common import (
     OK,
     PROG,
     UsageError,
+    add_max_text_bytes_option,
     database,
     emit,
     later,
-    non_negative_int,
     number,
     positive_int,
     progress,
@@ -74,7 +74,6 @@ def add_sync(commands: Subparsers, common: argparse.ArgumentParser) -> None:
 
 def _add_worker_options(parser: argparse.ArgumentParser) -> None:
     """The options whose defaults are the worker's (its modules load the driver)."""
-    from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES
     from simindex.ops.sync import DEFAULT_CONNECTIONS
 
     _add_batch_size(parser)
@@ -93,13 +92,7 @@ def _add_worker_options(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="with --follow, look at the queues at least every S seconds (default: %(default)s)",
     )
-    parser.add_argument(
-        "--max-text-bytes",
-        type=non_negative_int,
-        default=DEFAULT_MAX_TEXT_BYTES,
-        metavar="N",
-        help="longer texts become failed items instead of being read (default: %(default)s)",
-    )
+    add_max_text_bytes_option(parser)
 
 
 def add_log_options(parser: argparse.ArgumentParser) -> None:

@@ -196,9 +196,10 @@ def _group_hashes(shingling: Shingling, texts: Sequence[str | None]) -> list[NDA
     buffer, text_ends = _token_buffer(texts)
     edges = np.zeros(len(buffer) + 2, np.int8)
     edges[1:-1] = np.frombuffer(buffer, np.uint8) != _SPACE
-    steps = np.diff(edges)
-    starts = np.flatnonzero(steps == 1)
-    lengths = np.flatnonzero(steps == -1) - starts
+    # Where a token starts and where it ends alternate, starting with a start.
+    bounds = np.flatnonzero(np.diff(edges))
+    starts = bounds[::2].copy()
+    lengths = bounds[1::2] - starts
     units = xxh3_64_ranges(buffer, starts, lengths, shingling.seed)
     counts = np.diff(np.searchsorted(starts, text_ends), prepend=0)
     return _ngrams(units, counts, shingling.size)

@@ -3,7 +3,10 @@
 Every public entry point accepts all three, so the conversion lives here, once. Underneath is
 always psycopg 3: bulk writes use its COPY support. A DSN string gets one pooled Engine per
 string for the life of the process (opening a connection costs ten times a query), disposed of
-at exit or by :func:`dispose_engines`.
+at exit or by :func:`dispose_engines`; inside :func:`single_use_dsns` (a process that makes a call
+or two and exits: the command line), a DSN string's :func:`transaction` is a psycopg connection
+of its own instead, and SQLAlchemy is not even imported. SQLAlchemy is imported only when a
+caller hands in an Engine or a Connection, or a DSN string needs an Engine.
 
 Every connection simindex works on has its ``search_path`` pinned to ``pg_catalog, pg_temp``
 while simindex uses it (see :func:`pinned`): no function, operator or type a statement names
@@ -20,17 +23,17 @@ import threading
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
-from sqlalchemy import create_engine, event
-from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import ArgumentError, DisconnectionError
 
 from simindex.db.redaction import redact
 
-Bind = Engine | Connection | str
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection, Engine
+
+Bind: TypeAlias = "Engine | Connection | str"
 """What every public entry point accepts: an Engine, a Connection or a DSN string."""
 PgConnection = psycopg.Connection[tuple[Any, ...]]
 """A psycopg connection as simindex uses it (tuple rows)."""
@@ -61,6 +64,12 @@ def connect(bind: Engine | Connection | str) -> Iterator[Connection]:
     was), and theirs again when the block ends; an Engine's connection goes back to its pool
     with the path it had.
     """
+    if isinstance(bind, str):
+        with engine_for(bind).connect() as connection:  # pinned once, when it was opened
+            yield connection
+        return
+    from sqlalchemy.engine import Connection, Engine  # the caller's bind has loaded it
+
     if isinstance(bind, Connection):
         _check_driver(bind.engine)
         if not bind.in_transaction():
@@ -70,9 +79,6 @@ def connect(bind: Engine | Connection | str) -> Iterator[Connection]:
     elif isinstance(bind, Engine):
         _check_driver(bind)
         with bind.connect() as connection, _pinned_for_session(connection):
-            yield connection
-    elif isinstance(bind, str):
-        with engine_for(bind).connect() as connection:  # pinned once, when it was opened
             yield connection
     else:
         raise TypeError(
@@ -84,12 +90,49 @@ def connect(bind: Engine | Connection | str) -> Iterator[Connection]:
 def transaction(bind: Bind) -> Iterator[PgConnection]:
     """The psycopg connection under ``bind``, in a transaction committed here unless the caller
     handed in a Connection (then it is theirs to commit)."""
+    if isinstance(bind, str) and _single_use and _libpq_string(bind):
+        conn = _open_pinned(bind)
+        try:
+            yield conn
+            conn.commit()
+        finally:
+            conn.close()  # a transaction left open is rolled back
+        return
     with connect(bind) as connection:
         if not connection.in_transaction():
             connection.begin()
         yield raw_connection(connection)
-        if not isinstance(bind, Connection):
+        if connection is not bind:  # a caller's Connection (yielded as it is) is theirs to commit
             connection.commit()
+
+
+_single_use = False
+
+
+@contextmanager
+def single_use_dsns() -> Iterator[None]:
+    """Inside the block, :func:`transaction` on a libpq DSN string opens a psycopg connection
+    of its own (its ``search_path`` pinned when opened) and closes it after, instead of taking
+    one from the DSN's pooled Engine: for a process that makes a call or two and exits (the
+    command line), to which SQLAlchemy's import costs more than the pool saves. A
+    ``postgresql+psycopg://`` URL, which is SQLAlchemy's, still goes through an Engine."""
+    global _single_use
+    before, _single_use = _single_use, True
+    try:
+        yield
+    finally:
+        _single_use = before
+
+
+def _open_pinned(dsn: str) -> PgConnection:
+    """A new psycopg connection to the libpq string ``dsn``, pinned for its whole life."""
+    conn = psycopg.connect(dsn)
+    try:
+        _pin_new_connection(conn, None)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 @contextmanager
@@ -97,7 +140,7 @@ def autocommit_connection(bind: Engine | str) -> Iterator[PgConnection]:
     """A psycopg connection from the pool of ``bind`` (an Engine or a DSN string), in
     autocommit while it is lent: for reads, which then need no BEGIN or COMMIT round trips.
     Taken without a SQLAlchemy Connection around it, which a query by key would notice."""
-    engine = bind if isinstance(bind, Engine) else engine_for(bind)
+    engine = engine_for(bind) if isinstance(bind, str) else bind
     _check_driver(engine)
     pooled = engine.raw_connection()
     try:
@@ -106,11 +149,11 @@ def autocommit_connection(bind: Engine | str) -> Iterator[PgConnection]:
             raise TypeError("simindex needs the psycopg (version 3) driver")
         conn.autocommit = True
         try:
-            if isinstance(bind, Engine):
+            if isinstance(bind, str):
+                yield conn  # pinned once, when it was opened
+            else:
                 with pinned(conn):  # the caller's pool: their path back afterwards
                     yield conn
-            else:
-                yield conn  # pinned once, when it was opened
         finally:
             if not conn.closed:
                 conn.autocommit = False
@@ -134,6 +177,8 @@ def engine_for(dsn: str) -> Engine:
     """The process's pooled Engine for the DSN string ``dsn`` (made on first use)."""
     engine = _engines.get(dsn)
     if engine is None:
+        from sqlalchemy import event
+
         made = _engine_for(dsn)
         # First among the connect listeners: before SQLAlchemy's own first statements.
         event.listen(made, "connect", _pin_new_connection, insert=True)
@@ -262,6 +307,8 @@ def _check_idle_connection(dbapi_connection: Any, record: Any, proxy: Any) -> No
     usual checkout costs no round trip."""
     if not isinstance(dbapi_connection, psycopg.Connection):
         return
+    from sqlalchemy.exc import DisconnectionError
+
     try:
         if dbapi_connection.closed:
             raise DisconnectionError("closed")
@@ -274,15 +321,31 @@ def _check_idle_connection(dbapi_connection: Any, record: Any, proxy: Any) -> No
 
 
 def _engine_for(dsn: str) -> Engine:
-    match = _SCHEME.match(dsn)
-    scheme = match.group(1).lower() if match else None
-    if scheme == _SQLALCHEMY_URL:
+    from sqlalchemy import create_engine
+    from sqlalchemy.exc import ArgumentError
+
+    if not _libpq_string(dsn):
         try:
             return create_engine(dsn, use_native_hstore=False)
         except (ArgumentError, ValueError) as exc:  # their messages may quote the URL
             raise ValueError(
                 f"not a valid {_SQLALCHEMY_URL}:// URL: {redact(str(exc), dsn)}"
             ) from None
+    # Handing the string to libpq itself keeps every libpq form working (socket directories,
+    # service files, multiple hosts), which a round trip through a SQLAlchemy URL would not.
+    # No hstore lookup on connect: psycopg's type query compares oid = regtype unqualified.
+    return create_engine(
+        f"{_SQLALCHEMY_URL}://", creator=lambda: psycopg.connect(dsn), use_native_hstore=False
+    )
+
+
+def _libpq_string(dsn: str) -> bool:
+    """Whether ``dsn`` is for libpq (True) or a SQLAlchemy URL (False); ValueError for
+    anything else, or a libpq string that does not parse (with no password in the message)."""
+    match = _SCHEME.match(dsn)
+    scheme = match.group(1).lower() if match else None
+    if scheme == _SQLALCHEMY_URL:
+        return False
     if scheme is not None and scheme not in _LIBPQ_SCHEMES:
         raise ValueError(
             f"expected a {_SQLALCHEMY_URL}:// URL or a libpq connection string, "
@@ -296,12 +359,7 @@ def _engine_for(dsn: str) -> Engine:
         # libpq quotes the part of the string it stopped at, which may be the password:
         # only the names of its parameters are kept (the cause, which has it all, is not).
         raise ValueError(f"not a valid libpq connection string: {_parse_error(exc)}") from None
-    # Handing the string to libpq itself keeps every libpq form working (socket directories,
-    # service files, multiple hosts), which a round trip through a SQLAlchemy URL would not.
-    # No hstore lookup on connect: psycopg's type query compares oid = regtype unqualified.
-    return create_engine(
-        f"{_SQLALCHEMY_URL}://", creator=lambda: psycopg.connect(dsn), use_native_hstore=False
-    )
+    return True
 
 
 _QUOTED = re.compile(r'"([^"]*)"')

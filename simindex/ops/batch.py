@@ -211,14 +211,7 @@ def prepare(
             later.append((key, size))
         else:
             unread.append(key)  # its old fingerprint is wrong now: out of the index
-            failures.append(
-                (
-                    key,
-                    f"text is {size} bytes, over max_text_bytes={max_text_bytes}; retry with "
-                    "a larger limit: `simindex sync --retry-failed --max-text-bytes N` "
-                    "(Python: sync(..., retry_failed=True, max_text_bytes=N))",
-                )
-            )
+            failures.append((key, over_limit(size, max_text_bytes)))
     del rows
     computed = _Computed(target.spec)
     computed.add(candidates)
@@ -235,6 +228,15 @@ def prepare(
     remove += computed.no_features
     failures += computed.failures
     return Prepared(remove, unread, upsert_keys, values, failures)
+
+
+def over_limit(size: int, max_text_bytes: int) -> str:
+    """The failed item's error of a text that is not read (sync's and build's)."""
+    return (
+        f"text is {size} bytes, over max_text_bytes={max_text_bytes}; retry with a larger "
+        "limit: `simindex sync --retry-failed --max-text-bytes N` "
+        "(Python: sync(..., retry_failed=True, max_text_bytes=N))"
+    )
 
 
 def _groups(sized: list[tuple[Any, int]], budget: int) -> Iterator[tuple[list[Any], int]]:

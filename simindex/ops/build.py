@@ -57,6 +57,7 @@ from simindex.db.source import Source, check_owner, describe, row_count, unfilte
 from simindex.db.statements import run, statement
 from simindex.db.triggers import Triggers, event_triggers_on
 from simindex.errors import IndexBusyError
+from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES, over_limit
 from simindex.ops.workers import computed
 
 _log = logging.getLogger(__name__)
@@ -71,13 +72,16 @@ _COPY_ROWS = 32_768
 
 @dataclass(frozen=True, slots=True)
 class BuildReport:
-    """What a build did: rows indexed, rows skipped (NULL or empty text), seconds taken, and
-    queue entries it made unnecessary (keys queued before its read, which it indexed)."""
+    """What a build did: rows indexed, rows skipped (NULL or empty text), seconds taken,
+    queue entries it made unnecessary (keys queued before its read, which it indexed), and
+    rows failed: texts over ``max_text_bytes``, not read but recorded as failed items, as
+    sync records them."""
 
     rows: int
     skipped: int
     seconds: float
     dequeued: int = 0
+    failed: int = 0
 
 
 MAX_BATCH_SIZE = 1_000_000
@@ -104,10 +108,15 @@ class _Read:
     A batch holds ``size`` rows or :data:`BATCH_BYTES` of text, whichever comes first: the
     cursor sends texts up to :data:`INLINE_BYTES` (and fetches few enough rows that a fetch
     stays within the bytes too); a longer text is read alone, by its row version's ctid, and
-    fingerprinted as a batch of one."""
+    fingerprinted as a batch of one. A text over ``max_text_bytes`` is not read: its key and
+    size are kept in :attr:`too_long`."""
 
-    def __init__(self, conn: PgConnection, triggers: Triggers, queued: frozenset[str]) -> None:
+    def __init__(
+        self, conn: PgConnection, triggers: Triggers, queued: frozenset[str], max_text_bytes: int
+    ) -> None:
         self.conn = conn
+        self.max_text_bytes = max_text_bytes
+        self.too_long: list[tuple[str, int]] = []
         source = triggers.source
         self.one = statement(
             "build_read_one",
@@ -126,6 +135,10 @@ class _Read:
         held = 0
         while rows := cursor.fetchmany(min(size, BATCH_BYTES // INLINE_BYTES)):
             for key, text, version, ctid, length in rows:
+                if length is not None and length > self.max_text_bytes:
+                    self._seen(key, version, ctid)  # a failed item now, as sync makes it
+                    self.too_long.append((key, length))
+                    continue
                 if length is not None and text is None:  # a long text: alone
                     found = self.conn.execute(self.one, {"ctid": ctid, "key": key}).fetchone()
                     if found is None:
@@ -157,6 +170,7 @@ def build(
     batch_size: int = 2000,
     workers: int | None = None,
     progress: Progress | None = None,
+    max_text_bytes: int | None = DEFAULT_MAX_TEXT_BYTES,
 ) -> BuildReport:
     """See :meth:`simindex.index.Index.build`."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int):
@@ -169,6 +183,9 @@ def build(
         raise ValueError(f"workers must be from 1 to {MAX_WORKERS}, got {workers}")
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be callable, got {type(progress).__name__}")
+    limit = max_text_bytes
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ValueError(f"max_text_bytes must be a non-negative int or None, got {limit!r}")
     started = time.perf_counter()
     indexed = skipped = 0
     with transaction(bind) as conn:
@@ -196,7 +213,7 @@ def build(
         run(conn, back_to_caller())
         spec_json = spec.to_json()
         pending = _Pending(store)
-        read = _Read(conn, triggers, queued)
+        read = _Read(conn, triggers, queued, 2**62 if limit is None else limit)
         # The source is read with the caller's rights (the cursor checks them when it opens)
         # and without row-level security (refused if the caller is subject to it), so no
         # policy of the table's owner runs; every fetch runs as the caller, and simindex's
@@ -225,6 +242,11 @@ def build(
             reader.close()
         pending.flush(conn)
         run(conn, become_owner())
+        for key, size in read.too_long:
+            error = over_limit(size, read.max_text_bytes)
+            conn.execute(
+                statement("sync_fail", failed=triggers.failed), {"key": key, "error": error}
+            )
         store.finish(conn, staging=True)
         _lock_for_swap(conn, live.side_tables())
         _swap(conn, live, store, triggers, trusted=event_triggers_on(conn, index_schema))
@@ -238,11 +260,17 @@ def build(
             statement("catalog_built", catalog=catalog(index_schema)),
             {"name": name, "row_count": indexed, "skipped_count": skipped},
         )
-        record_health(conn, index_schema, name, "resolved", failed=triggers.failed)
+        if read.too_long:
+            key, size = read.too_long[-1]
+            error = f"key {key}: {over_limit(size, read.max_text_bytes)}"
+            record_health(conn, index_schema, name, "row_error", error)
+        else:
+            record_health(conn, index_schema, name, "resolved", failed=triggers.failed)
         warn_if_superuser(conn, "build")
     if not isinstance(bind, Connection):
         _vacuum(bind, store)
-    return BuildReport(indexed, skipped, time.perf_counter() - started, dequeued)
+    seconds = time.perf_counter() - started
+    return BuildReport(indexed, skipped, seconds, dequeued, failed=len(read.too_long))
 
 
 def learn_counts(conn: PgConnection, source: Source, spec: IndexSpec, rows: int) -> ShingleCounts:

@@ -9,11 +9,13 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 
 from simindex.db.schema import head_revision
 from simindex.errors import IndexNotFoundError, KeyNotIndexedError
@@ -131,6 +133,32 @@ def test_help_and_version_load_nothing_heavy(argv: list[str]) -> None:
     assert result.stderr.strip() == ""
 
 
+def test_stats_loads_no_sqlalchemy(index: Index, docs: str) -> None:
+    """``simindex stats`` on a libpq DSN connects with psycopg alone: SQLAlchemy's import (a
+    quarter of a second of CPU) is not paid by a command that makes one transaction (issue 19,
+    item 3); a ``postgresql+psycopg://`` URL, SQLAlchemy's own, still goes through it."""
+    code = (
+        "import sys\n"
+        "from simindex.cli import main\n"
+        "code = main(sys.argv[1:])\n"
+        "print(code, 'sqlalchemy' in sys.modules, file=sys.stderr)"
+    )
+    parts = conninfo_to_dict(docs)
+    query = urllib.parse.urlencode([(k, str(parts[k])) for k in ("host", "port") if k in parts])
+    url = f"postgresql+psycopg://{parts['user']}@/{parts['dbname']}?{query}"
+    for dsn, loaded in ((docs, False), (url, True)):
+        result = subprocess.run(
+            [sys.executable, "-c", code, "stats", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            check=False,
+            env=environment(SIMINDEX_DSN=dsn),
+        )
+        assert json.loads(result.stdout)["indexes"][0]["rows"] == 3, result.stderr
+        assert result.stderr.splitlines()[-1] == f"0 {loaded}"
+
+
 def test_sync_help_still_shows_the_worker_defaults() -> None:
     from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES
     from simindex.ops.sync import DEFAULT_BATCH_SIZE, DEFAULT_CONNECTIONS
@@ -147,6 +175,28 @@ def test_no_database_at_all_is_a_usage_error() -> None:
     assert result.returncode == 2
     line = one_error_line(result)
     assert "--dsn" in line and "SIMINDEX_DSN" in line and "DATABASE_URL" in line
+
+
+@pytest.mark.parametrize(
+    ("argv", "command", "typed"),
+    [
+        (["stats", "--x"], "stats", "--x"),
+        (["--x", "stats"], "stats", "--x"),
+        (["query", "docs", "--limit", "3", "text", "more"], "query", "more"),
+        (["sync", "--dns=postgresql://app:s3cret@db/app"], "sync", "--dns=postgresql://app:***@"),
+    ],
+)
+def test_an_unknown_option_is_one_line_that_says_where_the_options_are(
+    argv: list[str], command: str, typed: str
+) -> None:
+    """Not the usage of the main parser or of the command (issue 19, item 12): the option as
+    typed (a password in it hidden) and the command whose help lists the right ones."""
+    result = simindex(*argv)
+    assert result.returncode == 2
+    line = one_error_line(result)
+    assert line.startswith(f"simindex: error: unrecognized arguments: {typed}")
+    assert f"`simindex {command} --help`" in line
+    assert "s3cret" not in line
 
 
 def test_bad_arguments_are_usage_errors() -> None:
@@ -487,6 +537,27 @@ def run_json(*args: str, stdin: str = "", dsn: str) -> Any:
     result = simindex(*args, "--json", stdin=stdin, SIMINDEX_DSN=dsn)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
+
+
+def test_build_refuses_a_text_over_max_text_bytes_as_sync_does(index: Index, docs: str) -> None:
+    """A text longer than --max-text-bytes is left out by build, a failed item, as sync leaves
+    it out; the build says so and exits 1, as sync does (issue 19, item 12)."""
+    long_text = " ".join([TEXTS[1]] * 3)
+    insert(docs, [(4, long_text)])
+    result = simindex("build", "docs", "--max-text-bytes", str(len(long_text) - 1),
+                      "--json", SIMINDEX_DSN=docs)  # fmt: skip
+    assert result.returncode == 1
+    assert json.loads(result.stdout)["failed"] == 1
+    warning = result.stderr.splitlines()
+    assert len(warning) == 1 and warning[0].startswith("simindex: 1 row failed: texts over ")
+    assert "--retry-failed --max-text-bytes" in warning[0]
+    stats = run_json("stats", "docs", dsn=docs)["indexes"][0]
+    assert (stats["rows"], stats["failed"]) == (3, 1)
+    assert f"key 4: text is {len(long_text)} bytes" in stats["last_error"]
+
+    again = simindex("build", "docs", SIMINDEX_DSN=docs)  # the default limit: 16 MiB
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.startswith("built docs: 4 rows indexed, 0 skipped (no text), 0 failed")
 
 
 def test_a_simhash_index_from_create_to_drop(docs: str) -> None:

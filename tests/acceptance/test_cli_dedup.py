@@ -166,6 +166,40 @@ def test_clusters_report_as_text_and_json(simhash: Index, table: str) -> None:
     ]
 
 
+def test_a_cluster_cut_short_says_how_many_more_and_how_to_list_them(table: str) -> None:
+    """A cluster of 16 rows listed by its first 10 keys says the 6 it leaves out and the
+    option that lists them (issue 19, item 12); ``--members all`` lists every key."""
+    with psycopg.connect(table) as conn:  # 14 more copies of row 4: a cluster of 16 with row 5
+        conn.execute("INSERT INTO docs (id, body) SELECT n, body FROM docs, generate_series(101, "
+                     "114) AS n WHERE id = 4")  # fmt: skip
+    index = create_index(table, "docs", "docs", "body", method=SimHash(max_distance=6))
+    index.build()
+    keys = [4, 5, *range(101, 115)]
+
+    def lines_of_cluster_4(text: str) -> list[list[str]]:
+        return [line.split(None, 2) for line in text.splitlines() if line.lstrip()[:2] == "4 "]
+
+    text = run("clusters", "docs", dsn=table).stdout
+    assert lines_of_cluster_4(text) == [["4", "16", ", ".join(map(str, keys[:10])) + " and 6 more"]]
+    assert "(at most 10 keys a cluster: --members all lists them all" in text
+    assert "1, 2, 3\n" in text  # the cluster of BASE, listed whole
+
+    every = run("clusters", "docs", "--members", "all", dsn=table).stdout
+    assert lines_of_cluster_4(every) == [["4", "16", ", ".join(map(str, keys))]]
+    assert "more\n" not in every and "at most" not in every
+
+    three = run("clusters", "docs", "--members", "3", "--show", "updated", dsn=table).stdout
+    assert [line[2].split() for line in lines_of_cluster_4(three)] == [
+        ["4", "2023-12-28"], ["5", "2023-12-27"], ["101"], ["and", "13", "more"]
+    ]  # fmt: skip
+    assert "(at most 3 keys a cluster: --members all" in three
+
+    report = json.loads(run("clusters", "docs", "--json", "--members", "all", dsn=table).stdout)
+    assert report["largest_clusters"][0] == {"cluster_id": 4, "size": 16, "keys": keys}
+    refused = simindex("clusters", "docs", "--members", "0", SIMINDEX_DSN=table)
+    assert refused.returncode == 2 and "--members" in refused.stderr
+
+
 def test_clusters_members_with_survivors(simhash: Index, table: str, tmp_path: Path) -> None:
     result = run("clusters", "docs", "--format", "csv", "--survivors", "newest:updated",
                  dsn=table)  # fmt: skip

@@ -33,7 +33,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import QueuePool
 
 import simindex
-from simindex.db.catalog import DEFAULT_SCHEMA, catalog_table
+from simindex.db.catalog import DEFAULT_SCHEMA
+from simindex.db.catalog_table import catalog_table
 from simindex.db.connection import connect
 from simindex.db.schema import (
     alembic_config,

@@ -144,7 +144,8 @@ def worker_role(database_dsn: str) -> Iterator[str]:
         )
         conn.execute(
             sql.SQL(
-                "GRANT EXECUTE ON FUNCTION simindex.record_health_v1(text, text, text) TO {}"
+                "GRANT EXECUTE ON FUNCTION simindex.record_health_v1(text, text, text), "
+                "simindex.share_index_v1(text) TO {}"
             ).format(name)
         )
         conn.execute(sql.SQL("GRANT SELECT ON notes TO {}").format(name))

@@ -18,7 +18,8 @@ import pytest
 from sqlalchemy import Engine, create_engine, text
 
 from simindex.check import check
-from simindex.index import create_index
+from simindex.index import create_index, get_index
+from simindex.ops.build import BuildReport
 from simindex.sync import DEFAULT_MAX_TEXT_BYTES, failed_items, queue_counts, sync
 
 # Letters of two bytes, a separator of three and one of four (so characters are never bytes).
@@ -132,3 +133,55 @@ def test_a_batch_reads_its_texts_a_bounded_number_of_bytes_at_a_time(
     assert sorted(reads)[-2] <= 2000
     assert check(database_dsn, "budget").ok
     assert [m.key for m in index.near(text="a long text of many words " * 400)] == [100]
+
+
+def built(engine: Engine, limit: int | None) -> tuple[BuildReport, int]:
+    """(report, blocks of the texts fetched) of one build in one transaction."""
+    count = text(
+        "SELECT pg_stat_get_xact_blocks_fetched(reltoastrelid) FROM pg_class "
+        "WHERE oid = 'documents'::regclass"
+    )
+    with engine.connect() as connection:
+        before = connection.execute(count).scalar_one()
+        index = get_index(connection, "docs")
+        report = index.build() if limit is None else index.build(max_text_bytes=limit)
+        after = connection.execute(count).scalar_one()
+        connection.commit()
+    return report, int(after - before)
+
+
+@pytest.mark.parametrize("limit", [100_000, None], ids=["100000", "default"])
+def test_build_leaves_a_text_over_the_limit_unread_and_a_failed_item_as_sync_does(
+    engine: Engine, database_dsn: str, limit: int | None
+) -> None:
+    """Issue 19, item 12: a text sync refuses is refused by build too: not read (no block of
+    it fetched) and recorded as a failed item with sync's error; one at the limit is built."""
+    bound = DEFAULT_MAX_TEXT_BYTES if limit is None else limit
+    write(database_dsn, 2, bound)
+    report, at_the_limit = built(engine, limit)
+    assert (report.rows, report.failed) == (2, 0)
+    assert at_the_limit > 0  # a text that is read is seen being read
+
+    write(database_dsn, 3, bound + 1)
+    report, fetched = built(engine, limit)
+    assert (report.rows, report.skipped, report.failed) == (2, 0, 1)
+    assert fetched == at_the_limit  # not one block of the longer text
+    [(key, error, _, _)] = failed_items(database_dsn, "docs")
+    assert key == 3
+    assert f"text is {bound + 1} bytes, over max_text_bytes={bound}" in error
+    index = get_index(database_dsn, "docs")
+    stats = index.stats()
+    assert (stats.rows, stats.failed) == (2, 1)
+    assert f"key 3: text is {bound + 1} bytes" in str(stats.info.last_error)
+    # A larger limit builds it, as sync's retry with one does.
+    assert index.build(max_text_bytes=bound + 1).failed == 0
+    assert index.stats().rows == 3
+
+
+def test_build_refuses_a_limit_that_is_not_a_byte_count(database_dsn: str) -> None:
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute("CREATE TABLE small (id integer PRIMARY KEY, body text)")
+    index = create_index(database_dsn, "small", "small", "body")
+    for wrong in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="max_text_bytes must be a non-negative int"):
+            index.build(max_text_bytes=wrong)  # type: ignore[arg-type]  # refused: the test

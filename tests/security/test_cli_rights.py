@@ -92,3 +92,13 @@ def test_exact_verification_without_select_on_the_table_names_the_grant(
     )
     superuser(database_dsn, f"GRANT SELECT ON notes TO {reader.name}")
     assert [m.key for m in index.similar(key=1)] == [2]
+
+
+def test_a_reader_prints_the_sql_of_an_index_as_an_admin_would(
+    database_dsn: str, index: Index, make_role: MakeRole
+) -> None:
+    reader = make_role("reader")
+    simindex.grant(database_dsn, reader.name, "reader")
+    superuser(database_dsn, f"GRANT SELECT ON docs TO {reader.name}")
+    # The reader's rights are enough to read it; nothing of it runs.
+    assert Index(reader.dsn, "docs").sql() == index.sql()

@@ -1,5 +1,6 @@
 """No injection through any identifier: the app's schema, table and column names, and simindex's
-own schema, may be anything PostgreSQL accepts, and every command works with them.
+own schema, may be anything PostgreSQL accepts, and every command works with them (the SQL
+``simindex sql`` prints too: run as printed, it makes the index again).
 
 The names are chosen by an ordinary role (the table's owner); a superuser runs simindex, with
 ``check_function_bodies = off`` (a database owner may set it), so that a body ended early would
@@ -92,6 +93,13 @@ def test_every_command_works_with_the_name(
         (3, True),
     }
     assert index.clusters(method="bottom_k").rows == 2
+    # simindex sql: the text as printed, run as it is, makes the same index again.
+    printed = index.sql()
+    drop_index(dsn, "odd")
+    superuser(dsn, printed)
+    assert index.sql() == printed
+    index.build()
+    assert [m.key for m in index.near_key(1)] == [3]
     drop_index(dsn, "odd")
     assert not is_superuser(database_dsn, alice)
 

@@ -86,10 +86,6 @@ SELECT 1 FROM {catalog} WHERE name = {name} FOR UPDATE
 -- name: catalog_list
 SELECT name FROM {catalog} ORDER BY name
 
--- name: catalog_set_state
-UPDATE {catalog} SET state = %(state)s, state_reason = %(reason)s, updated_at = now()
-WHERE name = %(name)s
-
 -- name: catalog_built
 UPDATE {catalog}
 SET state = 'ready', state_reason = NULL, source_oid = source, row_count = %(row_count)s,

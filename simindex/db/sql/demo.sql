@@ -12,11 +12,5 @@ CREATE TABLE {table} (
 -- name: demo_copy
 COPY {table} (id, package, title, body) FROM STDIN
 
--- name: demo_count
-SELECT count(*) FROM {table}
-
--- name: demo_rows
-SELECT id, package, title, body FROM {table} WHERE id = ANY(%(ids)s) ORDER BY id
-
 -- name: demo_server_version
 SELECT pg_catalog.current_setting('server_version')

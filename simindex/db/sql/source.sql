@@ -150,11 +150,6 @@ DEALLOCATE simindex_key_probe
 -- A key given as text (on a command line) in the type simindex stores keys as.
 SELECT CAST(%(key)s::text AS {key_type})
 
--- name: source_schema_of
-(SELECT n.nspname FROM pg_catalog.pg_class AS c
- JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
- WHERE c.oid = {table}::regclass)
-
 -- name: source_same_type
 -- Whether a type a user names is the key's (spellings differ: int, integer, int4): the type
 -- simindex stores it as, or the column's own (a domain).

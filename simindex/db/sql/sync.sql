@@ -268,12 +268,6 @@ ALTER TABLE {source} {enable}
 -- With its triggers, wherever the source table is now (or whatever its name): CASCADE.
 DROP FUNCTION IF EXISTS {function}() CASCADE
 
--- name: sync_trigger_names
--- The triggers simindex installed on a table (for tests and for drop).
-SELECT t.tgname FROM pg_catalog.pg_trigger AS t
-WHERE t.tgrelid = %(table)s::regclass AND NOT t.tgisinternal AND t.tgname LIKE 'simindex\_%%'
-ORDER BY t.tgname
-
 -- name: sync_listen
 LISTEN {channel}
 

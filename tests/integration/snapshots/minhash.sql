@@ -1,0 +1,992 @@
+-- The table a new index is made for, found by name by the caller (simindex's owner role may
+-- not look into the app's schemas), for catalog_insert.
+SELECT pg_catalog.set_config('simindex.source', '"public"."docs"'::regclass::oid::text, true);
+
+-- The owner role names the key's type in the side tables, queue and functions it creates, so
+-- it needs USAGE on the schema of that type (and of a domain's base types). A role that may
+-- grant it (the schema's owner, a superuser) grants it here; otherwise create stops, saying
+-- which GRANT to run. Nothing else of the schema is granted.
+DO $body$
+DECLARE
+    found record;
+BEGIN
+    FOR found IN
+        WITH RECURSIVE chain (oid, typtype, typbasetype) AS (
+            SELECT t.oid, t.typtype, t.typbasetype FROM pg_catalog.pg_type AS t
+            WHERE t.oid = pg_catalog.to_regtype('bigint')
+            UNION ALL
+            SELECT u.oid, u.typtype, u.typbasetype
+            FROM chain JOIN pg_catalog.pg_type AS u ON u.oid = chain.typbasetype
+            WHERE chain.typtype = 'd'
+        )
+        SELECT DISTINCT n.oid, n.nspname FROM chain
+        JOIN pg_catalog.pg_type AS t ON t.oid = chain.oid
+        JOIN pg_catalog.pg_namespace AS n ON n.oid = t.typnamespace
+        WHERE NOT pg_catalog.has_schema_privilege('simindex_owner', n.oid, 'USAGE')
+    LOOP
+        IF NOT pg_catalog.has_schema_privilege(found.oid, 'USAGE WITH GRANT OPTION') THEN
+            RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = pg_catalog.format(
+                'simindex: its owner role %I needs USAGE on schema %I, where the key type %s '
+                'is; the schema''s owner runs: GRANT USAGE ON SCHEMA %I TO %I',
+                'simindex_owner', found.nspname, 'bigint', found.nspname, 'simindex_owner');
+        END IF;
+        EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA %I TO %I', found.nspname, 'simindex_owner');
+    END LOOP;
+END
+$body$;
+
+-- The caller's role ('none' when there was no SET ROLE), for role_restore.
+SELECT pg_catalog.set_config('simindex.caller_role', pg_catalog.current_setting('role'), true);
+
+SET LOCAL ROLE "simindex_owner";
+
+-- Values as literals: the same statement runs from Python and goes into an Alembic --sql script.
+-- The source's OID, column numbers and types are looked up when the statement runs (an offline
+-- script knows only names; catalog_source_oid found the table by its name, with the caller's
+-- rights); no row is inserted unless they all resolve.
+INSERT INTO "simindex"."indexes" (name, source_schema, source_table, key_column, key_type, text_column,
+                       method, spec, spec_version, source, source_oid, key_attnum,
+                       key_type_id, key_typmod, text_attnum, text_type_id)
+SELECT 'docs', n.nspname, c.relname, k.attname, 'bigint', t.attname,
+       'minhash', '{"kind": "minhash", "num_bands": 15, "num_perm": 128, "rows_per_band": 7, "scheme": "classic", "seed": 1, "shingling": {"seed": 0, "size": 3, "unit": "word", "with_characters": false}, "spec_version": 1, "threshold": 0.8}'::jsonb, 1, c.oid, c.oid, k.attnum, k.atttypid, k.atttypmod,
+       t.attnum, t.atttypid
+FROM pg_catalog.pg_class AS c
+JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
+JOIN pg_catalog.pg_attribute AS k
+  ON k.attrelid = c.oid AND k.attname = 'id' AND k.attnum > 0 AND NOT k.attisdropped
+JOIN pg_catalog.pg_attribute AS t
+  ON t.attrelid = c.oid AND t.attname = 'body' AND t.attnum > 0 AND NOT t.attisdropped
+WHERE c.oid = pg_catalog.current_setting('simindex.source')::pg_catalog.oid;
+
+-- Whether the caller sees the source row of a key: a primary-key probe with the caller's own
+-- rights (SECURITY INVOKER), so the source's privileges and RLS policies decide. The body names
+-- the source as it is now, every name qualified and the comparison pg_catalog's (the key type
+-- describe() admitted); a string body records no dependency, so the app may still drop or
+-- change its table (a rename is followed: the event triggers and every build write it again).
+-- PL/pgSQL: its plan is made once per session (a SQL function's body would be planned again
+-- for every query, costing more than its probes), a probe by the primary key, never a hash of
+-- the whole source. No SET clause: a GUC saved and restored per row would cost more than the
+-- probe.
+-- Its body is not checked when it is made: the owner role may not see the source's schema.
+SELECT pg_catalog.set_config('simindex.check_function_bodies',
+                             pg_catalog.current_setting('check_function_bodies'), true),
+       pg_catalog.set_config('check_function_bodies', 'off', true);
+CREATE OR REPLACE FUNCTION "simindex"."docs_visible_v1"(key bigint)
+RETURNS boolean LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $body$
+BEGIN
+    RETURN EXISTS (SELECT FROM "public"."docs" AS s WHERE s."id" OPERATOR(pg_catalog.=) $1);
+END
+$body$;
+SELECT pg_catalog.set_config('check_function_bodies',
+                             pg_catalog.current_setting('simindex.check_function_bodies'), true);
+
+-- The 32-bit signature, to verify candidates, and one 32-bit key per LSH band.
+CREATE TABLE "simindex"."docs_minhash" (
+    key bigint PRIMARY KEY,
+    signature integer[] NOT NULL,
+    "b0" integer NOT NULL,
+    "b1" integer NOT NULL,
+    "b2" integer NOT NULL,
+    "b3" integer NOT NULL,
+    "b4" integer NOT NULL,
+    "b5" integer NOT NULL,
+    "b6" integer NOT NULL,
+    "b7" integer NOT NULL,
+    "b8" integer NOT NULL,
+    "b9" integer NOT NULL,
+    "b10" integer NOT NULL,
+    "b11" integer NOT NULL,
+    "b12" integer NOT NULL,
+    "b13" integer NOT NULL,
+    "b14" integer NOT NULL
+);
+
+-- Row-level security on a table of simindex's holding keys of the source: a role sees the rows
+-- whose keys it could see in the source. A role that may DELETE from the table (a worker, an
+-- admin: they read and write every row, and their privilege is checked first, without a probe)
+-- sees all. The table by its OID, not tableoid: a system column would rule out the
+-- index-only scans of the query functions. The owner role, which writes these tables for the triggers and builds, is not
+-- subject to them. Writes are governed by the table's privileges alone.
+ALTER TABLE "simindex"."docs_minhash" ENABLE ROW LEVEL SECURITY;
+DROP POLICY IF EXISTS simindex_read_v1 ON "simindex"."docs_minhash";
+DROP POLICY IF EXISTS simindex_insert_v1 ON "simindex"."docs_minhash";
+DROP POLICY IF EXISTS simindex_update_v1 ON "simindex"."docs_minhash";
+DROP POLICY IF EXISTS simindex_delete_v1 ON "simindex"."docs_minhash";
+CREATE POLICY simindex_read_v1 ON "simindex"."docs_minhash" FOR SELECT
+    USING (pg_catalog.has_table_privilege('"simindex"."docs_minhash"'::regclass, 'DELETE') OR ("simindex"."docs_visible_v1"("key")));
+CREATE POLICY simindex_insert_v1 ON "simindex"."docs_minhash" FOR INSERT WITH CHECK (true);
+CREATE POLICY simindex_update_v1 ON "simindex"."docs_minhash" FOR UPDATE USING (true) WITH CHECK (true);
+CREATE POLICY simindex_delete_v1 ON "simindex"."docs_minhash" FOR DELETE USING (true);
+
+CREATE INDEX "docs_minhash_b0" ON "simindex"."docs_minhash" ("b0");
+
+CREATE INDEX "docs_minhash_b1" ON "simindex"."docs_minhash" ("b1");
+
+CREATE INDEX "docs_minhash_b2" ON "simindex"."docs_minhash" ("b2");
+
+CREATE INDEX "docs_minhash_b3" ON "simindex"."docs_minhash" ("b3");
+
+CREATE INDEX "docs_minhash_b4" ON "simindex"."docs_minhash" ("b4");
+
+CREATE INDEX "docs_minhash_b5" ON "simindex"."docs_minhash" ("b5");
+
+CREATE INDEX "docs_minhash_b6" ON "simindex"."docs_minhash" ("b6");
+
+CREATE INDEX "docs_minhash_b7" ON "simindex"."docs_minhash" ("b7");
+
+CREATE INDEX "docs_minhash_b8" ON "simindex"."docs_minhash" ("b8");
+
+CREATE INDEX "docs_minhash_b9" ON "simindex"."docs_minhash" ("b9");
+
+CREATE INDEX "docs_minhash_b10" ON "simindex"."docs_minhash" ("b10");
+
+CREATE INDEX "docs_minhash_b11" ON "simindex"."docs_minhash" ("b11");
+
+CREATE INDEX "docs_minhash_b12" ON "simindex"."docs_minhash" ("b12");
+
+CREATE INDEX "docs_minhash_b13" ON "simindex"."docs_minhash" ("b13");
+
+CREATE INDEX "docs_minhash_b14" ON "simindex"."docs_minhash" ("b14");
+
+ANALYZE "simindex"."docs_minhash";
+
+-- Candidates share a band key with the query (a BitmapOr of the band indexes: each row is read
+-- once); each is verified by its share of equal slots, identical signatures without a count.
+-- A text without features has NULL arrays: no candidates.
+CREATE FUNCTION "simindex"."docs_similar_v1"(
+    signature integer[],
+    band_keys integer[],
+    threshold double precision DEFAULT 0.8,
+    max_rows integer DEFAULT 1000
+)
+RETURNS TABLE (key bigint, similarity double precision)
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $body$
+DECLARE
+    simindex_current boolean;
+BEGIN
+    -- The first statement of a query function (VOLATILE, so each of its statements takes its own
+-- snapshot). A rebuild swaps new side tables in (DROP and RENAME, in its transaction): a query
+-- that meets the swap waits for the table's lock, and a statement whose snapshot was taken
+-- before the rebuild committed would then read the new table and find it empty. This one takes
+-- the lock (the scalar subquery's scan is never run) and asks whether its snapshot sees the
+-- table it locked. Not seen: under READ COMMITTED the call is made again, by name, so it runs
+-- the function as the rebuild wrote it with snapshots taken after the wait; in a REPEATABLE
+-- READ or SERIALIZABLE transaction, whose snapshot cannot move, it fails as a serialization
+-- failure, to be retried like one.
+SELECT EXISTS (
+    SELECT FROM pg_catalog.pg_class AS c WHERE c.oid = pg_catalog.to_regclass('"simindex"."docs_minhash"')
+) OR (SELECT true FROM "simindex"."docs_minhash" LIMIT 0)
+INTO simindex_current;
+IF simindex_current IS NOT TRUE THEN
+    IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION USING ERRCODE = '40001',
+            MESSAGE = 'simindex: index ' || 'docs'
+                || ' was rebuilt after this transaction''s snapshot was taken',
+            HINT = 'Run the transaction again.';
+    END IF;
+    RETURN QUERY SELECT * FROM "simindex"."docs_similar_v1"($1, $2, $3, $4);
+    RETURN;
+END IF;
+    PERFORM "simindex"."source_usable_v1"('docs');
+    -- NaN sorts above every number, so it fails the upper bound.
+    IF $3 IS NULL OR NOT ($3 >= 0 AND $3 <= 1) THEN
+        RAISE EXCEPTION 'threshold must be from 0 to 1, got %', coalesce($3::text, 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    IF ($1 IS NULL) <> ($2 IS NULL)
+       OR cardinality($1) <> 128.0::integer OR cardinality($2) <> 15 THEN
+        RAISE EXCEPTION 'a signature of % values and % band keys are needed (both NULL: a '
+            'text without features), got % and %', 128.0::integer, 15,
+            coalesce(cardinality($1)::text, 'NULL'), coalesce(cardinality($2)::text, 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    IF $4 < 1 THEN
+        RAISE EXCEPTION 'max_rows must be at least 1, got %', $4 USING ERRCODE = '22023';
+    END IF;
+    IF $1 IS NULL THEN  -- no signature, no row (similar_key's call of the guard alone)
+        RETURN;
+    END IF;
+    RETURN QUERY
+    SELECT c.key, v.similarity
+    FROM "simindex"."docs_minhash" AS c
+    CROSS JOIN LATERAL (
+        SELECT CASE WHEN c.signature = $1 THEN 1.0::double precision ELSE (
+            SELECT count(*) FILTER (WHERE x = y)::double precision / 128.0
+            FROM unnest(c.signature, $1) AS u(x, y)
+        ) END AS similarity
+    ) AS v
+    WHERE (c."b0" = $2[1] OR c."b1" = $2[2] OR c."b2" = $2[3] OR c."b3" = $2[4] OR c."b4" = $2[5] OR c."b5" = $2[6] OR c."b6" = $2[7] OR c."b7" = $2[8] OR c."b8" = $2[9] OR c."b9" = $2[10] OR c."b10" = $2[11] OR c."b11" = $2[12] OR c."b12" = $2[13] OR c."b13" = $2[14] OR c."b14" = $2[15]) AND v.similarity >= $3
+    ORDER BY v.similarity DESC, c.key
+    LIMIT $4;
+END
+$body$;
+
+CREATE FUNCTION "simindex"."docs_similar_key_v1"(
+    key bigint, threshold double precision DEFAULT 0.8,
+    max_rows integer DEFAULT 1000
+)
+RETURNS TABLE (key bigint, similarity double precision)
+LANGUAGE sql VOLATILE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $body$
+    -- The table's lock first (a rebuild's swap is waited for here), then the query
+    -- function's guard alone, no signature: the next statement's snapshot sees the rebuilt
+    -- table, or the guard fails where the transaction's cannot (see common.sql). In this
+    -- order, the query function is looked up after the wait: the one the rebuild wrote.
+    SELECT (SELECT true FROM "simindex"."docs_minhash" LIMIT 0),
+           (SELECT count(*) FROM "simindex"."docs_similar_v1"(NULL::integer[], NULL::integer[], $2, 1));
+    SELECT n.key, n.similarity
+    FROM "simindex"."docs_minhash" AS s
+    CROSS JOIN LATERAL "simindex"."docs_similar_v1"(s.signature, ARRAY[s."b0", s."b1", s."b2", s."b3", s."b4", s."b5", s."b6", s."b7", s."b8", s."b9", s."b10", s."b11", s."b12", s."b13", s."b14"], $2, $3 + 1) AS n
+    WHERE s.key = $1 AND n.key <> $1 AND "simindex"."source_usable_v1"('docs')
+    ORDER BY n.similarity DESC, n.key
+    LIMIT $3
+$body$;
+
+-- Every pair, for SQL callers: the arms of the Python path, in one function. Not a reader's
+-- right (pairs_revoke_function): n identical rows make n(n-1)/2 pairs, which the Python path
+-- collapses into groups. No SET work_mem: the caller's own settings govern its cost.
+CREATE FUNCTION "simindex"."docs_pairs_v1"(threshold double precision DEFAULT 0.8)
+RETURNS TABLE (left_key bigint, right_key bigint, similarity double precision)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $body$
+#variable_conflict use_column
+BEGIN
+    PERFORM "simindex"."source_usable_v1"('docs');
+    IF threshold IS NULL OR threshold < 0 OR threshold > 1 THEN
+        RAISE EXCEPTION 'threshold must be from % to %, got %', 0, 1,
+            threshold USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY -- One band's share of all pairs: rows with the same band key and the same band values,
+-- verified by estimated Jaccard, each pair once (left < right) and only in the first band they
+-- share (the "earlier" conditions). The self-join reads only keys and band keys, so its hash
+-- table stays small; signatures are fetched for the candidate pairs alone.
+SELECT a.key AS left_key, b.key AS right_key, v.similarity
+FROM (
+    SELECT x.key AS left_key, y.key AS right_key
+    FROM "simindex"."docs_minhash" AS x
+    JOIN "simindex"."docs_minhash" AS y ON y."b0" = x."b0" AND x.key OPERATOR(pg_catalog.<) y.key
+    OFFSET 0
+) AS c
+JOIN "simindex"."docs_minhash" AS a ON a.key OPERATOR(pg_catalog.=) c.left_key
+JOIN "simindex"."docs_minhash" AS b ON b.key OPERATOR(pg_catalog.=) c.right_key
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN a.signature = b.signature THEN 1.0::double precision ELSE (
+        SELECT count(*) FILTER (WHERE x = y)::double precision / 128.0
+        FROM unnest(a.signature, b.signature) AS u(x, y)
+    ) END AS similarity
+) AS v
+WHERE a.signature[1:7] = b.signature[1:7]
+  AND v.similarity >= $1
+UNION ALL
+-- One band's share of all pairs: rows with the same band key and the same band values,
+-- verified by estimated Jaccard, each pair once (left < right) and only in the first band they
+-- share (the "earlier" conditions). The self-join reads only keys and band keys, so its hash
+-- table stays small; signatures are fetched for the candidate pairs alone.
+SELECT a.key AS left_key, b.key AS right_key, v.similarity
+FROM (
+    SELECT x.key AS left_key, y.key AS right_key
+    FROM "simindex"."docs_minhash" AS x
+    JOIN "simindex"."docs_minhash" AS y ON y."b1" = x."b1" AND x.key OPERATOR(pg_catalog.<) y.key
+    OFFSET 0
+) AS c
+JOIN "simindex"."docs_minhash" AS a ON a.key OPERATOR(pg_catalog.=) c.left_key
+JOIN "simindex"."docs_minhash" AS b ON b.key OPERATOR(pg_catalog.=) c.right_key
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN a.signature = b.signature THEN 1.0::double precision ELSE (
+        SELECT count(*) FILTER (WHERE x = y)::double precision / 128.0
+        FROM unnest(a.signature, b.signature) AS u(x, y)
+    ) END AS similarity
+) AS v
+WHERE a.signature[8:14] = b.signature[8:14]
+  AND a.signature[1:7] <> b.signature[1:7]
+  AND v.similarity >= $1
+UNION ALL
+-- One band's share of all pairs: rows with the same band key and the same band values,
+-- verified by estimated Jaccard, each pair once (left < right) and only in the first band they
+-- share (the "earlier" conditions). The self-join reads only keys and band keys, so its hash
+-- table stays small; signatures are fetched for the candidate pairs alone.
+SELECT a.key AS left_key, b.key AS right_key, v.similarity
+FROM (
+    SELECT x.key AS left_key, y.key AS right_key
+    FROM "simindex"."docs_minhash" AS x
+    JOIN "simindex"."docs_minhash" AS y ON y."b2" = x."b2" AND x.key OPERATOR(pg_catalog.<) y.key
+    OFFSET 0
+) AS c
+JOIN "simindex"."docs_minhash" AS a ON a.key OPERATOR(pg_catalog.=) c.left_key
+JOIN "simindex"."docs_minhash" AS b ON b.key OPERATOR(pg_catalog.=) c.right_key
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN a.signature = b.signature THEN 1.0::double precision ELSE (
+        SELECT count(*) FILTER (WHERE x = y)::double precision / 128.0
+        FROM unnest(a.signature, b.signature) AS u(x, y)
+    ) END AS similarity
+) AS v
+WHERE a.signature[15:21] = b.signature[15:21]
+  AND a.signature[1:7] <> b.signature[1:7]
+  AND a.signature[8:14] <> b.signature[8:14]
+  AND v.similarity >= $1
+UNION ALL
+-- One band's share of all pairs: rows with the same band key and the same band values,
+-- verified by estimated Jaccard, each pair once (left < right) and only in the first band they
+-- share (the "earlier" conditions). The self-join reads only keys and band keys, so its hash
+-- table stays small; signatures are fetched for the candidate pairs alone.
+SELECT a.key AS left_key, b.key AS right_key, v.similarity
+FROM (
+    SELECT x.key AS left_key, y.key AS right_key
+    FROM "simindex"."docs_minhash" AS x
+    JOIN "simindex"."docs_minhash" AS y ON y."b3" = x."b3" AND x.key OPERATOR(pg_catalog.<) y.key
+    OFFSET 0
+) AS c
+JOIN "simindex"."docs_minhash" AS a ON a.key OPERATOR(pg_catalog.=) c.left_key
+JOIN "simindex"."docs_minhash" AS b ON b.key OPERATOR(pg_catalog.=) c.right_key
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN a.signature = b.signature THEN 1.0::double precision ELSE (
+        SELECT count(*) FILTER (WHERE x = y)::double precision / 128.0
+        FROM unnest(a.signature, b.signature) AS u(x, y)
+    ) END AS similarity
+) AS v
+WHERE a.signature[22:28] = b.signature[22:28]
+  AND a.signature[1:7] <> b.signature[1:7]
+  AND a.signature[8:14] <> b.signature[8:14]
+  AND a.signature[15:21] <> b.signature[15:21]
+  AND v.similarity >= $1
+UNION ALL
+-- One band's share of all pairs: rows with the same band key and the same band values,
+-- verified by estimated Jaccard, each pair once (left < right) and only in the first band they
+-- share (the "earlier" conditions). The self-join reads only keys and band keys, so its hash
+-- table stays small; signatures are fetched for the candidate pairs alone.
+SELECT a.key AS left_key, b.key AS right_key, v.similarity
+FROM (
+    SELECT x.key AS left_key, y.key AS right_key
+    FROM "simindex"."docs_minhash" AS x
+    JOIN "simindex"."docs_minhash" AS y ON y."b4" = x."b4" AND x.key OPERATOR(pg_catalog.<) y.key
+    OFFSET 0
+) AS c
+JOIN "simindex"."docs_minhash" AS a ON a.key OPERATOR(pg_catalog.=) c.left_key
+JOIN "simindex"."docs_minhash" AS b ON b.key OPERATOR(pg_catalog.=) c.right_key
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN a.signature = b.signature THEN 1.0::double precision ELSE (
+        SELECT count(*) FILTER (WHERE x = y)::double precision / 128.0
+        FROM unnest(a.signature, b.signature) AS u(x, y)
+    ) END AS similarity
+) AS v
+WHERE a.signature[29:35] = b.signature[29:35]
+  AND a.signature[1:7] <> b.signature[1:7]
+  AND a.signature[8:14] <> b.signature[8:14]
+  AND a.signature[15:21] <> b.signature[15:21]
+  AND a.signature[22:28] <> b.signature[22:28]
+  AND v.similarity >= $1
+UNION ALL
+-- One band's share of all pairs: rows with the same band key and the same band values,
+-- verified by estimated Jaccard, each pair once (left < right) and only in the first band they
+-- share (the "earlier" conditions). The self-join reads only keys and band keys, so its hash
+-- table stays small; signatures are fetched for the candidate pairs alone.
+SELECT a.key AS left_key, b.key AS right_key, v.similarity
+FROM (
+    SELECT x.key AS left_key, y.key AS right_key
+    FROM "simindex"."docs_minhash" AS x
+    JOIN "simindex"."docs_minhash" AS y ON y."b5" = x."b5" AND x.key OPERATOR(pg_catalog.<) y.key
+    OFFSET 0
+) AS c
+JOIN "simindex"."docs_minhash" AS a ON a.key OPERATOR(pg_catalog.=) c.left_key
+JOIN "simindex"."docs_minhash" AS b ON b.key OPERATOR(pg_catalog.=) c.right_key
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN a.signature = b.signature THEN 1.0::double precision ELSE (
+        SELECT count(*) FILTER (WHERE x = y)::double precision / 128.0
+        FROM unnest(a.signature, b.signature) AS u(x, y)
+    ) END AS similarity
+) AS v
+WHERE a.signature[36:42] = b.signature[36:42]
+  AND a.signature[1:7] <> b.signature[1:7]
+  AND a.signature[8:14] <> b.signature[8:14]
+  AND a.signature[15:21] <> b.signature[15:21]
+  AND a.signature[22:28] <> b.signature[22:28]
+  AND a.signature[29:35] <> b.signature[29:35]
+  AND v.similarity >= $1
+UNION ALL
+-- One band's share of all pairs: rows with the same band key and the same band values,
+-- verified by estimated Jaccard, each pair once (left < right) and only in the first band they
+-- share (the "earlier" conditions). The self-join reads only keys and band keys, so its hash
+-- table stays small; signatures are fetched for the candidate pairs alone.
+SELECT a.key AS left_key, b.key AS right_key, v.similarity
+FROM (
+    SELECT x.key AS left_key, y.key AS right_key
+    FROM "simindex"."docs_minhash" AS x
+    JOIN "simindex"."docs_minhash" AS y ON y."b6" = x."b6" AND x.key OPERATOR(pg_catalog.<) y.key
+    OFFSET 0
+) AS c
+JOIN "simindex"."docs_minhash" AS a ON a.key OPERATOR(pg_catalog.=) c.left_key
+JOIN "simindex"."docs_minhash" AS b ON b.key OPERATOR(pg_catalog.=) c.right_key
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN a.signature = b.signature THEN 1.0::double precision ELSE (
+        SELECT count(*) FILTER (WHERE x = y)::double precision / 128.0
+        FROM unnest(a.signature, b.signature) AS u(x, y)
+    ) END AS similarity
+) AS v
+WHERE a.signature[43:49] = b.signature[43:49]
+  AND a.signature[1:7] <> b.signature[1:7]
+  AND a.signature[8:14] <> b.signature[8:14]
+  AND a.signature[15:21] <> b.signature[15:21]
+  AND a.signature[22:28] <> b.signature[22:28]
+  AND a.signature[29:35] <> b.signature[29:35]
+  AND a.signature[36:42] <> b.signature[36:42]
+  AND v.similarity >= $1
+UNION ALL
+-- One band's share of all pairs: rows with the same band key and the same band values,
+-- verified by estimated Jaccard, each pair once (left < right) and only in the first band they
+-- share (the "earlier" conditions). The self-join reads only keys and band keys, so its hash
+-- table stays small; signatures are fetched for the candidate pairs alone.
+SELECT a.key AS left_key, b.key AS right_key, v.similarity
+FROM (
+    SELECT x.key AS left_key, y.key AS right_key
+    FROM "simindex"."docs_minhash" AS x
+    JOIN "simindex"."docs_minhash" AS y ON y."b7" = x."b7" AND x.key OPERATOR(pg_catalog.<) y.key
+    OFFSET 0
+) AS c
+JOIN "simindex"."docs_minhash" AS a ON a.key OPERATOR(pg_catalog.=) c.left_key
+JOIN "simindex"."docs_minhash" AS b ON b.key OPERATOR(pg_catalog.=) c.right_key
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN a.signature = b.signature THEN 1.0::double precision ELSE (
+        SELECT count(*) FILTER (WHERE x = y)::double precision / 128.0
+        FROM unnest(a.signature, b.signature) AS u(x, y)
+    ) END AS similarity
+) AS v
+WHERE a.signature[50:56] = b.signature[50:56]
+  AND a.signature[1:7] <> b.signature[1:7]
+  AND a.signature[8:14] <> b.signature[8:14]
+  AND a.signature[15:21] <> b.signature[15:21]
+  AND a.signature[22:28] <> b.signature[22:28]
+  AND a.signature[29:35] <> b.signature[29:35]
+  AND a.signature[36:42] <> b.signature[36:42]
+  AND a.signature[43:49] <> b.signature[43:49]
+  AND v.similarity >= $1
+UNION ALL
+-- One band's share of all pairs: rows with the same band key and the same band values,
+-- verified by estimated Jaccard, each pair once (left < right) and only in the first band they
+-- share (the "earlier" conditions). The self-join reads only keys and band keys, so its hash
+-- table stays small; signatures are fetched for the candidate pairs alone.
+SELECT a.key AS left_key, b.key AS right_key, v.similarity
+FROM (
+    SELECT x.key AS left_key, y.key AS right_key
+    FROM "simindex"."docs_minhash" AS x
+    JOIN "simindex"."docs_minhash" AS y ON y."b8" = x."b8" AND x.key OPERATOR(pg_catalog.<) y.key
+    OFFSET 0
+) AS c
+JOIN "simindex"."docs_minhash" AS a ON a.key OPERATOR(pg_catalog.=) c.left_key
+JOIN "simindex"."docs_minhash" AS b ON b.key OPERATOR(pg_catalog.=) c.right_key
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN a.signature = b.signature THEN 1.0::double precision ELSE (
+        SELECT count(*) FILTER (WHERE x = y)::double precision / 128.0
+        FROM unnest(a.signature, b.signature) AS u(x, y)
+    ) END AS similarity
+) AS v
+WHERE a.signature[57:63] = b.signature[57:63]
+  AND a.signature[1:7] <> b.signature[1:7]
+  AND a.signature[8:14] <> b.signature[8:14]
+  AND a.signature[15:21] <> b.signature[15:21]
+  AND a.signature[22:28] <> b.signature[22:28]
+  AND a.signature[29:35] <> b.signature[29:35]
+  AND a.signature[36:42] <> b.signature[36:42]
+  AND a.signature[43:49] <> b.signature[43:49]
+  AND a.signature[50:56] <> b.signature[50:56]
+  AND v.similarity >= $1
+UNION ALL
+-- One band's share of all pairs: rows with the same band key and the same band values,
+-- verified by estimated Jaccard, each pair once (left < right) and only in the first band they
+-- share (the "earlier" conditions). The self-join reads only keys and band keys, so its hash
+-- table stays small; signatures are fetched for the candidate pairs alone.
+SELECT a.key AS left_key, b.key AS right_key, v.similarity
+FROM (
+    SELECT x.key AS left_key, y.key AS right_key
+    FROM "simindex"."docs_minhash" AS x
+    JOIN "simindex"."docs_minhash" AS y ON y."b9" = x."b9" AND x.key OPERATOR(pg_catalog.<) y.key
+    OFFSET 0
+) AS c
+JOIN "simindex"."docs_minhash" AS a ON a.key OPERATOR(pg_catalog.=) c.left_key
+JOIN "simindex"."docs_minhash" AS b ON b.key OPERATOR(pg_catalog.=) c.right_key
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN a.signature = b.signature THEN 1.0::double precision ELSE (
+        SELECT count(*) FILTER (WHERE x = y)::double precision / 128.0
+        FROM unnest(a.signature, b.signature) AS u(x, y)
+    ) END AS similarity
+) AS v
+WHERE a.signature[64:70] = b.signature[64:70]
+  AND a.signature[1:7] <> b.signature[1:7]
+  AND a.signature[8:14] <> b.signature[8:14]
+  AND a.signature[15:21] <> b.signature[15:21]
+  AND a.signature[22:28] <> b.signature[22:28]
+  AND a.signature[29:35] <> b.signature[29:35]
+  AND a.signature[36:42] <> b.signature[36:42]
+  AND a.signature[43:49] <> b.signature[43:49]
+  AND a.signature[50:56] <> b.signature[50:56]
+  AND a.signature[57:63] <> b.signature[57:63]
+  AND v.similarity >= $1
+UNION ALL
+-- One band's share of all pairs: rows with the same band key and the same band values,
+-- verified by estimated Jaccard, each pair once (left < right) and only in the first band they
+-- share (the "earlier" conditions). The self-join reads only keys and band keys, so its hash
+-- table stays small; signatures are fetched for the candidate pairs alone.
+SELECT a.key AS left_key, b.key AS right_key, v.similarity
+FROM (
+    SELECT x.key AS left_key, y.key AS right_key
+    FROM "simindex"."docs_minhash" AS x
+    JOIN "simindex"."docs_minhash" AS y ON y."b10" = x."b10" AND x.key OPERATOR(pg_catalog.<) y.key
+    OFFSET 0
+) AS c
+JOIN "simindex"."docs_minhash" AS a ON a.key OPERATOR(pg_catalog.=) c.left_key
+JOIN "simindex"."docs_minhash" AS b ON b.key OPERATOR(pg_catalog.=) c.right_key
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN a.signature = b.signature THEN 1.0::double precision ELSE (
+        SELECT count(*) FILTER (WHERE x = y)::double precision / 128.0
+        FROM unnest(a.signature, b.signature) AS u(x, y)
+    ) END AS similarity
+) AS v
+WHERE a.signature[71:77] = b.signature[71:77]
+  AND a.signature[1:7] <> b.signature[1:7]
+  AND a.signature[8:14] <> b.signature[8:14]
+  AND a.signature[15:21] <> b.signature[15:21]
+  AND a.signature[22:28] <> b.signature[22:28]
+  AND a.signature[29:35] <> b.signature[29:35]
+  AND a.signature[36:42] <> b.signature[36:42]
+  AND a.signature[43:49] <> b.signature[43:49]
+  AND a.signature[50:56] <> b.signature[50:56]
+  AND a.signature[57:63] <> b.signature[57:63]
+  AND a.signature[64:70] <> b.signature[64:70]
+  AND v.similarity >= $1
+UNION ALL
+-- One band's share of all pairs: rows with the same band key and the same band values,
+-- verified by estimated Jaccard, each pair once (left < right) and only in the first band they
+-- share (the "earlier" conditions). The self-join reads only keys and band keys, so its hash
+-- table stays small; signatures are fetched for the candidate pairs alone.
+SELECT a.key AS left_key, b.key AS right_key, v.similarity
+FROM (
+    SELECT x.key AS left_key, y.key AS right_key
+    FROM "simindex"."docs_minhash" AS x
+    JOIN "simindex"."docs_minhash" AS y ON y."b11" = x."b11" AND x.key OPERATOR(pg_catalog.<) y.key
+    OFFSET 0
+) AS c
+JOIN "simindex"."docs_minhash" AS a ON a.key OPERATOR(pg_catalog.=) c.left_key
+JOIN "simindex"."docs_minhash" AS b ON b.key OPERATOR(pg_catalog.=) c.right_key
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN a.signature = b.signature THEN 1.0::double precision ELSE (
+        SELECT count(*) FILTER (WHERE x = y)::double precision / 128.0
+        FROM unnest(a.signature, b.signature) AS u(x, y)
+    ) END AS similarity
+) AS v
+WHERE a.signature[78:84] = b.signature[78:84]
+  AND a.signature[1:7] <> b.signature[1:7]
+  AND a.signature[8:14] <> b.signature[8:14]
+  AND a.signature[15:21] <> b.signature[15:21]
+  AND a.signature[22:28] <> b.signature[22:28]
+  AND a.signature[29:35] <> b.signature[29:35]
+  AND a.signature[36:42] <> b.signature[36:42]
+  AND a.signature[43:49] <> b.signature[43:49]
+  AND a.signature[50:56] <> b.signature[50:56]
+  AND a.signature[57:63] <> b.signature[57:63]
+  AND a.signature[64:70] <> b.signature[64:70]
+  AND a.signature[71:77] <> b.signature[71:77]
+  AND v.similarity >= $1
+UNION ALL
+-- One band's share of all pairs: rows with the same band key and the same band values,
+-- verified by estimated Jaccard, each pair once (left < right) and only in the first band they
+-- share (the "earlier" conditions). The self-join reads only keys and band keys, so its hash
+-- table stays small; signatures are fetched for the candidate pairs alone.
+SELECT a.key AS left_key, b.key AS right_key, v.similarity
+FROM (
+    SELECT x.key AS left_key, y.key AS right_key
+    FROM "simindex"."docs_minhash" AS x
+    JOIN "simindex"."docs_minhash" AS y ON y."b12" = x."b12" AND x.key OPERATOR(pg_catalog.<) y.key
+    OFFSET 0
+) AS c
+JOIN "simindex"."docs_minhash" AS a ON a.key OPERATOR(pg_catalog.=) c.left_key
+JOIN "simindex"."docs_minhash" AS b ON b.key OPERATOR(pg_catalog.=) c.right_key
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN a.signature = b.signature THEN 1.0::double precision ELSE (
+        SELECT count(*) FILTER (WHERE x = y)::double precision / 128.0
+        FROM unnest(a.signature, b.signature) AS u(x, y)
+    ) END AS similarity
+) AS v
+WHERE a.signature[85:91] = b.signature[85:91]
+  AND a.signature[1:7] <> b.signature[1:7]
+  AND a.signature[8:14] <> b.signature[8:14]
+  AND a.signature[15:21] <> b.signature[15:21]
+  AND a.signature[22:28] <> b.signature[22:28]
+  AND a.signature[29:35] <> b.signature[29:35]
+  AND a.signature[36:42] <> b.signature[36:42]
+  AND a.signature[43:49] <> b.signature[43:49]
+  AND a.signature[50:56] <> b.signature[50:56]
+  AND a.signature[57:63] <> b.signature[57:63]
+  AND a.signature[64:70] <> b.signature[64:70]
+  AND a.signature[71:77] <> b.signature[71:77]
+  AND a.signature[78:84] <> b.signature[78:84]
+  AND v.similarity >= $1
+UNION ALL
+-- One band's share of all pairs: rows with the same band key and the same band values,
+-- verified by estimated Jaccard, each pair once (left < right) and only in the first band they
+-- share (the "earlier" conditions). The self-join reads only keys and band keys, so its hash
+-- table stays small; signatures are fetched for the candidate pairs alone.
+SELECT a.key AS left_key, b.key AS right_key, v.similarity
+FROM (
+    SELECT x.key AS left_key, y.key AS right_key
+    FROM "simindex"."docs_minhash" AS x
+    JOIN "simindex"."docs_minhash" AS y ON y."b13" = x."b13" AND x.key OPERATOR(pg_catalog.<) y.key
+    OFFSET 0
+) AS c
+JOIN "simindex"."docs_minhash" AS a ON a.key OPERATOR(pg_catalog.=) c.left_key
+JOIN "simindex"."docs_minhash" AS b ON b.key OPERATOR(pg_catalog.=) c.right_key
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN a.signature = b.signature THEN 1.0::double precision ELSE (
+        SELECT count(*) FILTER (WHERE x = y)::double precision / 128.0
+        FROM unnest(a.signature, b.signature) AS u(x, y)
+    ) END AS similarity
+) AS v
+WHERE a.signature[92:98] = b.signature[92:98]
+  AND a.signature[1:7] <> b.signature[1:7]
+  AND a.signature[8:14] <> b.signature[8:14]
+  AND a.signature[15:21] <> b.signature[15:21]
+  AND a.signature[22:28] <> b.signature[22:28]
+  AND a.signature[29:35] <> b.signature[29:35]
+  AND a.signature[36:42] <> b.signature[36:42]
+  AND a.signature[43:49] <> b.signature[43:49]
+  AND a.signature[50:56] <> b.signature[50:56]
+  AND a.signature[57:63] <> b.signature[57:63]
+  AND a.signature[64:70] <> b.signature[64:70]
+  AND a.signature[71:77] <> b.signature[71:77]
+  AND a.signature[78:84] <> b.signature[78:84]
+  AND a.signature[85:91] <> b.signature[85:91]
+  AND v.similarity >= $1
+UNION ALL
+-- One band's share of all pairs: rows with the same band key and the same band values,
+-- verified by estimated Jaccard, each pair once (left < right) and only in the first band they
+-- share (the "earlier" conditions). The self-join reads only keys and band keys, so its hash
+-- table stays small; signatures are fetched for the candidate pairs alone.
+SELECT a.key AS left_key, b.key AS right_key, v.similarity
+FROM (
+    SELECT x.key AS left_key, y.key AS right_key
+    FROM "simindex"."docs_minhash" AS x
+    JOIN "simindex"."docs_minhash" AS y ON y."b14" = x."b14" AND x.key OPERATOR(pg_catalog.<) y.key
+    OFFSET 0
+) AS c
+JOIN "simindex"."docs_minhash" AS a ON a.key OPERATOR(pg_catalog.=) c.left_key
+JOIN "simindex"."docs_minhash" AS b ON b.key OPERATOR(pg_catalog.=) c.right_key
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN a.signature = b.signature THEN 1.0::double precision ELSE (
+        SELECT count(*) FILTER (WHERE x = y)::double precision / 128.0
+        FROM unnest(a.signature, b.signature) AS u(x, y)
+    ) END AS similarity
+) AS v
+WHERE a.signature[99:105] = b.signature[99:105]
+  AND a.signature[1:7] <> b.signature[1:7]
+  AND a.signature[8:14] <> b.signature[8:14]
+  AND a.signature[15:21] <> b.signature[15:21]
+  AND a.signature[22:28] <> b.signature[22:28]
+  AND a.signature[29:35] <> b.signature[29:35]
+  AND a.signature[36:42] <> b.signature[36:42]
+  AND a.signature[43:49] <> b.signature[43:49]
+  AND a.signature[50:56] <> b.signature[50:56]
+  AND a.signature[57:63] <> b.signature[57:63]
+  AND a.signature[64:70] <> b.signature[64:70]
+  AND a.signature[71:77] <> b.signature[71:77]
+  AND a.signature[78:84] <> b.signature[78:84]
+  AND a.signature[85:91] <> b.signature[85:91]
+  AND a.signature[92:98] <> b.signature[92:98]
+  AND v.similarity >= $1;
+END
+$body$;
+
+REVOKE ALL ON FUNCTION "simindex"."docs_pairs_v1" FROM PUBLIC;
+
+-- Keys whose index rows must be recomputed from the source row as it is when a worker reads it.
+-- One entry per key: a key changed twice before a worker comes is processed once.
+CREATE TABLE "simindex"."docs_queue" (
+    key bigint PRIMARY KEY,
+    queued_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- Keys a worker could not process, with the last error; they stay out of the queue's way until
+-- a retry (or a later change of the row) succeeds.
+CREATE TABLE "simindex"."docs_failed" (
+    key bigint PRIMARY KEY,
+    error text NOT NULL,
+    attempts integer NOT NULL DEFAULT 1,
+    failed_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- Row-level security on a table of simindex's holding keys of the source: a role sees the rows
+-- whose keys it could see in the source. A role that may DELETE from the table (a worker, an
+-- admin: they read and write every row, and their privilege is checked first, without a probe)
+-- sees all. The table by its OID, not tableoid: a system column would rule out the
+-- index-only scans of the query functions. The owner role, which writes these tables for the triggers and builds, is not
+-- subject to them. Writes are governed by the table's privileges alone.
+ALTER TABLE "simindex"."docs_queue" ENABLE ROW LEVEL SECURITY;
+DROP POLICY IF EXISTS simindex_read_v1 ON "simindex"."docs_queue";
+DROP POLICY IF EXISTS simindex_insert_v1 ON "simindex"."docs_queue";
+DROP POLICY IF EXISTS simindex_update_v1 ON "simindex"."docs_queue";
+DROP POLICY IF EXISTS simindex_delete_v1 ON "simindex"."docs_queue";
+CREATE POLICY simindex_read_v1 ON "simindex"."docs_queue" FOR SELECT
+    USING (pg_catalog.has_table_privilege('"simindex"."docs_queue"'::regclass, 'DELETE') OR ("simindex"."docs_visible_v1"("key")));
+CREATE POLICY simindex_insert_v1 ON "simindex"."docs_queue" FOR INSERT WITH CHECK (true);
+CREATE POLICY simindex_update_v1 ON "simindex"."docs_queue" FOR UPDATE USING (true) WITH CHECK (true);
+CREATE POLICY simindex_delete_v1 ON "simindex"."docs_queue" FOR DELETE USING (true);
+
+-- Row-level security on a table of simindex's holding keys of the source: a role sees the rows
+-- whose keys it could see in the source. A role that may DELETE from the table (a worker, an
+-- admin: they read and write every row, and their privilege is checked first, without a probe)
+-- sees all. The table by its OID, not tableoid: a system column would rule out the
+-- index-only scans of the query functions. The owner role, which writes these tables for the triggers and builds, is not
+-- subject to them. Writes are governed by the table's privileges alone.
+ALTER TABLE "simindex"."docs_failed" ENABLE ROW LEVEL SECURITY;
+DROP POLICY IF EXISTS simindex_read_v1 ON "simindex"."docs_failed";
+DROP POLICY IF EXISTS simindex_insert_v1 ON "simindex"."docs_failed";
+DROP POLICY IF EXISTS simindex_update_v1 ON "simindex"."docs_failed";
+DROP POLICY IF EXISTS simindex_delete_v1 ON "simindex"."docs_failed";
+CREATE POLICY simindex_read_v1 ON "simindex"."docs_failed" FOR SELECT
+    USING (pg_catalog.has_table_privilege('"simindex"."docs_failed"'::regclass, 'DELETE') OR ("simindex"."docs_visible_v1"("key")));
+CREATE POLICY simindex_insert_v1 ON "simindex"."docs_failed" FOR INSERT WITH CHECK (true);
+CREATE POLICY simindex_update_v1 ON "simindex"."docs_failed" FOR UPDATE USING (true) WITH CHECK (true);
+CREATE POLICY simindex_delete_v1 ON "simindex"."docs_failed" FOR DELETE USING (true);
+
+-- Fails here, not in a trigger, when the key's type has no such = operator, or one a full
+-- join cannot use (random() keeps the join from being planned away).
+SELECT FROM "simindex"."docs_queue" AS a FULL JOIN "simindex"."docs_queue" AS b ON a.key OPERATOR(pg_catalog.=) b.key
+WHERE pg_catalog.random() < 0;
+
+-- The one function behind an index's four triggers (a trigger with transition tables serves
+-- one event). It runs as simindex's owner role (SECURITY DEFINER), so the app's roles need no
+-- right on simindex's schema; nobody is granted EXECUTE, and it refuses every table but its
+-- index's source, and every use but AFTER ... FOR EACH STATEMENT.
+-- No column is read before its number, name and type are checked against what the index was
+-- built for, from pg_attribute (which no snapshot makes stale): a column of another type is
+-- never read, so no cast, operator or function the table's owner defined is evaluated here
+-- (keys and texts are compared with built-in operators and casts), and a drifted source marks
+-- the index instead of failing the write.
+-- Fast path: the table and columns the function was written for, their names in the
+-- statements. Where simindex's event triggers watch the database, nothing is looked up: any
+-- ALTER TABLE of the source (or of its parents or row type) rewrites this function with
+-- simindex_trusted false first (schema.distrust_v1), in the same transaction, so no write ever
+-- runs a trusted body on a changed table. Otherwise one pg_attribute lookup per column read
+-- checks number, name and type. When that fails (a renamed table or column, a dropped column
+-- before them, a restored database), the catalog's record is checked and the same statements
+-- run with the columns renamed by position, "AS n (_1, k, _3, t)" (EXECUTE), until a build
+-- writes this function afresh. Either way renames change nothing for the app.
+-- Enqueueing uses DO UPDATE ... WHERE false, not DO NOTHING: it changes nothing but locks an
+-- entry that already exists, so no worker can consume that entry (and read the source before
+-- this transaction commits) until the writer is done. A writer that finds the entry being
+-- consumed waits for that worker, then queues the key afresh.
+-- UPDATE queues the keys whose text changed (compared as text, byte for byte: a case-only
+-- change of a citext counts), and both keys of a changed key (the old one's rows go).
+-- DELETE removes the index rows at once. First it takes the keys' queue entries, waiting for a
+-- worker that holds one: that worker read the row before this delete and may write it back,
+-- so its rows must be deleted after it committed. (Entries first, rows second: a writer only
+-- ever waits for a worker, never the other way round.) A build reads the table in one
+-- snapshot that may still hold the deleted rows: while one runs (it holds the index's
+-- advisory lock) the keys are queued too, and the first batch after the build removes them.
+-- TRUNCATE leaves the queue and the failed items: their keys no longer exist, so a worker
+-- deletes nothing for them (truncating them here could deadlock with a worker holding them).
+-- Replica mode (session_replication_role = replica: a logical replication subscription's apply,
+-- which fires row triggers only, or a session set so): three row triggers, enabled REPLICA, queue
+-- each row's key (and a changed key's old one), and the statement triggers leave INSERT, UPDATE
+-- and DELETE to them; a worker reads each row as it is then, or removes a deleted key.
+CREATE OR REPLACE FUNCTION "simindex"."docs_trigger_v1"() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $body$
+DECLARE
+    simindex_trusted CONSTANT boolean := true;
+    written_for boolean;
+    source record;
+    aliases text;
+    replica CONSTANT boolean :=
+        pg_catalog.current_setting('session_replication_role') = 'replica';
+    key_name name;
+BEGIN
+    IF TG_WHEN <> 'AFTER' OR (TG_LEVEL <> 'STATEMENT' AND NOT replica) THEN
+        RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = 'simindex: ' || TG_NAME
+            || ' must be an AFTER ... FOR EACH STATEMENT trigger of index ' || 'docs';
+    END IF;
+    IF TG_LEVEL = 'ROW' THEN
+        -- The key column as recorded (number and type), read by its name of now.
+        SELECT a.attname INTO key_name
+        FROM "simindex"."indexes" AS i
+        JOIN pg_catalog.pg_attribute AS a
+          ON a.attrelid = i.source AND a.attnum = i.key_attnum AND a.atttypid = i.key_type_id
+         AND a.atttypmod = i.key_typmod AND NOT a.attisdropped
+        WHERE i.name = 'docs' AND i.source = TG_RELID
+          AND i.state IN ('created', 'building', 'ready', 'failed');
+        IF key_name IS NULL THEN
+            PERFORM "simindex"."source_changed_v1"('docs', TG_RELID);
+            RETURN NULL;
+        END IF;
+        IF TG_OP <> 'DELETE' THEN
+            EXECUTE pg_catalog.format('-- A row''s key ($1, the row; the key column''s name goes where the mark is), for format().
+INSERT INTO "simindex"."docs_queue" AS q (key) SELECT ($1).%1$I
+ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false', key_name) USING NEW;
+        END IF;
+        IF TG_OP <> 'INSERT' THEN
+            EXECUTE pg_catalog.format('-- A row''s key ($1, the row; the key column''s name goes where the mark is), for format().
+INSERT INTO "simindex"."docs_queue" AS q (key) SELECT ($1).%1$I
+ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false', key_name) USING OLD;
+        END IF;
+        PERFORM pg_notify('simindex_docs', '');
+        RETURN NULL;
+    END IF;
+    IF replica AND TG_OP <> 'TRUNCATE' THEN
+        RETURN NULL;  -- queued by the row triggers
+    END IF;
+    IF TG_RELID = 16384 THEN
+        IF simindex_trusted OR TG_OP = 'TRUNCATE' THEN
+            written_for := true;
+        ELSE
+            SELECT true INTO written_for FROM pg_catalog.pg_attribute AS a
+            WHERE a.attrelid = TG_RELID AND a.attnum = 1 AND a.attname = 'id'
+              AND a.atttypid = 20 AND a.atttypmod =  -1
+              AND NOT a.attisdropped;
+            IF written_for AND TG_OP = 'UPDATE' THEN
+                SELECT true INTO written_for FROM pg_catalog.pg_attribute AS a
+                WHERE a.attrelid = TG_RELID AND a.attnum = 2
+                  AND a.attname = 'body' AND a.atttypid = 25
+                  AND NOT a.attisdropped;
+            END IF;
+        END IF;
+    END IF;
+    IF written_for THEN
+        CASE TG_OP
+            WHEN 'INSERT' THEN
+                INSERT INTO "simindex"."docs_queue" AS q (key)
+SELECT n."id" FROM new_rows AS n WHERE n."id" IS NOT NULL
+ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false;
+            WHEN 'UPDATE' THEN
+                -- One pass (a hash full join on the key): new keys whose text differs from their old row's,
+-- new keys without an old row and old keys without a new row (a key that changed).
+INSERT INTO "simindex"."docs_queue" AS q (key)
+SELECT coalesce(n."id", o."id")
+FROM new_rows AS n
+FULL JOIN old_rows AS o ON o."id" OPERATOR(pg_catalog.=) n."id"
+WHERE coalesce(n."id", o."id") IS NOT NULL
+  AND (n."id" IS NULL OR o."id" IS NULL
+       OR (o."body"::text COLLATE pg_catalog."C")
+          IS DISTINCT FROM (n."body"::text COLLATE pg_catalog."C"))
+ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false;
+            WHEN 'DELETE' THEN
+                DELETE FROM "simindex"."docs_queue" AS q USING old_rows AS o WHERE q.key OPERATOR(pg_catalog.=) o."id";
+-- The shared lock is held until commit: a build that starts meanwhile waits, and its snapshot
+-- sees this delete.
+IF NOT pg_catalog.pg_try_advisory_xact_lock_shared(1397312856,  -530321403) THEN
+    INSERT INTO "simindex"."docs_queue" AS q (key)
+SELECT o."id" FROM old_rows AS o WHERE o."id" IS NOT NULL
+ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false;
+END IF;
+DELETE FROM "simindex"."docs_minhash" AS s USING old_rows AS o WHERE s.key OPERATOR(pg_catalog.=) o."id";
+            WHEN 'TRUNCATE' THEN
+                TRUNCATE "simindex"."docs_minhash";
+        END CASE;
+    ELSE
+        -- Twice at most: a table restored from a dump has its columns found again by name
+        -- (source_changed), then they are looked up anew.
+        FOR attempt IN 1..2 LOOP
+            SELECT count(*) FILTER (WHERE a.attnum <= i.key_attnum) AS key_position,
+                   count(*) FILTER (WHERE a.attnum <= i.text_attnum) AS text_position,
+                   bool_or(a.attnum = i.key_attnum AND a.atttypid = i.key_type_id
+                           AND a.atttypmod = i.key_typmod)
+                   AND bool_or(a.attnum = i.text_attnum AND a.atttypid = i.text_type_id)
+                   -- restored from a dump (another OID): by name too, until renumbered
+                   AND (bool_or(i.source_oid = TG_RELID)
+                        OR bool_or(a.attnum = i.key_attnum AND a.attname = i.key_column)
+                           AND bool_or(a.attnum = i.text_attnum AND a.attname = i.text_column))
+                       AS as_recorded
+            INTO source
+            FROM "simindex"."indexes" AS i
+            JOIN pg_catalog.pg_attribute AS a
+              ON a.attrelid = i.source AND a.attnum > 0
+             AND a.attnum <= greatest(i.key_attnum, i.text_attnum) AND NOT a.attisdropped
+            WHERE i.name = 'docs' AND i.source = TG_RELID
+              AND i.state IN ('created', 'building', 'ready', 'failed');
+            EXIT WHEN source.as_recorded IS TRUE
+                   OR NOT "simindex"."source_changed_v1"('docs', TG_RELID);
+        END LOOP;
+        IF source.as_recorded IS NOT TRUE THEN
+            -- Another table (refused there), a drifted source (marked there) or an index that
+            -- no longer follows its source: nothing to queue.
+            RETURN NULL;
+        END IF;
+        SELECT string_agg(CASE p WHEN source.key_position THEN 'k'
+                                 WHEN source.text_position THEN 't'
+                                 ELSE '_' || p END, ', ' ORDER BY p)
+        INTO aliases
+        FROM generate_series(1, greatest(source.key_position, source.text_position)) AS p;
+        CASE TG_OP
+            WHEN 'INSERT' THEN
+                EXECUTE pg_catalog.format('INSERT INTO "simindex"."docs_queue" AS q (key)
+SELECT n.k FROM new_rows AS n (%1$s) WHERE n.k IS NOT NULL
+ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false', aliases);
+            WHEN 'UPDATE' THEN
+                EXECUTE pg_catalog.format('-- One pass (a hash full join on the key): new keys whose text differs from their old row''s,
+-- new keys without an old row and old keys without a new row (a key that changed).
+INSERT INTO "simindex"."docs_queue" AS q (key)
+SELECT coalesce(n.k, o.k)
+FROM new_rows AS n (%1$s)
+FULL JOIN old_rows AS o (%1$s) ON o.k OPERATOR(pg_catalog.=) n.k
+WHERE coalesce(n.k, o.k) IS NOT NULL
+  AND (n.k IS NULL OR o.k IS NULL
+       OR (o.t::text COLLATE pg_catalog."C")
+          IS DISTINCT FROM (n.t::text COLLATE pg_catalog."C"))
+ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false', aliases);
+            WHEN 'DELETE' THEN
+                EXECUTE pg_catalog.format('DELETE FROM "simindex"."docs_queue" AS q USING old_rows AS o (%1$s) WHERE q.key OPERATOR(pg_catalog.=) o.k', aliases);
+-- The shared lock is held until commit: a build that starts meanwhile waits, and its snapshot
+-- sees this delete.
+IF NOT pg_catalog.pg_try_advisory_xact_lock_shared(1397312856,  -530321403) THEN
+    EXECUTE pg_catalog.format('INSERT INTO "simindex"."docs_queue" AS q (key)
+SELECT o.k FROM old_rows AS o (%1$s) WHERE o.k IS NOT NULL
+ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false', aliases);
+END IF;
+EXECUTE pg_catalog.format('DELETE FROM "simindex"."docs_minhash" AS s USING old_rows AS o (%1$s) WHERE s.key OPERATOR(pg_catalog.=) o.k', aliases);
+            WHEN 'TRUNCATE' THEN
+                TRUNCATE "simindex"."docs_minhash";
+        END CASE;
+    END IF;
+    IF TG_OP <> 'TRUNCATE' THEN
+        PERFORM pg_notify('simindex_docs', '');
+    END IF;
+    RETURN NULL;
+END
+$body$;
+
+REVOKE ALL ON FUNCTION "simindex"."docs_trigger_v1"() FROM PUBLIC;
+
+SELECT pg_catalog.set_config('role', pg_catalog.current_setting('simindex.caller_role'), true);
+
+CREATE TRIGGER "simindex_docs_insert" AFTER INSERT ON "public"."docs"
+REFERENCING NEW TABLE AS new_rows
+FOR EACH STATEMENT EXECUTE FUNCTION "simindex"."docs_trigger_v1"();
+
+CREATE TRIGGER "simindex_docs_update" AFTER UPDATE ON "public"."docs"
+REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+FOR EACH STATEMENT EXECUTE FUNCTION "simindex"."docs_trigger_v1"();
+
+CREATE TRIGGER "simindex_docs_delete" AFTER DELETE ON "public"."docs"
+REFERENCING OLD TABLE AS old_rows
+FOR EACH STATEMENT EXECUTE FUNCTION "simindex"."docs_trigger_v1"();
+
+CREATE TRIGGER "simindex_docs_truncate" AFTER TRUNCATE ON "public"."docs"
+
+FOR EACH STATEMENT EXECUTE FUNCTION "simindex"."docs_trigger_v1"();
+
+CREATE TRIGGER "simindex_docs_insert_row" AFTER INSERT ON "public"."docs"
+FOR EACH ROW EXECUTE FUNCTION "simindex"."docs_trigger_v1"();
+
+CREATE TRIGGER "simindex_docs_update_row" AFTER UPDATE ON "public"."docs"
+FOR EACH ROW EXECUTE FUNCTION "simindex"."docs_trigger_v1"();
+
+CREATE TRIGGER "simindex_docs_delete_row" AFTER DELETE ON "public"."docs"
+FOR EACH ROW EXECUTE FUNCTION "simindex"."docs_trigger_v1"();
+
+-- The statement triggers fire whatever session_replication_role says, the row triggers in
+-- replica mode only: rows a logical replication subscription applies, and writes of a session
+-- set to replica, are queued too. (Only the table's owner may do this; CREATE TRIGGER alone
+-- makes a trigger of origin and local mode.)
+ALTER TABLE "public"."docs" ENABLE ALWAYS TRIGGER "simindex_docs_insert", ENABLE ALWAYS TRIGGER "simindex_docs_update", ENABLE ALWAYS TRIGGER "simindex_docs_delete", ENABLE ALWAYS TRIGGER "simindex_docs_truncate", ENABLE REPLICA TRIGGER "simindex_docs_insert_row", ENABLE REPLICA TRIGGER "simindex_docs_update_row", ENABLE REPLICA TRIGGER "simindex_docs_delete_row";

@@ -1,0 +1,585 @@
+-- The table a new index is made for, found by name by the caller (simindex's owner role may
+-- not look into the app's schemas), for catalog_insert.
+SELECT pg_catalog.set_config('simindex.source', '"public"."docs"'::regclass::oid::text, true);
+
+-- The owner role names the key's type in the side tables, queue and functions it creates, so
+-- it needs USAGE on the schema of that type (and of a domain's base types). A role that may
+-- grant it (the schema's owner, a superuser) grants it here; otherwise create stops, saying
+-- which GRANT to run. Nothing else of the schema is granted.
+DO $body$
+DECLARE
+    found record;
+BEGIN
+    FOR found IN
+        WITH RECURSIVE chain (oid, typtype, typbasetype) AS (
+            SELECT t.oid, t.typtype, t.typbasetype FROM pg_catalog.pg_type AS t
+            WHERE t.oid = pg_catalog.to_regtype('bigint')
+            UNION ALL
+            SELECT u.oid, u.typtype, u.typbasetype
+            FROM chain JOIN pg_catalog.pg_type AS u ON u.oid = chain.typbasetype
+            WHERE chain.typtype = 'd'
+        )
+        SELECT DISTINCT n.oid, n.nspname FROM chain
+        JOIN pg_catalog.pg_type AS t ON t.oid = chain.oid
+        JOIN pg_catalog.pg_namespace AS n ON n.oid = t.typnamespace
+        WHERE NOT pg_catalog.has_schema_privilege('simindex_owner', n.oid, 'USAGE')
+    LOOP
+        IF NOT pg_catalog.has_schema_privilege(found.oid, 'USAGE WITH GRANT OPTION') THEN
+            RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = pg_catalog.format(
+                'simindex: its owner role %I needs USAGE on schema %I, where the key type %s '
+                'is; the schema''s owner runs: GRANT USAGE ON SCHEMA %I TO %I',
+                'simindex_owner', found.nspname, 'bigint', found.nspname, 'simindex_owner');
+        END IF;
+        EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA %I TO %I', found.nspname, 'simindex_owner');
+    END LOOP;
+END
+$body$;
+
+-- The caller's role ('none' when there was no SET ROLE), for role_restore.
+SELECT pg_catalog.set_config('simindex.caller_role', pg_catalog.current_setting('role'), true);
+
+SET LOCAL ROLE "simindex_owner";
+
+-- Values as literals: the same statement runs from Python and goes into an Alembic --sql script.
+-- The source's OID, column numbers and types are looked up when the statement runs (an offline
+-- script knows only names; catalog_source_oid found the table by its name, with the caller's
+-- rights); no row is inserted unless they all resolve.
+INSERT INTO "simindex"."indexes" (name, source_schema, source_table, key_column, key_type, text_column,
+                       method, spec, spec_version, source, source_oid, key_attnum,
+                       key_type_id, key_typmod, text_attnum, text_type_id)
+SELECT 'docs', n.nspname, c.relname, k.attname, 'bigint', t.attname,
+       'simhash', '{"expected_rows": null, "kind": "simhash", "max_distance": 3, "num_blocks": 4, "shingling": {"seed": 0, "size": 3, "unit": "word", "with_characters": false}, "spec_version": 1, "top_n": null}'::jsonb, 1, c.oid, c.oid, k.attnum, k.atttypid, k.atttypmod,
+       t.attnum, t.atttypid
+FROM pg_catalog.pg_class AS c
+JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
+JOIN pg_catalog.pg_attribute AS k
+  ON k.attrelid = c.oid AND k.attname = 'id' AND k.attnum > 0 AND NOT k.attisdropped
+JOIN pg_catalog.pg_attribute AS t
+  ON t.attrelid = c.oid AND t.attname = 'body' AND t.attnum > 0 AND NOT t.attisdropped
+WHERE c.oid = pg_catalog.current_setting('simindex.source')::pg_catalog.oid;
+
+-- Whether the caller sees the source row of a key: a primary-key probe with the caller's own
+-- rights (SECURITY INVOKER), so the source's privileges and RLS policies decide. The body names
+-- the source as it is now, every name qualified and the comparison pg_catalog's (the key type
+-- describe() admitted); a string body records no dependency, so the app may still drop or
+-- change its table (a rename is followed: the event triggers and every build write it again).
+-- PL/pgSQL: its plan is made once per session (a SQL function's body would be planned again
+-- for every query, costing more than its probes), a probe by the primary key, never a hash of
+-- the whole source. No SET clause: a GUC saved and restored per row would cost more than the
+-- probe.
+-- Its body is not checked when it is made: the owner role may not see the source's schema.
+SELECT pg_catalog.set_config('simindex.check_function_bodies',
+                             pg_catalog.current_setting('check_function_bodies'), true),
+       pg_catalog.set_config('check_function_bodies', 'off', true);
+CREATE OR REPLACE FUNCTION "simindex"."docs_visible_v1"(key bigint)
+RETURNS boolean LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $body$
+BEGIN
+    RETURN EXISTS (SELECT FROM "public"."docs" AS s WHERE s."id" OPERATOR(pg_catalog.=) $1);
+END
+$body$;
+SELECT pg_catalog.set_config('check_function_bodies',
+                             pg_catalog.current_setting('simindex.check_function_bodies'), true);
+
+-- One row per document: the fingerprint and one permuted copy per Manku table.
+CREATE TABLE "simindex"."docs_simhash" (
+    key bigint PRIMARY KEY,
+    fingerprint bigint NOT NULL,
+    "p0" bigint NOT NULL,
+    "p1" bigint NOT NULL,
+    "p2" bigint NOT NULL,
+    "p3" bigint NOT NULL
+);
+
+-- Row-level security on a table of simindex's holding keys of the source: a role sees the rows
+-- whose keys it could see in the source. A role that may DELETE from the table (a worker, an
+-- admin: they read and write every row, and their privilege is checked first, without a probe)
+-- sees all. The table by its OID, not tableoid: a system column would rule out the
+-- index-only scans of the query functions. The owner role, which writes these tables for the triggers and builds, is not
+-- subject to them. Writes are governed by the table's privileges alone.
+ALTER TABLE "simindex"."docs_simhash" ENABLE ROW LEVEL SECURITY;
+DROP POLICY IF EXISTS simindex_read_v1 ON "simindex"."docs_simhash";
+DROP POLICY IF EXISTS simindex_insert_v1 ON "simindex"."docs_simhash";
+DROP POLICY IF EXISTS simindex_update_v1 ON "simindex"."docs_simhash";
+DROP POLICY IF EXISTS simindex_delete_v1 ON "simindex"."docs_simhash";
+CREATE POLICY simindex_read_v1 ON "simindex"."docs_simhash" FOR SELECT
+    USING (pg_catalog.has_table_privilege('"simindex"."docs_simhash"'::regclass, 'DELETE') OR ("simindex"."docs_visible_v1"("key")));
+CREATE POLICY simindex_insert_v1 ON "simindex"."docs_simhash" FOR INSERT WITH CHECK (true);
+CREATE POLICY simindex_update_v1 ON "simindex"."docs_simhash" FOR UPDATE USING (true) WITH CHECK (true);
+CREATE POLICY simindex_delete_v1 ON "simindex"."docs_simhash" FOR DELETE USING (true);
+
+-- Covering, so a range scan checks candidates without visiting the heap.
+CREATE INDEX "docs_simhash_p0" ON "simindex"."docs_simhash" ("p0") INCLUDE (fingerprint, key);
+
+-- Covering, so a range scan checks candidates without visiting the heap.
+CREATE INDEX "docs_simhash_p1" ON "simindex"."docs_simhash" ("p1") INCLUDE (fingerprint, key);
+
+-- Covering, so a range scan checks candidates without visiting the heap.
+CREATE INDEX "docs_simhash_p2" ON "simindex"."docs_simhash" ("p2") INCLUDE (fingerprint, key);
+
+-- Covering, so a range scan checks candidates without visiting the heap.
+CREATE INDEX "docs_simhash_p3" ON "simindex"."docs_simhash" ("p3") INCLUDE (fingerprint, key);
+
+ANALYZE "simindex"."docs_simhash";
+
+-- Typed per index, so the key comes back in the source key's own type (a domain's: its base).
+CREATE FUNCTION "simindex"."docs_near_v1"(
+    fingerprint bigint,
+    max_distance integer DEFAULT 3,
+    max_rows integer DEFAULT 1000
+)
+RETURNS TABLE (key bigint, distance integer)
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+-- The query's shape never changes: plan it once per session, not per call (planning cost
+-- more than running it), and dedupe the few rows by sorting, not by a hash table sized for
+-- the generic plan's pessimistic row estimate.
+SET plan_cache_mode = force_generic_plan
+SET enable_hashagg = off
+AS $body$
+#variable_conflict use_column
+DECLARE
+    simindex_current boolean;
+BEGIN
+    -- The first statement of a query function (VOLATILE, so each of its statements takes its own
+-- snapshot). A rebuild swaps new side tables in (DROP and RENAME, in its transaction): a query
+-- that meets the swap waits for the table's lock, and a statement whose snapshot was taken
+-- before the rebuild committed would then read the new table and find it empty. This one takes
+-- the lock (the scalar subquery's scan is never run) and asks whether its snapshot sees the
+-- table it locked. Not seen: under READ COMMITTED the call is made again, by name, so it runs
+-- the function as the rebuild wrote it with snapshots taken after the wait; in a REPEATABLE
+-- READ or SERIALIZABLE transaction, whose snapshot cannot move, it fails as a serialization
+-- failure, to be retried like one.
+SELECT EXISTS (
+    SELECT FROM pg_catalog.pg_class AS c WHERE c.oid = pg_catalog.to_regclass('"simindex"."docs_simhash"')
+) OR (SELECT true FROM "simindex"."docs_simhash" LIMIT 0)
+INTO simindex_current;
+IF simindex_current IS NOT TRUE THEN
+    IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION USING ERRCODE = '40001',
+            MESSAGE = 'simindex: index ' || 'docs'
+                || ' was rebuilt after this transaction''s snapshot was taken',
+            HINT = 'Run the transaction again.';
+    END IF;
+    RETURN QUERY SELECT * FROM "simindex"."docs_near_v1"($1, $2, $3);
+    RETURN;
+END IF;
+    PERFORM "simindex"."source_usable_v1"('docs');
+    IF max_distance IS NULL OR max_distance < 0 OR max_distance > 3 THEN
+        RAISE EXCEPTION 'max_distance must be from 0 to %, got %', 3, max_distance
+            USING ERRCODE = '22023';
+    END IF;
+    IF $1 IS NULL THEN  -- no fingerprint, no row (near_key's call of the guard alone)
+        RETURN;
+    END IF;
+    -- LIMIT NULL: every row.
+    RETURN QUERY -- One arm per Manku table: the rows sharing the query's permuted prefix, within the distance.
+-- UNION of the arms removes a row found by two tables. The distance filter is within_distance_v1
+-- (migration 0006), leakproof: applied before the row-level security probe (db.answers).
+SELECT key, bit_count((fingerprint # $1)::bit(64))::integer AS distance
+FROM "simindex"."docs_simhash"
+WHERE "p0" BETWEEN ((((((($1 # '-9223372036854775808'::bigint) >> 48) & '65535'::bigint) << 48) | (((($1 # '-9223372036854775808'::bigint) >> 32) & '65535'::bigint) << 32) | (((($1 # '-9223372036854775808'::bigint) >> 16) & '65535'::bigint) << 16) | (((($1 # '-9223372036854775808'::bigint) >> 0) & '65535'::bigint) << 0)) # '-9223372036854775808'::bigint) & '-281474976710656'::bigint) AND (((((((($1 # '-9223372036854775808'::bigint) >> 48) & '65535'::bigint) << 48) | (((($1 # '-9223372036854775808'::bigint) >> 32) & '65535'::bigint) << 32) | (((($1 # '-9223372036854775808'::bigint) >> 16) & '65535'::bigint) << 16) | (((($1 # '-9223372036854775808'::bigint) >> 0) & '65535'::bigint) << 0)) # '-9223372036854775808'::bigint) & '-281474976710656'::bigint) | '281474976710655'::bigint)
+  AND "simindex"."within_distance_v1"(fingerprint, $1, $2)
+UNION
+-- One arm per Manku table: the rows sharing the query's permuted prefix, within the distance.
+-- UNION of the arms removes a row found by two tables. The distance filter is within_distance_v1
+-- (migration 0006), leakproof: applied before the row-level security probe (db.answers).
+SELECT key, bit_count((fingerprint # $1)::bit(64))::integer AS distance
+FROM "simindex"."docs_simhash"
+WHERE "p1" BETWEEN ((((((($1 # '-9223372036854775808'::bigint) >> 32) & '65535'::bigint) << 48) | (((($1 # '-9223372036854775808'::bigint) >> 48) & '65535'::bigint) << 32) | (((($1 # '-9223372036854775808'::bigint) >> 16) & '65535'::bigint) << 16) | (((($1 # '-9223372036854775808'::bigint) >> 0) & '65535'::bigint) << 0)) # '-9223372036854775808'::bigint) & '-281474976710656'::bigint) AND (((((((($1 # '-9223372036854775808'::bigint) >> 32) & '65535'::bigint) << 48) | (((($1 # '-9223372036854775808'::bigint) >> 48) & '65535'::bigint) << 32) | (((($1 # '-9223372036854775808'::bigint) >> 16) & '65535'::bigint) << 16) | (((($1 # '-9223372036854775808'::bigint) >> 0) & '65535'::bigint) << 0)) # '-9223372036854775808'::bigint) & '-281474976710656'::bigint) | '281474976710655'::bigint)
+  AND "simindex"."within_distance_v1"(fingerprint, $1, $2)
+UNION
+-- One arm per Manku table: the rows sharing the query's permuted prefix, within the distance.
+-- UNION of the arms removes a row found by two tables. The distance filter is within_distance_v1
+-- (migration 0006), leakproof: applied before the row-level security probe (db.answers).
+SELECT key, bit_count((fingerprint # $1)::bit(64))::integer AS distance
+FROM "simindex"."docs_simhash"
+WHERE "p2" BETWEEN ((((((($1 # '-9223372036854775808'::bigint) >> 16) & '65535'::bigint) << 48) | (((($1 # '-9223372036854775808'::bigint) >> 48) & '65535'::bigint) << 32) | (((($1 # '-9223372036854775808'::bigint) >> 32) & '65535'::bigint) << 16) | (((($1 # '-9223372036854775808'::bigint) >> 0) & '65535'::bigint) << 0)) # '-9223372036854775808'::bigint) & '-281474976710656'::bigint) AND (((((((($1 # '-9223372036854775808'::bigint) >> 16) & '65535'::bigint) << 48) | (((($1 # '-9223372036854775808'::bigint) >> 48) & '65535'::bigint) << 32) | (((($1 # '-9223372036854775808'::bigint) >> 32) & '65535'::bigint) << 16) | (((($1 # '-9223372036854775808'::bigint) >> 0) & '65535'::bigint) << 0)) # '-9223372036854775808'::bigint) & '-281474976710656'::bigint) | '281474976710655'::bigint)
+  AND "simindex"."within_distance_v1"(fingerprint, $1, $2)
+UNION
+-- One arm per Manku table: the rows sharing the query's permuted prefix, within the distance.
+-- UNION of the arms removes a row found by two tables. The distance filter is within_distance_v1
+-- (migration 0006), leakproof: applied before the row-level security probe (db.answers).
+SELECT key, bit_count((fingerprint # $1)::bit(64))::integer AS distance
+FROM "simindex"."docs_simhash"
+WHERE "p3" BETWEEN ((((((($1 # '-9223372036854775808'::bigint) >> 0) & '65535'::bigint) << 48) | (((($1 # '-9223372036854775808'::bigint) >> 48) & '65535'::bigint) << 32) | (((($1 # '-9223372036854775808'::bigint) >> 32) & '65535'::bigint) << 16) | (((($1 # '-9223372036854775808'::bigint) >> 16) & '65535'::bigint) << 0)) # '-9223372036854775808'::bigint) & '-281474976710656'::bigint) AND (((((((($1 # '-9223372036854775808'::bigint) >> 0) & '65535'::bigint) << 48) | (((($1 # '-9223372036854775808'::bigint) >> 48) & '65535'::bigint) << 32) | (((($1 # '-9223372036854775808'::bigint) >> 32) & '65535'::bigint) << 16) | (((($1 # '-9223372036854775808'::bigint) >> 16) & '65535'::bigint) << 0)) # '-9223372036854775808'::bigint) & '-281474976710656'::bigint) | '281474976710655'::bigint)
+  AND "simindex"."within_distance_v1"(fingerprint, $1, $2) ORDER BY 2, 1 LIMIT max_rows;
+END
+$body$;
+
+CREATE FUNCTION "simindex"."docs_near_key_v1"(
+    key bigint, max_distance integer DEFAULT 3,
+    max_rows integer DEFAULT 1000
+)
+RETURNS TABLE (key bigint, distance integer)
+LANGUAGE sql VOLATILE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $body$
+    -- The table's lock first (a rebuild's swap is waited for here), then the query
+    -- function's guard alone, no fingerprint: the next statement's snapshot sees the rebuilt
+    -- table, or the guard fails where the transaction's cannot (see common.sql). In this
+    -- order, the query function is looked up after the wait: the one the rebuild wrote.
+    SELECT (SELECT true FROM "simindex"."docs_simhash" LIMIT 0),
+           (SELECT count(*) FROM "simindex"."docs_near_v1"(NULL::bigint, $2, 1));
+    SELECT n.key, n.distance
+    FROM "simindex"."docs_simhash" AS s, "simindex"."docs_near_v1"(s.fingerprint, $2, $3 + 1) AS n
+    WHERE s.key = $1 AND n.key <> $1 AND "simindex"."source_usable_v1"('docs')
+    ORDER BY n.distance, n.key
+    LIMIT $3
+$body$;
+
+-- Every pair, for SQL callers: the arms of the Python path, in one function. Not a reader's
+-- right (pairs_revoke_function): n identical rows make n(n-1)/2 pairs, which the Python path
+-- collapses into groups. No SET work_mem: the caller's own settings govern its cost.
+CREATE FUNCTION "simindex"."docs_pairs_v1"(max_distance integer DEFAULT 3)
+RETURNS TABLE (left_key bigint, right_key bigint, distance integer)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $body$
+#variable_conflict use_column
+BEGIN
+    PERFORM "simindex"."source_usable_v1"('docs');
+    IF max_distance IS NULL OR max_distance < 0 OR max_distance > 3 THEN
+        RAISE EXCEPTION 'max_distance must be from % to %, got %', 0, 3,
+            max_distance USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY -- One Manku table's share of all pairs: rows with the same prefix, within the distance, each
+-- pair once (left < right) and only in the first table that finds it (the "earlier" conditions rule out
+-- pairs whose fingerprints also agree on an earlier table's prefix bits).
+SELECT a.key AS left_key, b.key AS right_key,
+    bit_count((a.fingerprint # b.fingerprint)::bit(64))::integer AS distance
+FROM "simindex"."docs_simhash" AS a
+JOIN "simindex"."docs_simhash" AS b
+  ON (a."p0" >> 48) = (b."p0" >> 48) AND a.key OPERATOR(pg_catalog.<) b.key
+WHERE bit_count((a.fingerprint # b.fingerprint)::bit(64)) <= $1
+UNION ALL
+-- One Manku table's share of all pairs: rows with the same prefix, within the distance, each
+-- pair once (left < right) and only in the first table that finds it (the "earlier" conditions rule out
+-- pairs whose fingerprints also agree on an earlier table's prefix bits).
+SELECT a.key AS left_key, b.key AS right_key,
+    bit_count((a.fingerprint # b.fingerprint)::bit(64))::integer AS distance
+FROM "simindex"."docs_simhash" AS a
+JOIN "simindex"."docs_simhash" AS b
+  ON (a."p1" >> 48) = (b."p1" >> 48) AND a.key OPERATOR(pg_catalog.<) b.key
+WHERE bit_count((a.fingerprint # b.fingerprint)::bit(64)) <= $1
+  AND ((a.fingerprint # b.fingerprint) & '-281474976710656'::bigint) <> 0
+UNION ALL
+-- One Manku table's share of all pairs: rows with the same prefix, within the distance, each
+-- pair once (left < right) and only in the first table that finds it (the "earlier" conditions rule out
+-- pairs whose fingerprints also agree on an earlier table's prefix bits).
+SELECT a.key AS left_key, b.key AS right_key,
+    bit_count((a.fingerprint # b.fingerprint)::bit(64))::integer AS distance
+FROM "simindex"."docs_simhash" AS a
+JOIN "simindex"."docs_simhash" AS b
+  ON (a."p2" >> 48) = (b."p2" >> 48) AND a.key OPERATOR(pg_catalog.<) b.key
+WHERE bit_count((a.fingerprint # b.fingerprint)::bit(64)) <= $1
+  AND ((a.fingerprint # b.fingerprint) & '-281474976710656'::bigint) <> 0
+  AND ((a.fingerprint # b.fingerprint) & '281470681743360'::bigint) <> 0
+UNION ALL
+-- One Manku table's share of all pairs: rows with the same prefix, within the distance, each
+-- pair once (left < right) and only in the first table that finds it (the "earlier" conditions rule out
+-- pairs whose fingerprints also agree on an earlier table's prefix bits).
+SELECT a.key AS left_key, b.key AS right_key,
+    bit_count((a.fingerprint # b.fingerprint)::bit(64))::integer AS distance
+FROM "simindex"."docs_simhash" AS a
+JOIN "simindex"."docs_simhash" AS b
+  ON (a."p3" >> 48) = (b."p3" >> 48) AND a.key OPERATOR(pg_catalog.<) b.key
+WHERE bit_count((a.fingerprint # b.fingerprint)::bit(64)) <= $1
+  AND ((a.fingerprint # b.fingerprint) & '-281474976710656'::bigint) <> 0
+  AND ((a.fingerprint # b.fingerprint) & '281470681743360'::bigint) <> 0
+  AND ((a.fingerprint # b.fingerprint) & '4294901760'::bigint) <> 0;
+END
+$body$;
+
+REVOKE ALL ON FUNCTION "simindex"."docs_pairs_v1" FROM PUBLIC;
+
+-- Keys whose index rows must be recomputed from the source row as it is when a worker reads it.
+-- One entry per key: a key changed twice before a worker comes is processed once.
+CREATE TABLE "simindex"."docs_queue" (
+    key bigint PRIMARY KEY,
+    queued_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- Keys a worker could not process, with the last error; they stay out of the queue's way until
+-- a retry (or a later change of the row) succeeds.
+CREATE TABLE "simindex"."docs_failed" (
+    key bigint PRIMARY KEY,
+    error text NOT NULL,
+    attempts integer NOT NULL DEFAULT 1,
+    failed_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- Row-level security on a table of simindex's holding keys of the source: a role sees the rows
+-- whose keys it could see in the source. A role that may DELETE from the table (a worker, an
+-- admin: they read and write every row, and their privilege is checked first, without a probe)
+-- sees all. The table by its OID, not tableoid: a system column would rule out the
+-- index-only scans of the query functions. The owner role, which writes these tables for the triggers and builds, is not
+-- subject to them. Writes are governed by the table's privileges alone.
+ALTER TABLE "simindex"."docs_queue" ENABLE ROW LEVEL SECURITY;
+DROP POLICY IF EXISTS simindex_read_v1 ON "simindex"."docs_queue";
+DROP POLICY IF EXISTS simindex_insert_v1 ON "simindex"."docs_queue";
+DROP POLICY IF EXISTS simindex_update_v1 ON "simindex"."docs_queue";
+DROP POLICY IF EXISTS simindex_delete_v1 ON "simindex"."docs_queue";
+CREATE POLICY simindex_read_v1 ON "simindex"."docs_queue" FOR SELECT
+    USING (pg_catalog.has_table_privilege('"simindex"."docs_queue"'::regclass, 'DELETE') OR ("simindex"."docs_visible_v1"("key")));
+CREATE POLICY simindex_insert_v1 ON "simindex"."docs_queue" FOR INSERT WITH CHECK (true);
+CREATE POLICY simindex_update_v1 ON "simindex"."docs_queue" FOR UPDATE USING (true) WITH CHECK (true);
+CREATE POLICY simindex_delete_v1 ON "simindex"."docs_queue" FOR DELETE USING (true);
+
+-- Row-level security on a table of simindex's holding keys of the source: a role sees the rows
+-- whose keys it could see in the source. A role that may DELETE from the table (a worker, an
+-- admin: they read and write every row, and their privilege is checked first, without a probe)
+-- sees all. The table by its OID, not tableoid: a system column would rule out the
+-- index-only scans of the query functions. The owner role, which writes these tables for the triggers and builds, is not
+-- subject to them. Writes are governed by the table's privileges alone.
+ALTER TABLE "simindex"."docs_failed" ENABLE ROW LEVEL SECURITY;
+DROP POLICY IF EXISTS simindex_read_v1 ON "simindex"."docs_failed";
+DROP POLICY IF EXISTS simindex_insert_v1 ON "simindex"."docs_failed";
+DROP POLICY IF EXISTS simindex_update_v1 ON "simindex"."docs_failed";
+DROP POLICY IF EXISTS simindex_delete_v1 ON "simindex"."docs_failed";
+CREATE POLICY simindex_read_v1 ON "simindex"."docs_failed" FOR SELECT
+    USING (pg_catalog.has_table_privilege('"simindex"."docs_failed"'::regclass, 'DELETE') OR ("simindex"."docs_visible_v1"("key")));
+CREATE POLICY simindex_insert_v1 ON "simindex"."docs_failed" FOR INSERT WITH CHECK (true);
+CREATE POLICY simindex_update_v1 ON "simindex"."docs_failed" FOR UPDATE USING (true) WITH CHECK (true);
+CREATE POLICY simindex_delete_v1 ON "simindex"."docs_failed" FOR DELETE USING (true);
+
+-- Fails here, not in a trigger, when the key's type has no such = operator, or one a full
+-- join cannot use (random() keeps the join from being planned away).
+SELECT FROM "simindex"."docs_queue" AS a FULL JOIN "simindex"."docs_queue" AS b ON a.key OPERATOR(pg_catalog.=) b.key
+WHERE pg_catalog.random() < 0;
+
+-- The one function behind an index's four triggers (a trigger with transition tables serves
+-- one event). It runs as simindex's owner role (SECURITY DEFINER), so the app's roles need no
+-- right on simindex's schema; nobody is granted EXECUTE, and it refuses every table but its
+-- index's source, and every use but AFTER ... FOR EACH STATEMENT.
+-- No column is read before its number, name and type are checked against what the index was
+-- built for, from pg_attribute (which no snapshot makes stale): a column of another type is
+-- never read, so no cast, operator or function the table's owner defined is evaluated here
+-- (keys and texts are compared with built-in operators and casts), and a drifted source marks
+-- the index instead of failing the write.
+-- Fast path: the table and columns the function was written for, their names in the
+-- statements. Where simindex's event triggers watch the database, nothing is looked up: any
+-- ALTER TABLE of the source (or of its parents or row type) rewrites this function with
+-- simindex_trusted false first (schema.distrust_v1), in the same transaction, so no write ever
+-- runs a trusted body on a changed table. Otherwise one pg_attribute lookup per column read
+-- checks number, name and type. When that fails (a renamed table or column, a dropped column
+-- before them, a restored database), the catalog's record is checked and the same statements
+-- run with the columns renamed by position, "AS n (_1, k, _3, t)" (EXECUTE), until a build
+-- writes this function afresh. Either way renames change nothing for the app.
+-- Enqueueing uses DO UPDATE ... WHERE false, not DO NOTHING: it changes nothing but locks an
+-- entry that already exists, so no worker can consume that entry (and read the source before
+-- this transaction commits) until the writer is done. A writer that finds the entry being
+-- consumed waits for that worker, then queues the key afresh.
+-- UPDATE queues the keys whose text changed (compared as text, byte for byte: a case-only
+-- change of a citext counts), and both keys of a changed key (the old one's rows go).
+-- DELETE removes the index rows at once. First it takes the keys' queue entries, waiting for a
+-- worker that holds one: that worker read the row before this delete and may write it back,
+-- so its rows must be deleted after it committed. (Entries first, rows second: a writer only
+-- ever waits for a worker, never the other way round.) A build reads the table in one
+-- snapshot that may still hold the deleted rows: while one runs (it holds the index's
+-- advisory lock) the keys are queued too, and the first batch after the build removes them.
+-- TRUNCATE leaves the queue and the failed items: their keys no longer exist, so a worker
+-- deletes nothing for them (truncating them here could deadlock with a worker holding them).
+-- Replica mode (session_replication_role = replica: a logical replication subscription's apply,
+-- which fires row triggers only, or a session set so): three row triggers, enabled REPLICA, queue
+-- each row's key (and a changed key's old one), and the statement triggers leave INSERT, UPDATE
+-- and DELETE to them; a worker reads each row as it is then, or removes a deleted key.
+CREATE OR REPLACE FUNCTION "simindex"."docs_trigger_v1"() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $body$
+DECLARE
+    simindex_trusted CONSTANT boolean := true;
+    written_for boolean;
+    source record;
+    aliases text;
+    replica CONSTANT boolean :=
+        pg_catalog.current_setting('session_replication_role') = 'replica';
+    key_name name;
+BEGIN
+    IF TG_WHEN <> 'AFTER' OR (TG_LEVEL <> 'STATEMENT' AND NOT replica) THEN
+        RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = 'simindex: ' || TG_NAME
+            || ' must be an AFTER ... FOR EACH STATEMENT trigger of index ' || 'docs';
+    END IF;
+    IF TG_LEVEL = 'ROW' THEN
+        -- The key column as recorded (number and type), read by its name of now.
+        SELECT a.attname INTO key_name
+        FROM "simindex"."indexes" AS i
+        JOIN pg_catalog.pg_attribute AS a
+          ON a.attrelid = i.source AND a.attnum = i.key_attnum AND a.atttypid = i.key_type_id
+         AND a.atttypmod = i.key_typmod AND NOT a.attisdropped
+        WHERE i.name = 'docs' AND i.source = TG_RELID
+          AND i.state IN ('created', 'building', 'ready', 'failed');
+        IF key_name IS NULL THEN
+            PERFORM "simindex"."source_changed_v1"('docs', TG_RELID);
+            RETURN NULL;
+        END IF;
+        IF TG_OP <> 'DELETE' THEN
+            EXECUTE pg_catalog.format('-- A row''s key ($1, the row; the key column''s name goes where the mark is), for format().
+INSERT INTO "simindex"."docs_queue" AS q (key) SELECT ($1).%1$I
+ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false', key_name) USING NEW;
+        END IF;
+        IF TG_OP <> 'INSERT' THEN
+            EXECUTE pg_catalog.format('-- A row''s key ($1, the row; the key column''s name goes where the mark is), for format().
+INSERT INTO "simindex"."docs_queue" AS q (key) SELECT ($1).%1$I
+ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false', key_name) USING OLD;
+        END IF;
+        PERFORM pg_notify('simindex_docs', '');
+        RETURN NULL;
+    END IF;
+    IF replica AND TG_OP <> 'TRUNCATE' THEN
+        RETURN NULL;  -- queued by the row triggers
+    END IF;
+    IF TG_RELID = 16384 THEN
+        IF simindex_trusted OR TG_OP = 'TRUNCATE' THEN
+            written_for := true;
+        ELSE
+            SELECT true INTO written_for FROM pg_catalog.pg_attribute AS a
+            WHERE a.attrelid = TG_RELID AND a.attnum = 1 AND a.attname = 'id'
+              AND a.atttypid = 20 AND a.atttypmod =  -1
+              AND NOT a.attisdropped;
+            IF written_for AND TG_OP = 'UPDATE' THEN
+                SELECT true INTO written_for FROM pg_catalog.pg_attribute AS a
+                WHERE a.attrelid = TG_RELID AND a.attnum = 2
+                  AND a.attname = 'body' AND a.atttypid = 25
+                  AND NOT a.attisdropped;
+            END IF;
+        END IF;
+    END IF;
+    IF written_for THEN
+        CASE TG_OP
+            WHEN 'INSERT' THEN
+                INSERT INTO "simindex"."docs_queue" AS q (key)
+SELECT n."id" FROM new_rows AS n WHERE n."id" IS NOT NULL
+ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false;
+            WHEN 'UPDATE' THEN
+                -- One pass (a hash full join on the key): new keys whose text differs from their old row's,
+-- new keys without an old row and old keys without a new row (a key that changed).
+INSERT INTO "simindex"."docs_queue" AS q (key)
+SELECT coalesce(n."id", o."id")
+FROM new_rows AS n
+FULL JOIN old_rows AS o ON o."id" OPERATOR(pg_catalog.=) n."id"
+WHERE coalesce(n."id", o."id") IS NOT NULL
+  AND (n."id" IS NULL OR o."id" IS NULL
+       OR (o."body"::text COLLATE pg_catalog."C")
+          IS DISTINCT FROM (n."body"::text COLLATE pg_catalog."C"))
+ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false;
+            WHEN 'DELETE' THEN
+                DELETE FROM "simindex"."docs_queue" AS q USING old_rows AS o WHERE q.key OPERATOR(pg_catalog.=) o."id";
+-- The shared lock is held until commit: a build that starts meanwhile waits, and its snapshot
+-- sees this delete.
+IF NOT pg_catalog.pg_try_advisory_xact_lock_shared(1397312856,  -530321403) THEN
+    INSERT INTO "simindex"."docs_queue" AS q (key)
+SELECT o."id" FROM old_rows AS o WHERE o."id" IS NOT NULL
+ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false;
+END IF;
+DELETE FROM "simindex"."docs_simhash" AS s USING old_rows AS o WHERE s.key OPERATOR(pg_catalog.=) o."id";
+            WHEN 'TRUNCATE' THEN
+                TRUNCATE "simindex"."docs_simhash";
+        END CASE;
+    ELSE
+        -- Twice at most: a table restored from a dump has its columns found again by name
+        -- (source_changed), then they are looked up anew.
+        FOR attempt IN 1..2 LOOP
+            SELECT count(*) FILTER (WHERE a.attnum <= i.key_attnum) AS key_position,
+                   count(*) FILTER (WHERE a.attnum <= i.text_attnum) AS text_position,
+                   bool_or(a.attnum = i.key_attnum AND a.atttypid = i.key_type_id
+                           AND a.atttypmod = i.key_typmod)
+                   AND bool_or(a.attnum = i.text_attnum AND a.atttypid = i.text_type_id)
+                   -- restored from a dump (another OID): by name too, until renumbered
+                   AND (bool_or(i.source_oid = TG_RELID)
+                        OR bool_or(a.attnum = i.key_attnum AND a.attname = i.key_column)
+                           AND bool_or(a.attnum = i.text_attnum AND a.attname = i.text_column))
+                       AS as_recorded
+            INTO source
+            FROM "simindex"."indexes" AS i
+            JOIN pg_catalog.pg_attribute AS a
+              ON a.attrelid = i.source AND a.attnum > 0
+             AND a.attnum <= greatest(i.key_attnum, i.text_attnum) AND NOT a.attisdropped
+            WHERE i.name = 'docs' AND i.source = TG_RELID
+              AND i.state IN ('created', 'building', 'ready', 'failed');
+            EXIT WHEN source.as_recorded IS TRUE
+                   OR NOT "simindex"."source_changed_v1"('docs', TG_RELID);
+        END LOOP;
+        IF source.as_recorded IS NOT TRUE THEN
+            -- Another table (refused there), a drifted source (marked there) or an index that
+            -- no longer follows its source: nothing to queue.
+            RETURN NULL;
+        END IF;
+        SELECT string_agg(CASE p WHEN source.key_position THEN 'k'
+                                 WHEN source.text_position THEN 't'
+                                 ELSE '_' || p END, ', ' ORDER BY p)
+        INTO aliases
+        FROM generate_series(1, greatest(source.key_position, source.text_position)) AS p;
+        CASE TG_OP
+            WHEN 'INSERT' THEN
+                EXECUTE pg_catalog.format('INSERT INTO "simindex"."docs_queue" AS q (key)
+SELECT n.k FROM new_rows AS n (%1$s) WHERE n.k IS NOT NULL
+ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false', aliases);
+            WHEN 'UPDATE' THEN
+                EXECUTE pg_catalog.format('-- One pass (a hash full join on the key): new keys whose text differs from their old row''s,
+-- new keys without an old row and old keys without a new row (a key that changed).
+INSERT INTO "simindex"."docs_queue" AS q (key)
+SELECT coalesce(n.k, o.k)
+FROM new_rows AS n (%1$s)
+FULL JOIN old_rows AS o (%1$s) ON o.k OPERATOR(pg_catalog.=) n.k
+WHERE coalesce(n.k, o.k) IS NOT NULL
+  AND (n.k IS NULL OR o.k IS NULL
+       OR (o.t::text COLLATE pg_catalog."C")
+          IS DISTINCT FROM (n.t::text COLLATE pg_catalog."C"))
+ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false', aliases);
+            WHEN 'DELETE' THEN
+                EXECUTE pg_catalog.format('DELETE FROM "simindex"."docs_queue" AS q USING old_rows AS o (%1$s) WHERE q.key OPERATOR(pg_catalog.=) o.k', aliases);
+-- The shared lock is held until commit: a build that starts meanwhile waits, and its snapshot
+-- sees this delete.
+IF NOT pg_catalog.pg_try_advisory_xact_lock_shared(1397312856,  -530321403) THEN
+    EXECUTE pg_catalog.format('INSERT INTO "simindex"."docs_queue" AS q (key)
+SELECT o.k FROM old_rows AS o (%1$s) WHERE o.k IS NOT NULL
+ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false', aliases);
+END IF;
+EXECUTE pg_catalog.format('DELETE FROM "simindex"."docs_simhash" AS s USING old_rows AS o (%1$s) WHERE s.key OPERATOR(pg_catalog.=) o.k', aliases);
+            WHEN 'TRUNCATE' THEN
+                TRUNCATE "simindex"."docs_simhash";
+        END CASE;
+    END IF;
+    IF TG_OP <> 'TRUNCATE' THEN
+        PERFORM pg_notify('simindex_docs', '');
+    END IF;
+    RETURN NULL;
+END
+$body$;
+
+REVOKE ALL ON FUNCTION "simindex"."docs_trigger_v1"() FROM PUBLIC;
+
+SELECT pg_catalog.set_config('role', pg_catalog.current_setting('simindex.caller_role'), true);
+
+CREATE TRIGGER "simindex_docs_insert" AFTER INSERT ON "public"."docs"
+REFERENCING NEW TABLE AS new_rows
+FOR EACH STATEMENT EXECUTE FUNCTION "simindex"."docs_trigger_v1"();
+
+CREATE TRIGGER "simindex_docs_update" AFTER UPDATE ON "public"."docs"
+REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+FOR EACH STATEMENT EXECUTE FUNCTION "simindex"."docs_trigger_v1"();
+
+CREATE TRIGGER "simindex_docs_delete" AFTER DELETE ON "public"."docs"
+REFERENCING OLD TABLE AS old_rows
+FOR EACH STATEMENT EXECUTE FUNCTION "simindex"."docs_trigger_v1"();
+
+CREATE TRIGGER "simindex_docs_truncate" AFTER TRUNCATE ON "public"."docs"
+
+FOR EACH STATEMENT EXECUTE FUNCTION "simindex"."docs_trigger_v1"();
+
+CREATE TRIGGER "simindex_docs_insert_row" AFTER INSERT ON "public"."docs"
+FOR EACH ROW EXECUTE FUNCTION "simindex"."docs_trigger_v1"();
+
+CREATE TRIGGER "simindex_docs_update_row" AFTER UPDATE ON "public"."docs"
+FOR EACH ROW EXECUTE FUNCTION "simindex"."docs_trigger_v1"();
+
+CREATE TRIGGER "simindex_docs_delete_row" AFTER DELETE ON "public"."docs"
+FOR EACH ROW EXECUTE FUNCTION "simindex"."docs_trigger_v1"();
+
+-- The statement triggers fire whatever session_replication_role says, the row triggers in
+-- replica mode only: rows a logical replication subscription applies, and writes of a session
+-- set to replica, are queued too. (Only the table's owner may do this; CREATE TRIGGER alone
+-- makes a trigger of origin and local mode.)
+ALTER TABLE "public"."docs" ENABLE ALWAYS TRIGGER "simindex_docs_insert", ENABLE ALWAYS TRIGGER "simindex_docs_update", ENABLE ALWAYS TRIGGER "simindex_docs_delete", ENABLE ALWAYS TRIGGER "simindex_docs_truncate", ENABLE REPLICA TRIGGER "simindex_docs_insert_row", ENABLE REPLICA TRIGGER "simindex_docs_update_row", ENABLE REPLICA TRIGGER "simindex_docs_delete_row";
