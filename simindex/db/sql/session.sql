@@ -57,9 +57,10 @@ LIMIT 1
 -- queued this transaction's too (their DO UPDATE writes a new version of it), and a writer
 -- has no right to write an entry itself. Ids are 32-bit in the row: widened to xid8 as
 -- session_own_keys does (an entry whose raw xmin widens to an id not yet given out, one frozen
--- more than 2^31 ids ago, makes pg_xact_status fail: the call fails, nothing is written). Then, as the owner role: the side rows of
--- the keys written (written: rows of the side table as JSON) or removed, the failed items
--- (failures: key and error), and the entries consumed. Nothing but those keys is touched.
+-- more than 2^31 ids ago, makes pg_xact_status fail: the call fails, nothing is written).
+-- Then, as the owner role: the side rows of the keys written (written: rows of the side
+-- table as JSON) or removed, the failed items (failures: key and error), and the entries
+-- consumed. Nothing but those keys is touched.
 CREATE OR REPLACE FUNCTION {function}(remove {key_type}[], written jsonb, failures jsonb)
 RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -100,11 +101,13 @@ BEGIN
             MESSAGE = 'simindex: a writer''s transaction indexes only the keys it changed, '
                 || 'and a key given was not changed by this transaction';
     END IF;
-    DELETE FROM {table} AS t WHERE t.key OPERATOR(pg_catalog.=) ANY(coalesce(remove, '{{}}') || done);
+    DELETE FROM {table} AS t
+    WHERE t.key OPERATOR(pg_catalog.=) ANY(coalesce(remove, '{{}}') || done);
     INSERT INTO {table}
     SELECT * FROM jsonb_populate_recordset(NULL::{table}, coalesce(written, '[]'));
     INSERT INTO {failed} AS f (key, error)
-    SELECT x.key, x.error FROM jsonb_to_recordset(coalesce(failures, '[]')) AS x (key {key_type}, error text)
+    SELECT x.key, x.error
+    FROM jsonb_to_recordset(coalesce(failures, '[]')) AS x (key {key_type}, error text)
     ON CONFLICT (key) DO UPDATE
     SET error = EXCLUDED.error, attempts = f.attempts + 1, failed_at = now();
     DELETE FROM {failed} AS f
