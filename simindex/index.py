@@ -35,6 +35,7 @@ from simindex.db.catalog import (
     ready_index,
 )
 from simindex.db.connection import Bind, PgConnection
+from simindex.db.keys import key_cursor
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.objects import create_statements, drop_statements, index_sql
 from simindex.db.simhash_store import SimHashStore
@@ -249,11 +250,15 @@ class Index:
             text = by_key_statement(self.index_schema, store).as_bytes(conn)
             self._by_key_sql = {(token, measure): text}
         try:
-            rows = conn.execute(
-                text,
-                {"name": self.name, "key": key, "limit": max_rows, **params},
-                prepare=True,
-            ).fetchall()
+            rows = (
+                key_cursor(conn)
+                .execute(
+                    text,
+                    {"name": self.name, "key": key, "limit": max_rows, **params},
+                    prepare=True,
+                )
+                .fetchall()
+            )
         except psycopg.Error:  # the index was dropped meanwhile, or the key is of a wrong type
             return None
         if not rows or tuple(rows[0][:2]) != token:

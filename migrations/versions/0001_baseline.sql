@@ -392,16 +392,38 @@ $body$
 -- 'recovered' (a batch succeeded) or 'resolved' (no failed item is left: the last error of an
 -- index that is not broken is forgotten). Catalog rows held by a build or drop are left alone
 -- (SKIP LOCKED): the error is recorded at the next attempt.
+-- The worker right is per index (simindex grant ROLE --worker --index NAME): the caller must
+-- hold it on the index named, DELETE on its queue (which the reader and writer rights do not
+-- give). The caller is the role that called this function: the session's role, or the one it
+-- SET ROLE to (neither changes inside a SECURITY DEFINER function, where current_user is the
+-- owner role).
 CREATE FUNCTION {schema}.record_health_v1(index_name text, health text, error text)
 RETURNS void LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $body$
+DECLARE
+    caller text := pg_catalog.current_setting('role');
+    queue regclass;
 BEGIN
     IF index_name IS NULL OR health IS NULL
        OR health NOT IN ('broken', 'row_error', 'recovered', 'resolved') THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
             MESSAGE = 'simindex: record_health_v1 takes an index name and one of broken, '
                 || 'row_error, recovered, resolved';
+    END IF;
+    IF NOT EXISTS (SELECT FROM {schema}.indexes AS i WHERE i.name = index_name) THEN
+        RETURN;  -- dropped meanwhile: nothing to record
+    END IF;
+    IF caller = 'none' THEN
+        caller := session_user;
+    END IF;
+    queue := pg_catalog.to_regclass(quote_ident({schema_literal}) || '.'
+                                    || quote_ident(index_name || '_queue'));
+    IF queue IS NULL OR NOT pg_catalog.has_table_privilege(caller, queue, 'DELETE') THEN
+        RAISE EXCEPTION USING ERRCODE = '42501',
+            MESSAGE = 'simindex: role ' || quote_ident(caller) || ' lacks the worker right on '
+                || 'index ' || quote_literal(index_name) || ', so may not record its health',
+            HINT = 'simindex grant ' || caller || ' --worker --index ' || index_name;
     END IF;
     IF health = 'resolved' THEN
         UPDATE {schema}.indexes AS i SET last_error = NULL, last_error_at = NULL

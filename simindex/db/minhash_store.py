@@ -229,6 +229,18 @@ class MinHashStore:
     def side_tables(self) -> list[sql.Identifier]:
         return [self.table()]
 
+    def json_rows(
+        self, keys: Sequence[object], values: NDArray[np.uint64]
+    ) -> list[dict[str, object]]:
+        """The side table's rows of ``keys`` as JSON objects (the writer's function takes
+        them, ``db/sql/session.sql``)."""
+        rows: list[dict[str, object]] = []
+        for key, (signature, bands) in zip(keys, self.stored_form(values), strict=True):
+            row: dict[str, object] = {"key": key, "signature": signature}
+            row.update((f"b{band}", value) for band, value in enumerate(bands))
+            rows.append(row)
+        return rows
+
     def upsert(
         self, conn: PgConnection, keys: Sequence[object], values: NDArray[np.uint64]
     ) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from datetime import date, time
 from typing import cast
 
 import numpy as np
@@ -72,6 +73,13 @@ def key_array(conn: PgConnection, keys: Sequence[object]) -> object:
     else as a list for psycopg to adapt."""
     if keys and all(type(key) is str for key in keys):
         return array_literal(cast("Sequence[str]", keys))
+    if any(type(key) is str for key in keys) and all(
+        isinstance(key, (str, date, time)) for key in keys
+    ):
+        # Dates and times with some in their text form (simindex.db.keys: values psycopg
+        # cannot load): all in their ISO text form, which the input function reads whatever
+        # the DateStyle.
+        return array_literal([str(key) for key in keys])
     if keys and type(keys[0]) is int:
         try:
             values = np.fromiter(keys, dtype=np.int64, count=len(keys))

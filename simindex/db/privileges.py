@@ -8,10 +8,13 @@ right) and as themselves for the source table (its triggers). The rights a role 
 ``reader``  query: SELECT on simindex's tables (the catalog, side tables, queues' lengths);
             the query functions run with the caller's rights.
 ``writer``  also index its own writes in its transaction (``simindex.sqlalchemy.track``):
-            write the side tables, queues and failed items. A plain writer of an indexed
-            table needs no right at all: the triggers run as the owner role.
-``worker``  also ``sync``, ``check`` and ``repair``: the writer's rights, and SELECT on every
-            indexed table (granted here where the caller may grant it).
+            EXECUTE on each index's ``<name>_index_own_v1``, which writes the side rows,
+            failed items and queue entries of the keys the transaction changed, and refuses
+            any other key. No write on simindex's tables. A plain writer of an indexed table
+            needs no right at all: the triggers run as the owner role.
+``worker``  also ``sync``, ``check`` and ``repair``: the writer's rights, writing simindex's
+            tables (every row), recording health, and SELECT on every indexed table (granted
+            here where the caller may grant it).
 ``admin``   create, build, drop, clusters, migrate: membership in the owner role.
 
 Rights on tables made later come from ``ALTER DEFAULT PRIVILEGES FOR ROLE simindex_owner``, so
@@ -160,11 +163,18 @@ def grant(
     }
     parts["health"] = sql.Identifier(schema, "record_health_v1")
     if indexes is not None:
-        return _grant_indexes(conn, parts, right, indexes)
+        return _grant_indexes(conn, schema, parts, right, indexes)
     blocks = ["grant_reader"] if right == "reader" else ["grant_reader", "grant_writer"]
     if right == "worker":
-        blocks.append("grant_worker")
-    for composed in as_owner([statement(block, **parts) for block in blocks]):
+        blocks += ["grant_worker_tables", "grant_worker"]
+    statements = [statement(block, **parts) for block in blocks]
+    if right != "reader":  # the indexes made later: see session_grant_own_function
+        names = conn.execute(statement("catalog_list", catalog=parts["catalog"])).fetchall()
+        statements += [
+            statement("grant_own_function", own=_own(schema, str(name)), role=grantee)
+            for (name,) in names
+        ]
+    for composed in as_owner(statements):
         conn.execute(composed)
     if right == "worker":
         sources = conn.execute(
@@ -185,6 +195,7 @@ class IndexTables:
 
 def _grant_indexes(
     conn: PgConnection,
+    schema: str,
     parts: dict[str, sql.Identifier],
     right: Right,
     indexes: Sequence[IndexTables],
@@ -195,8 +206,10 @@ def _grant_indexes(
         tables = sql.SQL(", ").join(index.tables)
         statements.append(statement("grant_index_reader", tables=tables, **parts))
         if right != "reader":
-            statements.append(statement("grant_index_writer", tables=tables, **parts))
+            own = _own(schema, index.name)
+            statements.append(statement("grant_index_writer", own=own, **parts))
         if right == "worker":
+            statements.append(statement("grant_index_worker", tables=tables, **parts))
             statements.append(statement("grant_worker", **parts))
     for composed in as_owner(statements):
         conn.execute(composed)
@@ -210,6 +223,11 @@ def _grant_indexes(
                 sources.append(str(row[0]))
         _grant_sources(conn, parts["role"], sources, report)
     return report
+
+
+def _own(schema: str, name: str) -> sql.Identifier:
+    """The writer's function of index ``name`` (``db.triggers.Triggers.own_function``)."""
+    return sql.Identifier(schema, f"{name}_index_own_v1")
 
 
 def _grant_sources(

@@ -223,6 +223,19 @@ class SimHashStore:
         """The live tables holding this index's rows (what a delete or truncate touches)."""
         return [self.table()]
 
+    def json_rows(
+        self, keys: Sequence[object], values: NDArray[np.uint64]
+    ) -> list[dict[str, object]]:
+        """The side table's rows of ``keys`` as JSON objects (the writer's function takes
+        them, ``db/sql/session.sql``)."""
+        columns = {"fingerprint": to_signed_array(values).tolist()}
+        for i, table in enumerate(self.design.tables):
+            columns[f"p{i}"] = to_signed_array(table.permute_array(values)).tolist()
+        return [
+            {"key": key, **{column: each[n] for column, each in columns.items()}}
+            for n, key in enumerate(keys)
+        ]
+
     def upsert(
         self, conn: PgConnection, keys: Sequence[object], values: NDArray[np.uint64]
     ) -> None:

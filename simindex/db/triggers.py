@@ -38,6 +38,7 @@ from psycopg import sql
 from simindex.db.answers import protect_statements
 from simindex.db.connection import PgConnection
 from simindex.db.minhash_store import MinHashStore
+from simindex.db.privileges import OWNER
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.source import Source
 from simindex.db.statements import run, statement
@@ -147,6 +148,37 @@ class Triggers:
             statement("sync_check_equality", queue=self.queue, equals=self.equals),
             self._function_statement(trusted),
             statement("sync_revoke_function", function=self.function),
+            *self.own_function_statements(),
+        ]
+
+    @property
+    def own_function(self) -> sql.Identifier:
+        """``<name>_index_own_v1``: the writer right's way to index its own transaction's
+        keys (see ``db/sql/session.sql``)."""
+        return sql.Identifier(self.schema, f"{self.name}_index_own_v1")
+
+    def own_function_statements(self) -> list[sql.Composed]:
+        """The writer's function (again: ``CREATE OR REPLACE`` keeps its grants)."""
+        return [
+            statement(
+                "session_index_own_function",
+                function=self.own_function,
+                key_type=self.key_type,
+                table=self.store.table(),
+                queue=self.queue,
+                failed=self.failed,
+            ),
+            statement(
+                "session_grant_own_function",
+                owner=sql.Literal(OWNER),
+                schema=sql.Literal(self.schema),
+                share=sql.Literal(
+                    sql.Identifier(self.schema, "share_index_v1").as_string() + "(text)"
+                ),
+                function=sql.Literal(
+                    self.own_function.as_string() + "(" + self.source.key_type + "[], jsonb, jsonb)"
+                ),
+            ),
         ]
 
     def trigger_statements(self) -> list[sql.Composed]:
@@ -312,6 +344,7 @@ class Triggers:
         the source table is needed."""
         return [
             statement("sync_drop_trigger_function", function=self.function),
+            statement("session_drop_own_function", function=self.own_function),
             statement("drop_table", table=self.queue),
             statement("drop_table", table=self.failed),
         ]

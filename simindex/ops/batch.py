@@ -158,6 +158,43 @@ def process(
     Texts are read and fingerprinted :data:`BATCH_BYTES` at a time (a longer one alone)."""
     if not keys:
         return BatchResult(0, 0, 0, 0)
+    ready = prepare(conn, target, keys, max_text_bytes=max_text_bytes)
+    failures = list(ready.failures)
+    unread = ready.unread
+    written = _write(conn, target, ready.remove + unread, ready.keys, ready.values, set(unread))
+    failures += written.failures
+    for key, error in failures:
+        fail(conn, target, [key], error)
+    if failures:
+        key, error = failures[-1]
+        note(conn, target, "row_error", f"key {key}: {error}")
+    else:
+        note(conn, target, "resolved")
+    return BatchResult(len(keys), written.indexed, written.removed, len(failures), tuple(failures))
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """What a batch writes: the keys whose index rows go (``remove``), those whose rows go
+    because they could not be read (``unread``, also among ``failures``), the keys written
+    with their fingerprints (``keys``, ``values``), and (key, error) of the rows that failed."""
+
+    remove: list[Any]
+    unread: list[Any]
+    keys: list[Any]
+    values: Any
+    failures: list[tuple[Any, str]]
+
+
+def prepare(
+    conn: PgConnection,
+    target: Target,
+    keys: Sequence[Any],
+    *,
+    max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
+) -> Prepared:
+    """Read the rows of ``keys`` as this transaction sees them and fingerprint them (see
+    :func:`process`), writing nothing."""
     rows, failures = _read(conn, target, keys, max_text_bytes, BATCH_BYTES)
     # An unreadable row changed (it was queued): its old fingerprint is wrong now.
     unread: list[Any] = [key for key, _ in failures]
@@ -190,16 +227,7 @@ def process(
     upsert_keys, values = computed.result()
     remove += computed.no_features
     failures += computed.failures
-    written = _write(conn, target, remove + unread, upsert_keys, values, set(unread))
-    failures += written.failures
-    for key, error in failures:
-        fail(conn, target, [key], error)
-    if failures:
-        key, error = failures[-1]
-        note(conn, target, "row_error", f"key {key}: {error}")
-    else:
-        note(conn, target, "resolved")
-    return BatchResult(len(keys), written.indexed, written.removed, len(failures), tuple(failures))
+    return Prepared(remove, unread, upsert_keys, values, failures)
 
 
 def over_limit(size: int, max_text_bytes: int) -> str:

@@ -31,6 +31,7 @@ from simindex.db.catalog import IndexInfo, Store, catalog, lock_source, store_of
 from simindex.db.cluster_store import ClusterStore
 from simindex.db.connection import PgConnection
 from simindex.db.copytext import field
+from simindex.db.keys import install
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.privileges import back_to_caller, become_owner
 from simindex.db.simhash_store import SimHashStore
@@ -188,6 +189,7 @@ def members(conn: PgConnection, info: IndexInfo, *, min_size: int = 2) -> Iterat
     side = store.table()
     with conn.cursor(name="simindex_cluster_members") as cursor:
         cursor.itersize = _READ_ROWS
+        install(cursor.adapters)
         cursor.execute(
             statement("clusters_members", table=target.table, side=side),
             {"min_size": min_size},
@@ -225,6 +227,7 @@ def survivors(
         )
     with conn.cursor(name="simindex_survivors") as cursor:
         cursor.itersize = _READ_ROWS
+        install(cursor.adapters)
         try:
             cursor.execute(
                 statement("clusters_survivors", function=target.survivors_function),
@@ -321,6 +324,7 @@ def _source_reader(conn: PgConnection, info: IndexInfo) -> psycopg.ServerCursor[
     source = lock_source(conn, info)
     reader = conn.cursor(name="simindex_bottom_k")
     reader.itersize = _READ_ROWS
+    install(reader.adapters)
     reader.execute(
         statement(
             "source_read",

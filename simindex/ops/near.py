@@ -9,6 +9,7 @@ from typing import Any
 from simindex.core.bits import check_fingerprint, to_signed
 from simindex.db.catalog import IndexInfo
 from simindex.db.connection import PgConnection
+from simindex.db.keys import key_cursor
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.source import check_key, key_errors
 from simindex.db.statements import statement
@@ -71,14 +72,18 @@ def near(
         stored = to_signed(int(values[0]))
     else:
         stored = check_fingerprint(fingerprint)
-    rows = conn.execute(
-        statement("simhash_near", function=store.near_function),
-        {
-            "fingerprint": stored,
-            "max_distance": check_distance(store, max_distance),
-            "limit": limit,
-        },
-    ).fetchall()
+    rows = (
+        key_cursor(conn)
+        .execute(
+            statement("simhash_near", function=store.near_function),
+            {
+                "fingerprint": stored,
+                "max_distance": check_distance(store, max_distance),
+                "limit": limit,
+            },
+        )
+        .fetchall()
+    )
     return [Match(key, distance) for key, distance in rows]
 
 
@@ -103,10 +108,14 @@ def near_key(
     distance = check_distance(store, max_distance)
     checked_limit = check_limit(limit)
     with key_errors(info.source, key):
-        rows = conn.execute(
-            statement("simhash_near_key", function=store.near_key_function),
-            {"key": key, "max_distance": distance, "limit": checked_limit},
-        ).fetchall()
+        rows = (
+            key_cursor(conn)
+            .execute(
+                statement("simhash_near_key", function=store.near_key_function),
+                {"key": key, "max_distance": distance, "limit": checked_limit},
+            )
+            .fetchall()
+        )
         # An empty answer is common; only then is it worth asking whether the key exists.
         if (
             not rows

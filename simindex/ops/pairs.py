@@ -29,6 +29,7 @@ from psycopg import sql
 
 from simindex.db.catalog import IndexInfo, Store
 from simindex.db.connection import PgConnection
+from simindex.db.keys import key_cursor
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.statements import statement
@@ -218,7 +219,7 @@ def pairs(
     # here, they cost no row on the wire each.
     members: dict[Any, tuple[Any, ...]] = {}
     in_python = info.source.key_type in _PYTHON_ORDERED_KEYS
-    rows = conn.cursor().stream(statement("pairs_groups"))
+    rows = key_cursor(conn).stream(statement("pairs_groups"))
     for keys in (tuple(key for _, key in group) for _, group in _by_node(rows)):
         if groups:
             yield IdenticalGroup(keys)
@@ -237,7 +238,7 @@ def pairs(
     for done, query in enumerate(queries, 1):
         # stream(), not a named cursor: PostgreSQL never plans a cursor's query in
         # parallel, and single-row mode keeps memory just as flat.
-        for left, right, score in conn.cursor().stream(query):
+        for left, right, score in key_cursor(conn).stream(query):
             yield make(left, right, score)
         if progress is not None:
             progress(done, len(queries))
@@ -257,7 +258,7 @@ def _expanded(
 ) -> Iterator[NearPair | SimilarPair]:
     """The node pairs of ``queries``, each as every pair of the two nodes' rows."""
     for done, query in enumerate(queries, 1):
-        for left, right, score in conn.cursor().stream(query):
+        for left, right, score in key_cursor(conn).stream(query):
             lefts, rights = members.get(left), members.get(right)
             if lefts is None and rights is None:
                 yield make(left, right, score)

@@ -10,6 +10,7 @@ import psycopg
 from simindex.core.spec import IndexSpec, MinHash
 from simindex.db.catalog import IndexInfo, lock_source
 from simindex.db.connection import PgConnection
+from simindex.db.keys import key_cursor
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.source import key_errors
 from simindex.db.statements import statement
@@ -76,10 +77,14 @@ def similar(
         if indexed is False:
             raise KeyNotIndexedError.of(info.name, key)
         with key_errors(info.source, key):
-            rows = conn.execute(
-                statement("minhash_similar_key", function=store.similar_key_function),
-                {"key": key, "threshold": floor, "limit": fetch},
-            ).fetchall()
+            rows = (
+                key_cursor(conn)
+                .execute(
+                    statement("minhash_similar_key", function=store.similar_key_function),
+                    {"key": key, "threshold": floor, "limit": fetch},
+                )
+                .fetchall()
+            )
             if (
                 not rows
                 and indexed is None
@@ -94,10 +99,19 @@ def similar(
         if not lengths[0]:
             return []
         signature, band_keys = store.query_arguments(values[0])
-        rows = conn.execute(
-            statement("minhash_similar", function=store.similar_function),
-            {"signature": signature, "band_keys": band_keys, "threshold": floor, "limit": fetch},
-        ).fetchall()
+        rows = (
+            key_cursor(conn)
+            .execute(
+                statement("minhash_similar", function=store.similar_function),
+                {
+                    "signature": signature,
+                    "band_keys": band_keys,
+                    "threshold": floor,
+                    "limit": fetch,
+                },
+            )
+            .fetchall()
+        )
     if verify == "estimate":
         return [Similar(found_key, float(similarity)) for found_key, similarity in rows]
     if not rows:
@@ -118,4 +132,9 @@ def similar(
             query = sets.of_text(text)
         scored = exact_scores(sets, query, [row[0] for row in rows])
     kept = [Similar(found, score) for found, score in scored if score >= lowest]
-    return sorted(kept, key=lambda match: (-match.similarity, match.key))[:limit]
+    try:
+        return sorted(kept, key=lambda match: (-match.similarity, match.key))[:limit]
+    except TypeError:
+        # Keys Python cannot compare with each other (dates with some in their text form,
+        # simindex.db.keys): equal similarities in the order the index answered them.
+        return sorted(kept, key=lambda match: -match.similarity)[:limit]

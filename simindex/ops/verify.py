@@ -25,6 +25,8 @@ from psycopg import sql
 
 from simindex.core.spec import IndexSpec
 from simindex.db.connection import PgConnection
+from simindex.db.keys import install, key_cursor
+from simindex.db.pg_array import key_array
 from simindex.db.source import Source
 from simindex.db.statements import statement
 from simindex.errors import MissingRightError
@@ -105,7 +107,8 @@ class ShingleSets:
         for start in range(0, len(missing), _FETCH_ROWS):
             chunk = missing[start : start + _FETCH_ROWS]
             try:
-                rows = self.conn.execute(self._query, {"keys": chunk}).fetchall()
+                wanted_keys = key_array(self.conn, chunk)  # before the cursor copies adapters
+                rows = key_cursor(self.conn).execute(self._query, {"keys": wanted_keys}).fetchall()
             except psycopg.errors.InsufficientPrivilege as exc:
                 raise no_select(self.conn, self.source, exc) from exc
             for key, text in rows:
@@ -154,6 +157,7 @@ def exact_pairs(
     time, and the texts of a chunk are read between two fetches on the same connection."""
     with conn.cursor(name="simindex_exact_pairs") as cursor:
         cursor.itersize = chunk
+        install(cursor.adapters)
         cursor.execute(candidates)
         while rows := cursor.fetchmany(chunk):
             found = sets.lookup(key for row in rows for key in row[:2])

@@ -6,16 +6,18 @@ the keys *this transaction* queued up to date and consumes their queue entries, 
 session's connection and before the COMMIT: a query right after the commit sees the new
 fingerprints, and the worker finds nothing of this transaction left to do.
 
-It is the worker's code path (:func:`simindex.ops.sync.load_target` and
-:func:`simindex.ops.sync.process`), run in the session's transaction, so rows are indexed, removed
-or recorded as failed exactly as a worker would. What stays for the worker:
+It reads and fingerprints the rows as a worker would (:func:`simindex.ops.batch.prepare`), in
+the session's transaction, and writes them through the index's ``<name>_index_own_v1``, which
+writes (as simindex's owner role) only keys whose queue entries this transaction wrote, and
+refuses any other. What stays for the worker:
 
 * an index being built or dropped while the session commits (its entries stay queued);
+* an index that keeps ``leader`` clusters (each row joins its nearest cluster: the worker's);
 * entries queued inside a savepoint of a REPEATABLE READ or SERIALIZABLE transaction;
 * keys another transaction queued; a tracked commit never takes those.
 
-The session's database role needs the writer right on simindex (``simindex grant ROLE
---writer``): the triggers run as simindex's owner role, this path as the session's role. An
+The session's database role needs the writer right on the index (``simindex grant ROLE
+--writer [--index NAME]``): EXECUTE on that function, and no right on simindex's tables. An
 index it may not serve, or whose source drifted, is left to the worker; the commit goes on.
 """
 
@@ -27,14 +29,16 @@ from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql
+from psycopg.types.json import Jsonb
 from sqlalchemy import event
 from sqlalchemy.orm import Session, scoped_session, sessionmaker
 
 from simindex.db.catalog import DEFAULT_SCHEMA, catalog, check_schema
 from simindex.db.connection import PgConnection, pinned
+from simindex.db.pg_array import key_array
 from simindex.db.statements import statement
 from simindex.errors import IndexNotFoundError, IndexNotReadyError, SourceChangedError
-from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES, load_target, process, take_keys
+from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES, Target, load_target, prepare
 
 Tracked = TypeVar(
     "Tracked", bound="Session | sessionmaker[Any] | scoped_session[Any] | type[Session]"
@@ -160,17 +164,39 @@ def _index_changes(pg: PgConnection, index_schema: str, max_text_bytes: int) -> 
                 target = load_target(pg, index_schema, name)
                 if target is None:
                     continue  # being built or dropped: the worker takes the entries afterwards
+                if target.leader_clusters is not None:
+                    continue  # each row joins its nearest leader cluster: the worker's part
                 own = pg.execute(statement("session_own_keys", queue=target.triggers.queue))
                 keys = [key for (key,) in own]
                 if keys:
-                    keys = take_keys(pg, target, keys)
-                    taken += process(pg, target, keys, max_text_bytes=max_text_bytes).taken
+                    taken += _index_own(pg, target, keys, max_text_bytes)
         except IndexNotFoundError:
             continue  # dropped since the list was read
         except (IndexNotReadyError, SourceChangedError, psycopg.Error) as exc:
             # Drifted, changed meanwhile, or no right to it: the worker sees to the entries.
             _log.warning("simindex: left index %s to the sync worker: %s", name, exc)
     return taken
+
+
+def _index_own(pg: PgConnection, target: Target, keys: list[Any], max_text_bytes: int) -> int:
+    """Read and fingerprint the rows of ``keys`` (this transaction's entries, in their text
+    form) as a worker would, and write them through the index's ``<name>_index_own_v1``: the
+    writer right writes no table of simindex's itself, and the function refuses a key this
+    transaction did not change."""
+    ready = prepare(pg, target, keys, max_text_bytes=max_text_bytes)
+    row = pg.execute(
+        statement(
+            "session_index_own",
+            function=target.triggers.own_function,
+            key_type=target.triggers.key_type,
+        ),
+        {
+            "remove": key_array(pg, ready.remove + ready.unread),
+            "written": Jsonb(target.store.json_rows(ready.keys, ready.values)),
+            "failures": Jsonb([{"key": key, "error": error} for key, error in ready.failures]),
+        },
+    ).fetchone()
+    return len(keys) if row is None else int(row[0])
 
 
 def _scalar(conn: PgConnection, query: sql.Composed, params: dict[str, Any] | None = None) -> Any:

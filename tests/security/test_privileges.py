@@ -181,6 +181,7 @@ def test_every_security_definer_function_is_pinned_and_executable_by_its_owner_o
     found = {name: (config, acl) for name, config, acl in rows}
     assert set(found) == {
         "docs_trigger_v1",
+        "docs_index_own_v1",
         "on_alter_table_v1",
         "on_sql_drop_v1",
         "share_index_v1",
@@ -188,7 +189,7 @@ def test_every_security_definer_function_is_pinned_and_executable_by_its_owner_o
     }
     for config, acl in found.values():
         assert config == ["search_path=pg_catalog, pg_temp"]
-        assert acl == [f"{OWNER}={'X'}/{OWNER}"]  # no PUBLIC, nobody else
+        assert acl == [f"{OWNER}={'X'}/{OWNER}"]  # no PUBLIC, nobody else (no writer yet)
 
 
 # The same attack by the table's owner: a type of theirs whose cast logs who ran it (in a table

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import psycopg
 import pytest
+from psycopg import sql
 
 import simindex
 from simindex import check, repair, sync
 from simindex.errors import SourceError
 from simindex.index import Index, create_index
 from simindex.ops.batch import queue_counts
-from tests.security.conftest import MakeRole, Role, owned_table, scalar
+from tests.security.conftest import MakeRole, Role, owned_table, scalar, superuser
 
 DOCS = "CREATE TABLE docs (id integer PRIMARY KEY, body text)"
 SIDE_ROWS = "SELECT count(*) FROM simindex.docs_simhash"
@@ -95,6 +96,32 @@ def test_only_the_worker_right_records_health_and_only_as_told(
     worker.run(f"SELECT simindex.record_health_v1('docs', 'broken', '{'x' * 10_000}')")
     is_broken, error = broken(database_dsn)
     assert is_broken and error == "x" * 4000
+
+
+def test_a_worker_of_one_index_records_the_health_of_that_index_only(
+    database_dsn: str, app_owner: Role, make_role: MakeRole
+) -> None:
+    # Issue 20, what was left of build item 6: record_health_v1 took any index's name.
+    superuser(
+        database_dsn,
+        "CREATE TABLE public.other (id integer PRIMARY KEY, body text)",
+        "INSERT INTO public.other VALUES (1, 'another application entirely')",
+    )
+    create_index(database_dsn, "other", "other", "body", schema="public").build()
+    worker = make_role("worker")
+    simindex.grant(database_dsn, worker.name, "worker", indexes=["docs"])
+    with pytest.raises(psycopg.errors.InsufficientPrivilege, match="worker right on index"):
+        worker.run("SELECT simindex.record_health_v1('other', 'broken', 'forged')")
+    assert scalar(database_dsn, "SELECT broken FROM simindex.indexes WHERE name = 'other'") is False
+    # The role it SET ROLE to is the caller, not the session's: a superuser acting as the worker
+    # is refused too.
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(worker.name)))
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("SELECT simindex.record_health_v1('other', 'broken', 'forged')")
+    worker.run("SELECT simindex.record_health_v1('docs', 'broken', 'its own')")
+    assert broken(database_dsn) == (True, "its own")
+    worker.run("SELECT simindex.record_health_v1('gone', 'broken', 'no such index')")  # no-op
 
 
 def test_a_worker_subject_to_row_level_security_refuses_rather_than_remove_hidden_rows(

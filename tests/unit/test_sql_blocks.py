@@ -22,7 +22,10 @@ MIGRATIONS = PACKAGE.parent / "migrations" / "versions"
 # module -> (the pattern of the names it computes, the strings that fill the pattern)
 COMPUTED: dict[str, tuple[str, frozenset[str]]] = {
     # grant(): the blocks of a right, in a list
-    "db/privileges.py": ("{}", frozenset({"grant_reader", "grant_writer", "grant_worker"})),
+    "db/privileges.py": (
+        "{}",
+        frozenset({"grant_reader", "grant_writer", "grant_worker_tables", "grant_worker"}),
+    ),
     # Triggers._event_statements: run(block), by name or as EXECUTE format(...)
     "db/triggers.py": (
         "{}",

@@ -37,13 +37,18 @@ GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO {role};
 ALTER DEFAULT PRIVILEGES FOR ROLE {owner} IN SCHEMA {schema} GRANT SELECT ON TABLES TO {role}
 
 -- name: grant_writer
--- Every index's tables. The catalog stays read-only: a batch holds its index's row through
--- share_index_v1 (migration 0006), so no role but the owner may lock or update catalog rows.
+-- No table of simindex's: a writer's transaction indexes the keys it changed through each
+-- index's <name>_index_own_v1 (session_grant_own_function), which checks that, and holds its
+-- index through share_index_v1; no role but the owner may lock or update catalog rows. Its
+-- SELECT is the reader's (row-level security: the keys it may see in the source).
+GRANT EXECUTE ON FUNCTION {share}(text) TO {role}
+
+-- name: grant_worker_tables
+-- Every index's tables, written directly by sync, check and repair (and every row seen).
 GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role};
 ALTER DEFAULT PRIVILEGES FOR ROLE {owner} IN SCHEMA {schema}
     GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO {role};
-REVOKE INSERT, UPDATE, DELETE ON TABLE {catalog}, {versions} FROM {role};
-GRANT EXECUTE ON FUNCTION {share}(text) TO {role}
+REVOKE INSERT, UPDATE, DELETE ON TABLE {catalog}, {versions} FROM {role}
 
 -- name: grant_index_reader
 -- The reader right on one index (simindex.grant(..., indexes=[...])): its tables only. The
@@ -53,8 +58,14 @@ GRANT SELECT ON TABLE {catalog} TO {role};
 GRANT SELECT ON TABLE {tables} TO {role}
 
 -- name: grant_index_writer
-GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE {tables} TO {role};
+GRANT EXECUTE ON FUNCTION {own} TO {role};
 GRANT EXECUTE ON FUNCTION {share}(text) TO {role}
+
+-- name: grant_own_function
+GRANT EXECUTE ON FUNCTION {own} TO {role}
+
+-- name: grant_index_worker
+GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE {tables} TO {role}
 
 -- name: grant_index_source
 SELECT i.source::text FROM {catalog} AS i

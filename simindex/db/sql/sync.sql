@@ -35,10 +35,12 @@ CREATE TABLE {failed} (
 -- before them, a restored database), the catalog's record is checked and the same statements
 -- run with the columns renamed by position, "AS n (_1, k, _3, t)" (EXECUTE), until a build
 -- writes this function afresh. Either way renames change nothing for the app.
--- Enqueueing uses DO UPDATE ... WHERE false, not DO NOTHING: it changes nothing but locks an
--- entry that already exists, so no worker can consume that entry (and read the source before
--- this transaction commits) until the writer is done. A writer that finds the entry being
--- consumed waits for that worker, then queues the key afresh.
+-- Enqueueing uses DO UPDATE, not DO NOTHING: it writes a new version of an entry that already
+-- exists (its queued_at kept), so no worker can consume that entry (and read the source before
+-- this transaction commits) until the writer is done, and the entry is this transaction's:
+-- the writer right's function (session_index_own_function) takes only entries written by
+-- its own transaction. A writer that finds the entry being consumed waits for that worker,
+-- then queues the key afresh.
 -- UPDATE queues the keys whose text changed (compared as text, byte for byte: a case-only
 -- change of a citext counts), and both keys of a changed key (the old one's rows go).
 -- DELETE removes the index rows at once. First it takes the keys' queue entries, waiting for a
@@ -177,12 +179,12 @@ $body$
 -- name: sync_trigger_queue_row
 -- A row's key ($1, the row; the key column's name goes where the mark is), for format().
 INSERT INTO {queue} AS q (key) SELECT ($1).{column}
-ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false
+ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at
 
 -- name: sync_trigger_insert
 INSERT INTO {queue} AS q (key)
 SELECT n.{key} FROM new_rows AS n{aliases} WHERE n.{key} IS NOT NULL
-ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false
+ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at
 
 -- name: sync_trigger_update
 -- One pass (a hash full join on the key): new keys whose text differs from their old row's,
@@ -195,7 +197,7 @@ WHERE coalesce(n.{key}, o.{key}) IS NOT NULL
   AND (n.{key} IS NULL OR o.{key} IS NULL
        OR (o.{text}::text COLLATE pg_catalog."C")
           IS DISTINCT FROM (n.{text}::text COLLATE pg_catalog."C"))
-ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false
+ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at
 
 -- name: sync_trigger_delete_entries
 DELETE FROM {queue} AS q USING old_rows AS o{aliases} WHERE q.key OPERATOR({equals}) o.{key}
@@ -203,7 +205,7 @@ DELETE FROM {queue} AS q USING old_rows AS o{aliases} WHERE q.key OPERATOR({equa
 -- name: sync_trigger_delete_queue
 INSERT INTO {queue} AS q (key)
 SELECT o.{key} FROM old_rows AS o{aliases} WHERE o.{key} IS NOT NULL
-ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false
+ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at
 
 -- name: sync_trigger_if_building
 -- The shared lock is held until commit: a build that starts meanwhile waits, and its snapshot

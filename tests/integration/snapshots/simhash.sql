@@ -366,10 +366,12 @@ WHERE pg_catalog.random() < 0;
 -- before them, a restored database), the catalog's record is checked and the same statements
 -- run with the columns renamed by position, "AS n (_1, k, _3, t)" (EXECUTE), until a build
 -- writes this function afresh. Either way renames change nothing for the app.
--- Enqueueing uses DO UPDATE ... WHERE false, not DO NOTHING: it changes nothing but locks an
--- entry that already exists, so no worker can consume that entry (and read the source before
--- this transaction commits) until the writer is done. A writer that finds the entry being
--- consumed waits for that worker, then queues the key afresh.
+-- Enqueueing uses DO UPDATE, not DO NOTHING: it writes a new version of an entry that already
+-- exists (its queued_at kept), so no worker can consume that entry (and read the source before
+-- this transaction commits) until the writer is done, and the entry is this transaction's:
+-- the writer right's function (session_index_own_function) takes only entries written by
+-- its own transaction. A writer that finds the entry being consumed waits for that worker,
+-- then queues the key afresh.
 -- UPDATE queues the keys whose text changed (compared as text, byte for byte: a case-only
 -- change of a citext counts), and both keys of a changed key (the old one's rows go).
 -- DELETE removes the index rows at once. First it takes the keys' queue entries, waiting for a
@@ -417,12 +419,12 @@ BEGIN
         IF TG_OP <> 'DELETE' THEN
             EXECUTE pg_catalog.format('-- A row''s key ($1, the row; the key column''s name goes where the mark is), for format().
 INSERT INTO "simindex"."docs_queue" AS q (key) SELECT ($1).%1$I
-ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false', key_name) USING NEW;
+ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at', key_name) USING NEW;
         END IF;
         IF TG_OP <> 'INSERT' THEN
             EXECUTE pg_catalog.format('-- A row''s key ($1, the row; the key column''s name goes where the mark is), for format().
 INSERT INTO "simindex"."docs_queue" AS q (key) SELECT ($1).%1$I
-ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false', key_name) USING OLD;
+ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at', key_name) USING OLD;
         END IF;
         PERFORM pg_notify('simindex_docs', '');
         RETURN NULL;
@@ -451,7 +453,7 @@ ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false', key_name) 
             WHEN 'INSERT' THEN
                 INSERT INTO "simindex"."docs_queue" AS q (key)
 SELECT n."id" FROM new_rows AS n WHERE n."id" IS NOT NULL
-ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false;
+ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at;
             WHEN 'UPDATE' THEN
                 -- One pass (a hash full join on the key): new keys whose text differs from their old row's,
 -- new keys without an old row and old keys without a new row (a key that changed).
@@ -463,7 +465,7 @@ WHERE coalesce(n."id", o."id") IS NOT NULL
   AND (n."id" IS NULL OR o."id" IS NULL
        OR (o."body"::text COLLATE pg_catalog."C")
           IS DISTINCT FROM (n."body"::text COLLATE pg_catalog."C"))
-ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false;
+ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at;
             WHEN 'DELETE' THEN
                 DELETE FROM "simindex"."docs_queue" AS q USING old_rows AS o WHERE q.key OPERATOR(pg_catalog.=) o."id";
 -- The shared lock is held until commit: a build that starts meanwhile waits, and its snapshot
@@ -471,7 +473,7 @@ ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false;
 IF NOT pg_catalog.pg_try_advisory_xact_lock_shared(1397312856,  -530321403) THEN
     INSERT INTO "simindex"."docs_queue" AS q (key)
 SELECT o."id" FROM old_rows AS o WHERE o."id" IS NOT NULL
-ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false;
+ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at;
 END IF;
 DELETE FROM "simindex"."docs_simhash" AS s USING old_rows AS o WHERE s.key OPERATOR(pg_catalog.=) o."id";
             WHEN 'TRUNCATE' THEN
@@ -515,7 +517,7 @@ DELETE FROM "simindex"."docs_simhash" AS s USING old_rows AS o WHERE s.key OPERA
             WHEN 'INSERT' THEN
                 EXECUTE pg_catalog.format('INSERT INTO "simindex"."docs_queue" AS q (key)
 SELECT n.k FROM new_rows AS n (%1$s) WHERE n.k IS NOT NULL
-ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false', aliases);
+ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at', aliases);
             WHEN 'UPDATE' THEN
                 EXECUTE pg_catalog.format('-- One pass (a hash full join on the key): new keys whose text differs from their old row''s,
 -- new keys without an old row and old keys without a new row (a key that changed).
@@ -527,7 +529,7 @@ WHERE coalesce(n.k, o.k) IS NOT NULL
   AND (n.k IS NULL OR o.k IS NULL
        OR (o.t::text COLLATE pg_catalog."C")
           IS DISTINCT FROM (n.t::text COLLATE pg_catalog."C"))
-ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false', aliases);
+ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at', aliases);
             WHEN 'DELETE' THEN
                 EXECUTE pg_catalog.format('DELETE FROM "simindex"."docs_queue" AS q USING old_rows AS o (%1$s) WHERE q.key OPERATOR(pg_catalog.=) o.k', aliases);
 -- The shared lock is held until commit: a build that starts meanwhile waits, and its snapshot
@@ -535,7 +537,7 @@ ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false', aliases);
 IF NOT pg_catalog.pg_try_advisory_xact_lock_shared(1397312856,  -530321403) THEN
     EXECUTE pg_catalog.format('INSERT INTO "simindex"."docs_queue" AS q (key)
 SELECT o.k FROM old_rows AS o (%1$s) WHERE o.k IS NOT NULL
-ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false', aliases);
+ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at', aliases);
 END IF;
 EXECUTE pg_catalog.format('DELETE FROM "simindex"."docs_simhash" AS s USING old_rows AS o (%1$s) WHERE s.key OPERATOR(pg_catalog.=) o.k', aliases);
             WHEN 'TRUNCATE' THEN
@@ -550,6 +552,107 @@ END
 $body$;
 
 REVOKE ALL ON FUNCTION "simindex"."docs_trigger_v1"() FROM PUBLIC;
+
+-- The writer right's only way to write an index (simindex grant ROLE --writer): its
+-- transaction indexes the keys its own statements changed, and no other. A key may be written
+-- only when its queue entry is visible here and was written by this transaction: its xmin is
+-- a transaction in progress. Another transaction's uncommitted entry is invisible, so a
+-- visible entry written by a transaction in progress is this one's (a subtransaction's too: a
+-- savepoint's id is later than its parent's and 'in progress' while the parent is; one rolled
+-- back is 'aborted' and its entry invisible). The triggers make the entry of a key already
+-- queued this transaction's too (their DO UPDATE writes a new version of it), and a writer
+-- has no right to write an entry itself. Ids are 32-bit in the row: widened to xid8 as
+-- session_own_keys does (an entry whose raw xmin widens to an id not yet given out, one frozen
+-- more than 2^31 ids ago, makes pg_xact_status fail: the call fails, nothing is written).
+-- Then, as the owner role: the side rows of the keys written (written: rows of the side
+-- table as JSON) or removed, the failed items (failures: key and error), and the entries
+-- consumed. Nothing but those keys is touched.
+CREATE OR REPLACE FUNCTION "simindex"."docs_index_own_v1"(remove bigint[], written jsonb, failures jsonb)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $body$
+DECLARE
+    own_id bigint := pg_current_xact_id_if_assigned()::text::bigint;
+    done bigint[];
+    failed_keys bigint[];
+    every_key bigint[];
+BEGIN
+    SELECT coalesce(array_agg(w.key), '{}') INTO done
+    FROM jsonb_populate_recordset(NULL::"simindex"."docs_simhash", coalesce(written, '[]')) AS w;
+    SELECT coalesce(array_agg(f.key), '{}') INTO failed_keys
+    FROM jsonb_to_recordset(coalesce(failures, '[]')) AS f (key bigint, error text);
+    every_key := coalesce(remove, '{}') || done || failed_keys;
+    IF cardinality(every_key) = 0 THEN
+        RETURN 0;
+    END IF;
+    IF array_position(every_key, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'simindex: a key is NULL';
+    END IF;
+    IF own_id IS NULL OR EXISTS (
+        SELECT FROM unnest(every_key) AS k (key)
+        WHERE NOT EXISTS (
+            SELECT FROM "simindex"."docs_queue" AS q,
+            LATERAL (
+                SELECT pg_catalog.mod(q.xmin::text::bigint - pg_catalog.mod(own_id, 4294967296)
+                                      + 4294967296, 4294967296) AS ahead
+            ) AS d
+            WHERE q.key OPERATOR(pg_catalog.=) k.key
+              AND q.xmin::text::bigint >= 3
+              AND d.ahead < 2147483648
+              AND pg_xact_status((own_id + d.ahead)::text::xid8) = 'in progress'
+        )
+    ) THEN
+        RAISE EXCEPTION USING ERRCODE = '42501',
+            MESSAGE = 'simindex: a writer''s transaction indexes only the keys it changed, '
+                || 'and a key given was not changed by this transaction';
+    END IF;
+    DELETE FROM "simindex"."docs_simhash" AS t
+    WHERE t.key OPERATOR(pg_catalog.=) ANY(coalesce(remove, '{}') || done);
+    INSERT INTO "simindex"."docs_simhash"
+    SELECT * FROM jsonb_populate_recordset(NULL::"simindex"."docs_simhash", coalesce(written, '[]'));
+    INSERT INTO "simindex"."docs_failed" AS f (key, error)
+    SELECT x.key, x.error
+    FROM jsonb_to_recordset(coalesce(failures, '[]')) AS x (key bigint, error text)
+    ON CONFLICT (key) DO UPDATE
+    SET error = EXCLUDED.error, attempts = f.attempts + 1, failed_at = now();
+    DELETE FROM "simindex"."docs_failed" AS f
+    WHERE f.key OPERATOR(pg_catalog.=) ANY(coalesce(remove, '{}') || done)
+      AND NOT f.key OPERATOR(pg_catalog.=) ANY(failed_keys);
+    DELETE FROM "simindex"."docs_queue" AS q WHERE q.key OPERATOR(pg_catalog.=) ANY(every_key);
+    RETURN cardinality(every_key);
+END
+$body$;
+REVOKE ALL ON FUNCTION "simindex"."docs_index_own_v1" FROM PUBLIC;
+
+-- The writer right on every index (simindex grant ROLE --writer, without --index) reaches an
+-- index made later: the roles given default privileges by the owner role in simindex's schema
+-- (a right on every index) that may execute share_index_v1 (a writer's or a worker's, not a
+-- reader's) may execute this index's function too.
+DO $body$
+DECLARE
+    found record;
+BEGIN
+    FOR found IN
+        SELECT DISTINCT a.grantee
+        FROM pg_catalog.pg_default_acl AS d
+        CROSS JOIN LATERAL pg_catalog.aclexplode(d.defaclacl) AS a
+        WHERE d.defaclrole OPERATOR(pg_catalog.=) (
+                SELECT r.oid FROM pg_catalog.pg_roles AS r
+                WHERE r.rolname OPERATOR(pg_catalog.=) 'simindex_owner')
+          AND d.defaclnamespace OPERATOR(pg_catalog.=) (
+                SELECT n.oid FROM pg_catalog.pg_namespace AS n
+                WHERE n.nspname OPERATOR(pg_catalog.=) 'simindex')
+          AND a.grantee OPERATOR(pg_catalog.<>) 0
+          AND pg_catalog.has_function_privilege(a.grantee, '"simindex"."share_index_v1"(text)'::pg_catalog.regprocedure,
+                                                'EXECUTE')
+    LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I',
+                                  '"simindex"."docs_index_own_v1"(bigint[], jsonb, jsonb)'::pg_catalog.regprocedure,
+                                  pg_catalog.pg_get_userbyid(found.grantee));
+    END LOOP;
+END
+$body$;
 
 SELECT pg_catalog.set_config('role', pg_catalog.current_setting('simindex.caller_role'), true);
 
