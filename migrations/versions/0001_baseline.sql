@@ -373,12 +373,39 @@ END
 -- name: share_index_v1
 -- A sync batch's hold on its index (the catalog row FOR KEY SHARE until the transaction ends: no
 -- build or drop of the index starts meanwhile), for the writer and worker rights, which may not
--- lock or update catalog rows themselves. False while a build or drop holds the row.
+-- lock or update catalog rows themselves. False while a build or drop holds the row. Only for
+-- a caller who may work that index (DELETE on its queue: the worker right) or index its own
+-- writes to it (EXECUTE on its index_own function: the writer right), as record_health_v1
+-- decides who the caller is: a hold is a wait for that index's builds and drops.
 CREATE FUNCTION {schema}.share_index_v1(index_name text)
 RETURNS boolean LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $body$
+DECLARE
+    caller text := pg_catalog.current_setting('role');
+    queue regclass;
 BEGIN
+    IF caller = 'none' THEN
+        caller := session_user;
+    END IF;
+    queue := pg_catalog.to_regclass(quote_ident({schema_literal}) || '.'
+                                    || quote_ident(index_name || '_queue'));
+    IF queue IS NULL THEN
+        RETURN false;  -- no such index (or one being made): nothing to hold
+    END IF;
+    IF NOT pg_catalog.has_table_privilege(caller, queue, 'DELETE')
+       AND NOT EXISTS (
+           SELECT FROM pg_catalog.pg_proc AS p
+           WHERE p.pronamespace OPERATOR(pg_catalog.=) (
+                     SELECT n.oid FROM pg_catalog.pg_namespace AS n
+                     WHERE n.nspname OPERATOR(pg_catalog.=) {schema_literal})
+             AND p.proname OPERATOR(pg_catalog.=) (index_name || '_index_own_v1')::pg_catalog.name
+             AND pg_catalog.has_function_privilege(caller, p.oid, 'EXECUTE')) THEN
+        RAISE EXCEPTION USING ERRCODE = '42501',
+            MESSAGE = 'simindex: role ' || quote_ident(caller) || ' has neither the worker nor '
+                || 'the writer right on index ' || quote_literal(index_name),
+            HINT = 'simindex grant ' || caller || ' --worker --index ' || index_name;
+    END IF;
     PERFORM FROM {schema}.indexes AS i WHERE i.name OPERATOR(pg_catalog.=) index_name
     FOR KEY SHARE SKIP LOCKED;
     RETURN FOUND;

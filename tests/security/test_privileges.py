@@ -851,10 +851,13 @@ def test_rights_given_per_index_reach_that_index_alone_and_outlive_its_builds(
         "DELETE FROM simindex.pages_queue",
         "INSERT INTO simindex.pages_simhash SELECT * FROM simindex.pages_simhash",
         "SELECT count(*) FROM simindex.pages_failed",
+        "SELECT simindex.share_index_v1('pages')",  # a hold would make its builds wait
     ):
         for role in (writer, reader, worker):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 role.run(forbidden)
+    for role in (writer, worker):
+        assert role.scalar("SELECT simindex.share_index_v1('docs')") is True
     with psycopg.connect(writer.dsn) as conn:
         conn.execute("INSERT INTO docs VALUES (100, 'the text of row 1 says 1 things')")
         assert index_changes(conn) == 1
