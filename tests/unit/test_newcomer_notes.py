@@ -14,7 +14,7 @@ def one_line(path: str) -> str:
 def test_the_readme_says_venv_suite_time_fast_loop_and_socket_dsn() -> None:
     readme = one_line("README.md")
     assert "python3 -m venv .venv" in readme and "PEP 668" in readme
-    assert "about 13 minutes on 2 cores" in readme
+    assert "about 6 minutes on 2 cores" in readme
     assert "python -m pytest tests/unit" in readme
     assert '--dsn "host=/var/run/postgresql dbname=app"' in readme
 
