@@ -159,6 +159,7 @@ def test_disabled_or_dropped_triggers_are_seen_everywhere_and_a_build_mends_them
     assert 'state="needs_rebuild"' in metrics
     with pytest.raises(IndexNotReadyError, match="triggers do not fire"):
         check(database_dsn, "docs")
+    assert reason in sync(database_dsn).broken["docs"]  # and `simindex sync` exits 1
     with pytest.raises(IndexNotReadyError, match="needs a rebuild"):
         index.near("written while a trigger was off")
     index.build()  # made again: its triggers too
