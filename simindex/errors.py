@@ -61,6 +61,12 @@ class MissingRightError(SimindexError, PermissionError):
     ``simindex grant ROLE --reader|--writer|--worker|--admin`` (``simindex.grant``)."""
 
 
+class IndexBusyError(SimindexError, TimeoutError):
+    """Another transaction held a lock simindex needs for longer than it waits (a reader's
+    open transaction on an index's tables holds a build's swap off): see
+    ``idle_in_transaction_session_timeout``."""
+
+
 class IndexBrokenError(SimindexError):
     """The index's batches fail as a whole (its table, a column or a right gone): see
     ``stats``."""

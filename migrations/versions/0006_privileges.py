@@ -8,6 +8,8 @@ Revises: 0005
 * The catalog records each source by ``regclass`` and its key and text columns by number and
   type, so renames change nothing and a changed type is seen; two states are added,
   ``needs_rebuild`` and ``source_dropped``, with ``state_reason`` saying why.
+* ``record_health_v1``, through which a worker records an index broken (or recovered) without
+  any right on the catalog.
 * Helper functions for the per-index trigger functions (which the code creates with each
   index), and, when a superuser migrates, two event triggers that record drift at once and make
   a changed table's trigger function check its columns again.
@@ -42,6 +44,7 @@ STATES = LIVE_STATES + ", 'needs_rebuild', 'source_dropped'"
 FUNCTIONS = (
     ("drift_v1", "{schema}.indexes", False),
     ("source_changed_v1", "text, oid", True),
+    ("record_health_v1", "text, text, text", True),
     ("source_usable_v1", "text", False),
     ("follow_source_v1", "oid", True),
     ("distrust_v1", "text", True),

@@ -242,6 +242,51 @@ BEGIN
 END
 $body$
 
+-- name: record_health_v1
+-- The sync worker's record of an index's health, for roles with the worker right (EXECUTE is
+-- theirs alone; they have no right to write the catalog): 'broken' (a batch failed as a
+-- whole, error says why), 'row_error' (the latest failed row; the index stays healthy),
+-- 'recovered' (a batch succeeded) or 'resolved' (no failed item is left: the last error of an
+-- index that is not broken is forgotten). Catalog rows held by a build or drop are left alone
+-- (SKIP LOCKED): the error is recorded at the next attempt.
+CREATE FUNCTION {schema}.record_health_v1(index_name text, health text, error text)
+RETURNS void LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $body$
+BEGIN
+    IF index_name IS NULL OR health IS NULL
+       OR health NOT IN ('broken', 'row_error', 'recovered', 'resolved') THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = 'simindex: record_health_v1 takes an index name and one of broken, '
+                || 'row_error, recovered, resolved';
+    END IF;
+    IF health = 'resolved' THEN
+        UPDATE {schema}.indexes AS i SET last_error = NULL, last_error_at = NULL
+        WHERE i.id = (SELECT x.id FROM {schema}.indexes AS x
+                      WHERE x.name = index_name AND NOT x.broken
+                        AND x.last_error IS NOT NULL
+                      FOR NO KEY UPDATE SKIP LOCKED);
+        RETURN;
+    END IF;
+    IF health = 'recovered' THEN
+        UPDATE {schema}.indexes AS i SET broken = false
+        WHERE i.id = (SELECT x.id FROM {schema}.indexes AS x
+                      WHERE x.name = index_name AND x.broken
+                      FOR NO KEY UPDATE SKIP LOCKED);
+        RETURN;
+    END IF;
+    IF error IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = 'simindex: record_health_v1 needs the error of a ' || health || ' index';
+    END IF;
+    UPDATE {schema}.indexes AS i
+    SET broken = i.broken OR health = 'broken',
+        last_error = pg_catalog.left(error, 4000), last_error_at = pg_catalog.now()
+    WHERE i.id = (SELECT x.id FROM {schema}.indexes AS x WHERE x.name = index_name
+                  FOR NO KEY UPDATE SKIP LOCKED);
+END
+$body$
+
 -- name: source_usable_v1
 -- For the index query functions: an index whose source table was dropped answers no query.
 CREATE FUNCTION {schema}.source_usable_v1(index_name text)
@@ -492,7 +537,8 @@ BEGIN
                                 WHERE n.nspname = {schema_literal})
           AND p.proname NOT IN ('near_key_v1', 'similar_key_v1', 'drift_v1',
                                 'source_changed_v1', 'source_usable_v1', 'follow_source_v1',
-                                'distrust_v1', 'on_sql_drop_v1', 'on_alter_table_v1')
+                                'distrust_v1', 'on_sql_drop_v1', 'on_alter_table_v1',
+                                'record_health_v1')
     LOOP
         EXECUTE 'DROP ROUTINE IF EXISTS ' || found.routine::text || ' CASCADE';
     END LOOP;

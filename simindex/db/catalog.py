@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal
 
 import psycopg
 from psycopg import sql
@@ -205,6 +206,37 @@ def _sql_list(values: tuple[str, ...]) -> str:
 def catalog(schema: str) -> sql.Identifier:
     """The catalog table of simindex's schema ``schema``."""
     return sql.Identifier(check_schema(schema), "indexes")
+
+
+Health = Literal["broken", "row_error", "recovered", "resolved"]
+
+
+def record_health(
+    conn: PgConnection,
+    schema: str,
+    name: str,
+    health: Health,
+    error: str | None = None,
+    *,
+    failed: sql.Identifier | None = None,
+) -> None:
+    """Record index ``name`` broken (``error`` says why), its latest failed row's ``error``,
+    recovered, or resolved (its last error forgotten, when its ``failed`` items table is
+    empty), through ``record_health_v1`` (the worker right may call it; a catalog row a build
+    or drop holds is left alone)."""
+    function = sql.Identifier(schema, "record_health_v1")
+    if health == "resolved":
+        if failed is None:
+            raise ValueError("resolved needs the index's failed items table")
+        conn.execute(
+            statement("catalog_record_resolved", function=function, failed=failed),
+            {"name": name},
+        )
+        return
+    conn.execute(
+        statement("catalog_record_health", function=function),
+        {"name": name, "health": health, "error": error},
+    )
 
 
 def store_for(schema: str, name: str, source: Source, spec: IndexSpec) -> Store:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 import psycopg
@@ -64,7 +65,13 @@ def key_array(conn: PgConnection, keys: Sequence[object]) -> object:
     """``keys`` as an array parameter for ``conn``, cast to the key type in the statement.
 
     Integer keys (the common case, and the one psycopg dumps slowest: it checks every value to
-    pick a type) go as a binary ``bigint[]``; anything else as a list for psycopg to adapt."""
+    pick a type) go as a binary ``bigint[]``; strings (a sync batch's keys, taken in their
+    text form) as one array literal of unknown type, which the statement's ``::key_type[]``
+    reads with the key type's own input function (no cast: a cast from text could be the
+    type owner's function), so any value PostgreSQL can print comes back as it was; anything
+    else as a list for psycopg to adapt."""
+    if keys and all(type(key) is str for key in keys):
+        return array_literal(cast("Sequence[str]", keys))
     if keys and type(keys[0]) is int:
         try:
             values = np.fromiter(keys, dtype=np.int64, count=len(keys))
@@ -73,3 +80,12 @@ def key_array(conn: PgConnection, keys: Sequence[object]) -> object:
         register(conn)
         return BigintArray(values)
     return list(keys)
+
+
+_ELEMENT_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"'})
+
+
+def array_literal(values: Sequence[str]) -> str:
+    """``values`` as a PostgreSQL array literal, every element quoted (so that ``NULL`` or
+    ``{`` in a value is a value)."""
+    return "{" + ",".join('"' + value.translate(_ELEMENT_ESCAPES) + '"' for value in values) + "}"

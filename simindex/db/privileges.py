@@ -152,6 +152,9 @@ def grant(conn: PgConnection, schema: str, role: str, right: Right) -> GrantRepo
         "role": grantee,
     }
     blocks = ["grant_reader"] if right == "reader" else ["grant_reader", "grant_writer"]
+    if right == "worker":
+        blocks.append("grant_worker")
+        parts["health"] = sql.Identifier(schema, "record_health_v1")
     for composed in as_owner([statement(block, **parts) for block in blocks]):
         conn.execute(composed)
     if right == "worker":

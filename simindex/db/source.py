@@ -240,14 +240,30 @@ def row_count(conn: PgConnection, source: Source) -> int:
     return int(row[0]) if row else 0
 
 
+def refuse_policies(conn: PgConnection, source: Source) -> None:
+    """Raise :class:`~simindex.errors.SourceError` when the source's row-level security
+    applies to the current role: simindex reads every row of a source, and never through a
+    policy (code the table's owner wrote, which would run with the reader's rights). A
+    superuser, a BYPASSRLS role and the table's owner (unless it forces RLS on itself) read
+    the table without its policies. Call it with the table locked (policies cannot change)."""
+    row = conn.execute(statement("source_policies_apply"), {"oid": source.oid}).fetchone()
+    if row and row[0]:
+        raise SourceError(
+            f"{source.schema}.{source.table} has row-level security, which the current role "
+            "does not bypass: simindex reads every row of a source, as the table's owner, a "
+            "superuser or a BYPASSRLS role (ALTER ROLE ... BYPASSRLS), never through a policy"
+        )
+
+
 @contextmanager
 def unfiltered(conn: PgConnection, source: Source) -> Iterator[None]:
-    """Within the block, ``conn`` reads tables with ``row_security = off``: a reader that may
-    bypass row-level security (a superuser, a BYPASSRLS role, the table's owner unless it
-    forces RLS on itself) reads every row and no policy runs; any other reader's statement
-    fails, raised as :class:`~simindex.errors.SourceError` (an index error: sync records the
-    index broken rather than take the rows a policy hides for removed). The setting is put
-    back afterwards, so a caller's transaction goes on as it was."""
+    """Within the block, ``conn`` reads with ``row_security = off``, once
+    :func:`refuse_policies` found none of the source's policies apply: a statement that would
+    still meet one fails, as :class:`~simindex.errors.SourceError` (an index error: sync records
+    the index broken rather than take the rows a policy hides for removed). The setting is put
+    back afterwards, so a caller's transaction goes on as it was. Only for statements that read
+    no table of simindex's (whose own policies must apply)."""
+    refuse_policies(conn, source)
     row = conn.execute(statement("source_row_security_off")).fetchone()
     previous = row[0] if row else "on"
     try:

@@ -29,7 +29,7 @@ changes again, or when ``retry_failed=True`` queues them all again.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,10 +41,12 @@ from simindex.core.batch import fingerprint_batch
 from simindex.core.spec import IndexSpec
 from simindex.db.catalog import (
     DEFAULT_SCHEMA,
+    Health,
     catalog,
     find_index,
     lock_source,
     read_index,
+    record_health,
     store_for,
 )
 from simindex.db.cluster_store import ClusterStore
@@ -52,12 +54,15 @@ from simindex.db.connection import Bind, PgConnection, transaction
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.pg_array import key_array
 from simindex.db.simhash_store import SimHashStore
-from simindex.db.source import Source
+from simindex.db.source import Source, unfiltered
 from simindex.db.statements import statement
 from simindex.db.triggers import Triggers
 from simindex.errors import IndexNotFoundError
 
 DEFAULT_MAX_TEXT_BYTES = 16 * 1024 * 1024
+BATCH_BYTES = 32 * 1024 * 1024
+"""Bytes of text a batch reads and fingerprints at once, whatever its rows; a longer text is
+read alone (see ``sync_read``)."""
 
 
 # SQLSTATE classes of errors about the table rather than a row: syntax error or access rule
@@ -114,7 +119,8 @@ def load_target(conn: PgConnection, schema: str, name: str) -> Target | None:
 
 
 def take(conn: PgConnection, target: Target, limit: int) -> list[Any]:
-    """Remove up to ``limit`` entries no other transaction holds; their keys."""
+    """Remove up to ``limit`` entries no other transaction holds; their keys, in their text
+    form (any key PostgreSQL can store, read back by the key type's input function)."""
     rows = conn.execute(
         statement("sync_take", queue=target.triggers.queue), {"limit": limit}
     ).fetchall()
@@ -122,7 +128,8 @@ def take(conn: PgConnection, target: Target, limit: int) -> list[Any]:
 
 
 def take_keys(conn: PgConnection, target: Target, keys: Sequence[Any]) -> list[Any]:
-    """Remove the entries of ``keys`` (waiting for any other transaction holding one)."""
+    """Remove the entries of ``keys`` (waiting for any other transaction holding one); their
+    keys in their text form, as :func:`take`."""
     rows = conn.execute(
         statement("sync_take_keys", queue=target.triggers.queue, key_type=target.triggers.key_type),
         {"keys": key_array(conn, keys)},
@@ -146,20 +153,25 @@ def process(
     max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
 ) -> BatchResult:
     """Bring the index rows of ``keys`` up to date with the source rows as this transaction sees
-    them. Rows that fail are recorded in the failed items; everything else is written."""
+    them. Rows that fail are recorded in the failed items; everything else is written.
+
+    Texts are read and fingerprinted :data:`BATCH_BYTES` at a time (a longer one alone)."""
     if not keys:
         return BatchResult(0, 0, 0, 0)
-    rows, failures = _read(conn, target, keys, max_text_bytes)
+    rows, failures = _read(conn, target, keys, max_text_bytes, BATCH_BYTES)
     # An unreadable row changed (it was queued): its old fingerprint is wrong now.
     unread: list[Any] = [key for key, _ in failures]
     found = {row[0] for row in rows} | set(unread)
     remove = [key for key in keys if key not in found]
     candidates: list[tuple[Any, str]] = []
+    later: list[tuple[Any, int]] = []
     for key, text, size in rows:
         if text is not None:
             candidates.append((key, text))
         elif size is None:
             remove.append(key)
+        elif size <= max_text_bytes:
+            later.append((key, size))
         else:
             unread.append(key)  # its old fingerprint is wrong now: out of the index
             failures.append(
@@ -170,19 +182,73 @@ def process(
                     "(Python: sync(..., retry_failed=True, max_text_bytes=N))",
                 )
             )
-    upsert_keys, values, no_features, compute_failures = _fingerprints(target.spec, candidates)
-    remove += no_features
-    failures += compute_failures
+    del rows
+    computed = _Computed(target.spec)
+    computed.add(candidates)
+    del candidates
+    for group, budget in _groups(later, BATCH_BYTES):
+        group_rows, group_failures = _read(conn, target, group, max_text_bytes, budget)
+        failures += group_failures
+        unread += [key for key, _ in group_failures]
+        computed.add([(key, text) for key, text, _ in group_rows if text is not None])
+        # A row gone meanwhile (none can be: writers wait for the entries this batch holds).
+        read = {key for key, _, _ in group_rows} | {key for key, _ in group_failures}
+        remove += [key for key in group if key not in read]
+    upsert_keys, values = computed.result()
+    remove += computed.no_features
+    failures += computed.failures
     written = _write(conn, target, remove + unread, upsert_keys, values, set(unread))
     failures += written.failures
     for key, error in failures:
         fail(conn, target, [key], error)
     if failures:
         key, error = failures[-1]
-        note(conn, target, "catalog_row_error", error=f"key {key}: {error}")
+        note(conn, target, "row_error", f"key {key}: {error}")
     else:
-        note(conn, target, "catalog_resolved")
+        note(conn, target, "resolved")
     return BatchResult(len(keys), written.indexed, written.removed, len(failures), tuple(failures))
+
+
+def _groups(sized: list[tuple[Any, int]], budget: int) -> Iterator[tuple[list[Any], int]]:
+    """Keys in groups whose sizes add up to ``budget`` at most (a larger one alone), and each
+    group's total."""
+    group: list[Any] = []
+    total = 0
+    for key, size in sized:
+        if group and total + size > budget:
+            yield group, total
+            group, total = [], 0
+        group.append(key)
+        total += size
+    if group:
+        yield group, total
+
+
+class _Computed:
+    """Fingerprints of a batch's texts, computed part by part (the texts of a part are let go
+    once it is done)."""
+
+    def __init__(self, spec: IndexSpec) -> None:
+        self.spec = spec
+        self.keys: list[Any] = []
+        self.parts: list[Any] = []
+        self.no_features: list[Any] = []
+        self.failures: list[tuple[Any, str]] = []
+
+    def add(self, candidates: list[tuple[Any, str]]) -> None:
+        if not candidates:
+            return
+        keys, values, without, failures = _fingerprints(self.spec, candidates)
+        self.keys += keys
+        self.parts.append(values)
+        self.no_features += without
+        self.failures += failures
+
+    def result(self) -> tuple[list[Any], Any]:
+        if not self.parts:
+            _, empty, _, _ = _fingerprints(self.spec, [])
+            return [], empty
+        return self.keys, np.concatenate(self.parts)
 
 
 def fail(conn: PgConnection, target: Target, keys: Sequence[Any], error: str) -> None:
@@ -196,20 +262,21 @@ def fail(conn: PgConnection, target: Target, keys: Sequence[Any], error: str) ->
 def probe(conn: PgConnection, target: Target) -> None:
     """Read no row of the source, as a batch reads: raises if the table, a column or the right
     to read them is missing (the check of an index marked broken whose queue is empty)."""
-    _read(conn, target, [], 0)
+    _read(conn, target, [], 0, 0)
 
 
-def note(conn: PgConnection, target: Target, block: str, **values: str) -> None:
-    """Update the index's health in the catalog (``catalog_row_error``, ``catalog_recovered``,
-    ``catalog_resolved``),
+def note(conn: PgConnection, target: Target, health: Health, error: str | None = None) -> None:
+    """Update the index's health in the catalog (:func:`~simindex.db.catalog.record_health`),
     in a savepoint: a worker role without the right to do so still syncs."""
     try:
         with conn.transaction():
-            conn.execute(
-                statement(
-                    block, catalog=catalog(target.triggers.schema), failed=target.triggers.failed
-                ),
-                {"name": target.name, **values},
+            record_health(
+                conn,
+                target.triggers.schema,
+                target.name,
+                health,
+                error,
+                failed=target.triggers.failed,
             )
     except psycopg.OperationalError:
         raise
@@ -218,10 +285,11 @@ def note(conn: PgConnection, target: Target, block: str, **values: str) -> None:
 
 
 def _read(
-    conn: PgConnection, target: Target, keys: Sequence[Any], max_text_bytes: int
+    conn: PgConnection, target: Target, keys: Sequence[Any], max_text_bytes: int, budget: int
 ) -> tuple[list[Any], list[tuple[Any, str]]]:
     """(rows as they are now, (key, error) of rows that cannot be read): the batch at once, or,
-    when that fails, one row at a time, each in a savepoint."""
+    when that fails, one row at a time, each in a savepoint. Texts past ``budget`` bytes (see
+    ``sync_read``) come as None with their size."""
     source = target.source
     query = statement(
         "sync_read",
@@ -230,22 +298,42 @@ def _read(
         source=source.identifier,
         key_type=target.triggers.key_type,
     )
+    with unfiltered(conn, source):
+        return _read_rows(conn, query, keys, max_text_bytes, budget)
+
+
+def _read_rows(
+    conn: PgConnection,
+    query: sql.Composed,
+    keys: Sequence[Any],
+    max_text_bytes: int,
+    budget: int,
+) -> tuple[list[Any], list[tuple[Any, str]]]:
     try:
         with conn.transaction():
             rows = conn.execute(
-                query, {"keys": key_array(conn, keys), "max_bytes": max_text_bytes}
+                query,
+                {"keys": key_array(conn, keys), "max_bytes": max_text_bytes, "budget": budget},
             ).fetchall()
         return rows, []
     except psycopg.Error as exc:
         if not is_row_error(exc):
             raise
     rows, failures = [], []
+    left = budget  # what the rows read one by one may still bring inline
     for key in keys:
         try:
             with conn.transaction():
-                rows += conn.execute(
-                    query, {"keys": key_array(conn, [key]), "max_bytes": max_text_bytes}
+                got = conn.execute(
+                    query,
+                    {
+                        "keys": key_array(conn, [key]),
+                        "max_bytes": max_text_bytes,
+                        "budget": max(left, -1),
+                    },
                 ).fetchall()
+            rows += got
+            left -= sum(size for _, text, size in got if text is not None)
         except psycopg.Error as exc:
             if not is_row_error(exc):
                 raise

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import psycopg
 from numpy.typing import NDArray
 from psycopg import sql
 from sqlalchemy.engine import Connection
@@ -32,7 +33,15 @@ from sqlalchemy.engine import Connection
 from simindex.core.frequency import KEPT_SHINGLES, SAMPLE_ROWS, ShingleCounts, count_shingles
 from simindex.core.spec import IndexSpec, refreshed
 from simindex.db.answers import visible_statements
-from simindex.db.catalog import IndexInfo, Store, catalog, lock_source, read_index, store_for
+from simindex.db.catalog import (
+    IndexInfo,
+    Store,
+    catalog,
+    lock_source,
+    read_index,
+    record_health,
+    store_for,
+)
 from simindex.db.connection import Bind, PgConnection, connect, transaction
 from simindex.db.objects import create_statements, drop_statements
 from simindex.db.privileges import back_to_caller, become_owner, warn_if_superuser
@@ -40,6 +49,7 @@ from simindex.db.simhash_store import SimHashStore
 from simindex.db.source import Source, check_owner, describe, row_count, unfiltered
 from simindex.db.statements import run, statement
 from simindex.db.triggers import Triggers, event_triggers_on
+from simindex.errors import IndexBusyError
 from simindex.ops.workers import computed
 
 _log = logging.getLogger(__name__)
@@ -66,6 +76,15 @@ class BuildReport:
 MAX_BATCH_SIZE = 1_000_000
 """Rows per batch at most (a batch's texts are in memory at once)."""
 MAX_WORKERS = 256
+BATCH_BYTES = 32 * 1024 * 1024
+"""Bytes of text in a batch at most (a longer text is a batch of its own)."""
+INLINE_BYTES = 16 * 1024
+"""Texts up to this long come with the build's cursor; longer ones are read one at a time."""
+SWAP_LOCK_TIMEOUT = "100ms"
+"""How long a build's swap waits for its locks at a time (queries queue behind it no longer)."""
+SWAP_WAIT_SECONDS = 600.0
+"""How long a build tries to take the locks of its swap before it gives up."""
+_SWAP_RETRY_DELAYS = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
 DEQUEUE_KEYS = 1_000_000
 """Queued keys a build takes off the queue at most (it keeps them in memory while it reads);
 entries past these stay queued, and sync processes them again."""
@@ -73,21 +92,54 @@ entries past these stay queued, and sync processes them again."""
 
 class _Read:
     """The build's read, batch by batch: keys in their text form (which COPY reads back), and
-    the exact row versions read of the keys that were queued before it (see :func:`_dequeue`)."""
+    the exact row versions read of the keys that were queued before it (see :func:`_dequeue`).
 
-    def __init__(self, queued: frozenset[str]) -> None:
+    A batch holds ``size`` rows or :data:`BATCH_BYTES` of text, whichever comes first: the
+    cursor sends texts up to :data:`INLINE_BYTES` (and fetches few enough rows that a fetch
+    stays within the bytes too); a longer text is read alone, by its row version's ctid, and
+    fingerprinted as a batch of one."""
+
+    def __init__(self, conn: PgConnection, triggers: Triggers, queued: frozenset[str]) -> None:
+        self.conn = conn
+        source = triggers.source
+        self.one = statement(
+            "build_read_one",
+            text=sql.Identifier(source.text_column),
+            key=sql.Identifier(source.key_column),
+            key_type=triggers.key_type,
+            table=source.identifier,
+        )
         self.queued = queued
         self.versions: list[str] = []
         self.ctids: list[str] = []
 
     def batches(self, cursor: Any, size: int) -> Iterator[tuple[list[Any], list[str | None]]]:
-        while rows := cursor.fetchmany(size):
-            if self.queued:
-                for key, _, version, ctid in rows:
-                    if key in self.queued:
-                        self.versions.append(version)
-                        self.ctids.append(ctid)
-            yield [row[0] for row in rows], [row[1] for row in rows]
+        keys: list[Any] = []
+        texts: list[str | None] = []
+        held = 0
+        while rows := cursor.fetchmany(min(size, BATCH_BYTES // INLINE_BYTES)):
+            for key, text, version, ctid, length in rows:
+                if length is not None and text is None:  # a long text: alone
+                    found = self.conn.execute(self.one, {"ctid": ctid, "key": key}).fetchone()
+                    if found is None:
+                        continue  # deleted since the read's snapshot: the delete queued it
+                    self._seen(key, version, ctid)
+                    yield [key], [found[0]]
+                    continue
+                self._seen(key, version, ctid)
+                keys.append(key)
+                texts.append(text)
+                held += length or 0
+                if len(keys) >= size or held >= BATCH_BYTES:
+                    yield keys, texts
+                    keys, texts, held = [], [], 0
+        if keys:
+            yield keys, texts
+
+    def _seen(self, key: str, version: str, ctid: str) -> None:
+        if key in self.queued:
+            self.versions.append(version)
+            self.ctids.append(ctid)
 
 
 def build(
@@ -137,7 +189,7 @@ def build(
         run(conn, back_to_caller())
         spec_json = spec.to_json()
         pending = _Pending(store)
-        read = _Read(queued)
+        read = _Read(conn, triggers, queued)
         # The source is read with the caller's rights (the cursor checks them when it opens)
         # and without row-level security (refused if the caller is subject to it), so no
         # policy of the table's owner runs; every fetch runs as the caller, and simindex's
@@ -150,7 +202,8 @@ def build(
                     key=sql.Identifier(source.key_column),
                     text=sql.Identifier(source.text_column),
                     table=source.identifier,
-                )
+                ),
+                {"inline": INLINE_BYTES},
             )
             for keys, (values, present) in computed(
                 spec_json, read.batches(reader, batch_size), workers
@@ -166,6 +219,7 @@ def build(
         pending.flush(conn)
         run(conn, become_owner())
         store.finish(conn, staging=True)
+        _lock_for_swap(conn, live.side_tables())
         _swap(conn, live, store, triggers, trusted=event_triggers_on(conn, index_schema))
         conn.execute(
             statement("catalog_set_spec", catalog=catalog(index_schema)),
@@ -177,10 +231,7 @@ def build(
             statement("catalog_built", catalog=catalog(index_schema)),
             {"name": name, "row_count": indexed, "skipped_count": skipped},
         )
-        conn.execute(
-            statement("catalog_resolved", catalog=catalog(index_schema), failed=triggers.failed),
-            {"name": name},
-        )
+        record_health(conn, index_schema, name, "resolved", failed=triggers.failed)
         warn_if_superuser(conn, "build")
     if not isinstance(bind, Connection):
         _vacuum(bind, store)
@@ -219,7 +270,7 @@ def learn_counts(conn: PgConnection, source: Source, spec: IndexSpec, rows: int)
 def _queued_keys(conn: PgConnection, triggers: Triggers) -> frozenset[str]:
     """The keys queued now (at most :data:`DEQUEUE_KEYS`), in their text form."""
     rows = conn.execute(
-        statement("build_queued_keys", queue=triggers.queue, limit=sql.Literal(DEQUEUE_KEYS))
+        statement("build_queued_keys", queue=triggers.queue), {"limit": DEQUEUE_KEYS}
     )
     return frozenset(key for (key,) in rows)
 
@@ -319,6 +370,37 @@ class _Pending:
             self.store.copy(conn, self.keys, values, staging=True)
         run(conn, back_to_caller())
         self.keys, self.values = [], []
+
+
+def _lock_for_swap(conn: PgConnection, tables: list[sql.Identifier]) -> None:
+    """Lock the live tables the swap drops, waiting :data:`SWAP_LOCK_TIMEOUT` at a time and
+    trying again after a pause (growing to 2 s): a query never waits behind the build for
+    longer than that, even while another transaction (a reader's, idle in it) holds the tables
+    for long. Raises :class:`~simindex.errors.IndexBusyError` after :data:`SWAP_WAIT_SECONDS`.
+    """
+    deadline = time.monotonic() + SWAP_WAIT_SECONDS
+    lock = statement("build_swap_lock", tables=sql.SQL(", ").join(tables))
+    for attempt in itertools.count():
+        try:
+            with conn.transaction():  # a savepoint: a lock timeout leaves the build usable
+                row = conn.execute(
+                    statement("build_lock_timeout"), {"timeout": SWAP_LOCK_TIMEOUT}
+                ).fetchone()
+                conn.execute(lock)
+                conn.execute(
+                    statement("build_lock_timeout_restore"), {"previous": row[0] if row else "0"}
+                )
+            return
+        except psycopg.errors.LockNotAvailable as exc:
+            if time.monotonic() >= deadline:
+                raise IndexBusyError(
+                    f"build waited {SWAP_WAIT_SECONDS:.0f} s for its index's tables, which "
+                    "another transaction holds (a reader's, left open?); the index is "
+                    "unchanged. Set idle_in_transaction_session_timeout for reader roles"
+                ) from exc
+            delay = _SWAP_RETRY_DELAYS[min(attempt, len(_SWAP_RETRY_DELAYS) - 1)]
+            _log.info("build: its index's tables are in use; trying again in %.2f s", delay)
+            time.sleep(delay)
 
 
 def _swap(

@@ -30,6 +30,7 @@ from simindex.db.catalog import DEFAULT_SCHEMA, check_name, read_index
 from simindex.db.connection import Bind, PgConnection, transaction
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.privileges import superuser_warning_off
+from simindex.db.source import refuse_policies
 from simindex.db.statements import statement
 from simindex.errors import IndexBrokenError
 from simindex.ops.batch import Target, requeue, target_unlocked
@@ -89,6 +90,9 @@ def check(
         stale: list[Any] = []
         orphaned: list[Any] = []
         checked = 0
+        # Every row, and no policy of the source's run as the checker (simindex's own tables'
+        # policies apply: they show a worker every row).
+        refuse_policies(conn, target.source)
         for keys, texts, stored in _rows(conn, target, sampled):
             checked += len(keys)
             values, present = fingerprint_batch(target.spec.to_json(), texts)

@@ -34,10 +34,10 @@ from sqlalchemy.engine import Connection
 
 from simindex.db.catalog import (
     DEFAULT_SCHEMA,
-    catalog,
     check_name,
     check_schema,
     index_names,
+    record_health,
 )
 from simindex.db.connection import Bind, PgConnection, connect, raw_connection
 from simindex.db.privileges import check_worker, warn_if_superuser
@@ -405,8 +405,8 @@ class _Worker:
                 else:  # made again meanwhile (a rebuild): nothing queued, nothing broken
                     result = BatchResult(0, 0, 0, 0)
                 if target.broken:
-                    note(conn, target, "catalog_recovered")
-                    note(conn, target, "catalog_resolved")
+                    note(conn, target, "recovered")
+                    note(conn, target, "resolved")
         except psycopg.errors.QueryCanceled as exc:
             return self._cancelled(conn, name, size, keys, exc)
         except (psycopg.OperationalError, sqlalchemy.exc.OperationalError, IndexNotFoundError):
@@ -493,10 +493,7 @@ class _Worker:
             self.report.broken[name] = error
         try:
             with self._unit(conn):
-                conn.execute(
-                    statement("catalog_broken", catalog=catalog(self.schema)),
-                    {"name": name, "error": error},
-                )
+                record_health(conn, self.schema, name, "broken", error)
         except psycopg.OperationalError:
             raise
         except psycopg.Error as record_error:  # the worker's own rights, say: still logged

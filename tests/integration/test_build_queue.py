@@ -113,3 +113,38 @@ def test_a_row_written_in_a_savepoint_committed_during_the_build_stays_queued(
     sync(notes)
     assert [m.key for m in index.near("written in a savepoint", max_distance=0)] == [5]
     assert check(notes, "notes").ok
+
+
+def test_long_texts_are_read_alone_even_when_their_rows_change_during_the_build(
+    database_dsn: str,
+) -> None:
+    """A text over the cursor's inline limit is read by itself, by its row version's ctid; a
+    row changed meanwhile (text or not) or deleted comes out right after sync."""
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute("CREATE TABLE papers (id integer PRIMARY KEY, n integer, body text)")
+        conn.execute(
+            "INSERT INTO papers SELECT i, 0, 'a short paper number ' || i || ' on a topic' "
+            "FROM generate_series(1, 6) AS i"
+        )
+        conn.execute(
+            "INSERT INTO papers SELECT i, 0, repeat('long paper ' || i || ' words go on ', 1500) "
+            "FROM generate_series(10, 14) AS i"
+        )
+    index = create_index(database_dsn, "papers", "papers", "body")
+    changed: list[int] = []
+
+    def during(done: int, total: int | None) -> None:
+        if changed:
+            return
+        with psycopg.connect(database_dsn) as writer:
+            writer.execute("UPDATE papers SET n = 1 WHERE id = 10")  # text unchanged: unqueued
+            writer.execute("UPDATE papers SET body = 'now a short paper' WHERE id = 11")
+            writer.execute("DELETE FROM papers WHERE id = 12")
+            writer.execute("UPDATE papers SET body = body || ' and one more' WHERE id = 13")
+        changed.append(done)
+
+    report = index.build(batch_size=2, workers=1, progress=during)
+    assert changed and report.rows == 10  # 6 short, 4 long (as read), 1 deleted before
+    sync(database_dsn)
+    assert check(database_dsn, "papers").ok
+    assert [m.key for m in index.near("now a short paper", max_distance=0)] == [11]

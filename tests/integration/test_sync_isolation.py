@@ -142,6 +142,11 @@ def worker_role(database_dsn: str) -> Iterator[str]:
                 "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA simindex TO {}"
             ).format(name)
         )
+        conn.execute(
+            sql.SQL(
+                "GRANT EXECUTE ON FUNCTION simindex.record_health_v1(text, text, text) TO {}"
+            ).format(name)
+        )
         conn.execute(sql.SQL("GRANT SELECT ON notes TO {}").format(name))
     try:
         yield make_conninfo(database_dsn, user=role)

@@ -11,11 +11,13 @@ A text of exactly the limit is read (so the count does see a read); one byte mor
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
 from sqlalchemy import Engine, create_engine, text
 
+from simindex.check import check
 from simindex.index import create_index
 from simindex.sync import DEFAULT_MAX_TEXT_BYTES, failed_items, queue_counts, sync
 
@@ -91,3 +93,42 @@ def test_a_text_one_byte_over_the_limit_is_never_read(
     assert key == 3
     assert f"text is {bound + 1} bytes, over max_text_bytes={bound}" in error
     assert queue_counts(database_dsn, "docs") == (0, 1)
+
+
+def test_a_batch_reads_its_texts_a_bounded_number_of_bytes_at_a_time(
+    database_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Texts past the batch's byte budget are read afterwards in groups within it (a longer one
+    alone); the index comes out the same."""
+    import simindex.ops.batch as batch
+
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute("CREATE TABLE budget (id integer PRIMARY KEY, body text)")
+    index = create_index(database_dsn, "budget", "budget", "body")
+    index.build()
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute(
+            "INSERT INTO budget SELECT i, repeat('word' || i || ' and more words ', 20) "
+            "FROM generate_series(1, 30) AS i"
+        )
+        conn.execute(
+            "INSERT INTO budget VALUES (100, repeat('a long text of many words ', 400)), "
+            "(101, NULL), (102, '')"
+        )
+    reads: list[int] = []
+    real_read = batch._read
+
+    def counted(*args: Any) -> Any:
+        rows, failures = real_read(*args)
+        reads.append(sum(len(text) for _, text, _ in rows if text is not None))
+        return rows, failures
+
+    monkeypatch.setattr(batch, "BATCH_BYTES", 2000)
+    monkeypatch.setattr(batch, "_read", counted)
+    report = sync(database_dsn, ["budget"])
+    assert report.ok and report.taken == 33 and report.indexed == 31
+    assert len(reads) > 5
+    assert max(reads) == len("a long text of many words ") * 400  # alone; the others within
+    assert sorted(reads)[-2] <= 2000
+    assert check(database_dsn, "budget").ok
+    assert [m.key for m in index.near(text="a long text of many words " * 400)] == [100]

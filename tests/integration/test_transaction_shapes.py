@@ -19,6 +19,7 @@ from sqlalchemy import create_engine
 
 from simindex.check import check
 from simindex.db.connection import dispose_engines
+from simindex.errors import IndexBusyError
 from simindex.index import Index, create_index
 from simindex.sync import failed_items, queue_counts, sync
 
@@ -160,3 +161,47 @@ def test_a_statement_timeout_no_row_escapes_marks_the_index_broken(
         holder.close()
     assert sync(timed, ["notes"], retry_failed=True).ok
     assert check(database_dsn, "notes").ok
+
+
+def test_a_build_waiting_for_its_swap_never_holds_up_queries(
+    database_dsn: str, notes: Index
+) -> None:
+    """A reader idle in its transaction holds the index's table: the build's swap waits, a
+    short lock_timeout at a time, and a query meanwhile does not queue behind it."""
+    idle = psycopg.connect(database_dsn)
+    idle.execute("SELECT count(*) FROM simindex.notes_simhash")
+    built: list[object] = []
+    builder = threading.Thread(target=lambda: built.append(notes.build()))
+    builder.start()
+    try:
+        time.sleep(1.5)  # the build has read and is trying to swap
+        assert builder.is_alive()
+        with psycopg.connect(database_dsn, options="-c statement_timeout=5000") as conn:
+            for _ in range(5):
+                started = time.monotonic()
+                conn.execute("SELECT count(*) FROM simindex.notes_simhash").fetchone()
+                assert time.monotonic() - started < 0.5
+                time.sleep(0.1)
+        assert [m.key for m in notes.near_key(5, max_distance=0)] == []  # answers meanwhile
+    finally:
+        idle.rollback()
+        idle.close()
+        builder.join(timeout=30)
+    assert len(built) == 1 and check(database_dsn, "notes").ok
+
+
+def test_a_build_held_off_too_long_gives_up_leaving_the_index_as_it_was(
+    database_dsn: str, notes: Index, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import simindex.ops.build as build
+
+    monkeypatch.setattr(build, "SWAP_WAIT_SECONDS", 1.0)
+    idle = psycopg.connect(database_dsn)
+    idle.execute("SELECT count(*) FROM simindex.notes_simhash")
+    try:
+        with pytest.raises(IndexBusyError, match="idle_in_transaction_session_timeout"):
+            notes.build()
+    finally:
+        idle.rollback()
+        idle.close()
+    assert notes.stats().rows == 50 and check(database_dsn, "notes").ok

@@ -178,7 +178,12 @@ def test_every_security_definer_function_is_pinned_and_executable_by_its_owner_o
             """
         ).fetchall()
     found = {name: (config, acl) for name, config, acl in rows}
-    assert set(found) == {"docs_trigger_v1", "on_alter_table_v1", "on_sql_drop_v1"}
+    assert set(found) == {
+        "docs_trigger_v1",
+        "on_alter_table_v1",
+        "on_sql_drop_v1",
+        "record_health_v1",
+    }
     for config, acl in found.values():
         assert config == ["search_path=pg_catalog, pg_temp"]
         assert acl == [f"{OWNER}={'X'}/{OWNER}"]  # no PUBLIC, nobody else

@@ -107,28 +107,13 @@ FROM unnest(%(tables)s::text[]) WITH ORDINALITY AS t (qualified, n)
 JOIN pg_catalog.pg_class AS c ON c.oid = pg_catalog.to_regclass(t.qualified)
 ORDER BY t.n
 
--- name: catalog_broken
--- The sync worker's record of an index whose batch failed as a whole. SKIP LOCKED: a build or
--- drop holding the row must not stall the worker; the error is recorded at the next attempt.
-UPDATE {catalog} SET broken = true, last_error = %(error)s, last_error_at = now()
-WHERE id = (SELECT id FROM {catalog} WHERE name = %(name)s FOR NO KEY UPDATE SKIP LOCKED)
+-- name: catalog_record_health
+-- The sync worker's record of an index's health: broken, row_error or recovered (see
+-- record_health_v1, which the worker right may call; the catalog is not theirs to write).
+SELECT {function}(%(name)s, %(health)s, %(error)s)
 
--- name: catalog_row_error
--- The latest error of a failed row, for stats; the index itself stays healthy.
-UPDATE {catalog} SET last_error = %(error)s, last_error_at = now()
-WHERE id = (SELECT id FROM {catalog} WHERE name = %(name)s FOR NO KEY UPDATE SKIP LOCKED)
-
--- name: catalog_recovered
-UPDATE {catalog} SET broken = false WHERE name = %(name)s AND broken
-
--- name: catalog_resolved
+-- name: catalog_record_resolved
 -- The last error is forgotten once nothing holds it: the index is not broken and no failed
--- item is left (retried and indexed, or its row gone). Matches no row, and locks none, in the
--- usual case: a batch of an index with no error to forget.
-UPDATE {catalog} SET last_error = NULL, last_error_at = NULL
-WHERE id = (
-    SELECT id FROM {catalog}
-    WHERE name = %(name)s AND NOT broken AND last_error IS NOT NULL
-    FOR NO KEY UPDATE SKIP LOCKED
-)
-AND NOT EXISTS (SELECT FROM {failed})
+-- item is left (retried and indexed, or its row gone). Changes nothing, and locks no row, in
+-- the usual case: a batch of an index with no error to forget.
+SELECT {function}(%(name)s, 'resolved', NULL) WHERE NOT EXISTS (SELECT FROM {failed})

@@ -14,20 +14,32 @@ SELECT EXISTS (SELECT 1 FROM {queue} WHERE key OPERATOR(pg_catalog.=) %(key)s),
 SELECT ctid FROM {queue} FOR UPDATE SKIP LOCKED
 
 -- name: build_read
--- The build's read: a server-side cursor over the key in its text form (concat calls the
--- type's output function, never a cast, and the text round-trips in this session: COPY reads
--- it back, and psycopg need not load values it cannot, such as dates past 9999 or
--- 'infinity'), the text, and the row's version and ctid (build_dequeue). No placeholder
--- here, not even in a comment: the statement runs without values (see statements.statement).
-SELECT pg_catalog.concat({key}), {text},
-       pg_catalog.concat_ws('/', tableoid, ctid, xmin), ctid
+-- The build's read: a server-side cursor over the key, in its text form (concat calls the
+-- type's output function, never a cast, and it round-trips in this session: COPY reads it back, and psycopg need not load
+-- values it cannot, such as dates past 9999 or 'infinity'), the text up to %(inline)s bytes
+-- (a longer one is read alone, build_read_one), the row's version and ctid (build_dequeue),
+-- and the text's size (which octet_length takes from the stored datum without reading it).
+SELECT pg_catalog.concat({key}),
+       CASE WHEN pg_catalog.octet_length({text}::text) <= %(inline)s THEN {text} END,
+       pg_catalog.concat_ws('/', tableoid, ctid, xmin), ctid,
+       pg_catalog.octet_length({text}::text)
 FROM ONLY {table}
+
+-- name: build_read_one
+-- A long text: of the row version build_read saw, by its ctid; when the row changed since, as
+-- it is now (its version is then not the one build_dequeue compares, so a queued entry stays);
+-- none when it was deleted since (the delete queued it). The key, in its text form, is read
+-- back by its type's input function.
+(SELECT {text} FROM ONLY {table} WHERE ctid OPERATOR(pg_catalog.=) %(ctid)s::pg_catalog.tid)
+UNION ALL
+(SELECT {text} FROM ONLY {table} WHERE {key} OPERATOR(pg_catalog.=) %(key)s::{key_type})
+LIMIT 1
 
 -- name: build_queued_keys
 -- The keys queued before the build's read, in their text form (the type's output function,
 -- never a cast: a cast to text could be the key type owner's function): the rows whose
 -- version the read keeps for build_dequeue.
-SELECT pg_catalog.concat(key) FROM {queue} LIMIT {limit}
+SELECT pg_catalog.concat(key) FROM {queue} LIMIT %(limit)s
 
 -- name: build_dequeue
 -- Of the entries locked by build_lock_queue, the ones whose source row is now, exactly, a row
@@ -44,6 +56,19 @@ WHERE q.ctid OPERATOR(pg_catalog.=) ANY(%(locked)s::pg_catalog.tid[])
   AND pg_catalog.concat_ws('/', s.tableoid, s.ctid, s.xmin)
       OPERATOR(pg_catalog.=) ANY(%(versions)s::pg_catalog.text[])
   AND s.{key} OPERATOR(pg_catalog.=) q.key
+
+-- name: build_lock_timeout
+-- A build's swap waits this long at a time for its locks, so that no query queues behind it
+-- for longer; the setting before, for build_lock_timeout_restore.
+SELECT pg_catalog.current_setting('lock_timeout'),
+       pg_catalog.set_config('lock_timeout', %(timeout)s, true)
+
+-- name: build_lock_timeout_restore
+SELECT pg_catalog.set_config('lock_timeout', %(previous)s, true)
+
+-- name: build_swap_lock
+-- The live tables the swap drops: taken before it, in a savepoint the build retries.
+LOCK TABLE {tables} IN ACCESS EXCLUSIVE MODE
 
 -- name: build_isolation
 SELECT pg_catalog.current_setting('transaction_isolation')

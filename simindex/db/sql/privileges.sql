@@ -44,6 +44,10 @@ ALTER DEFAULT PRIVILEGES FOR ROLE {owner} IN SCHEMA {schema}
 REVOKE INSERT, UPDATE, DELETE ON TABLE {catalog}, {versions} FROM {role};
 GRANT UPDATE (updated_at) ON TABLE {catalog} TO {role}
 
+-- name: grant_worker
+-- The worker records an index's health through this function, not by writing the catalog.
+GRANT EXECUTE ON FUNCTION {health}(text, text, text) TO {role}
+
 -- name: grant_sources
 -- The indexed tables, as names PostgreSQL quoted.
 SELECT DISTINCT i.source::text FROM {catalog} AS i

@@ -214,6 +214,15 @@ BEGIN
 END
 $check$
 
+-- name: source_policies_apply
+-- Whether the source's row-level security applies to the current role: enabled, and the role
+-- is no superuser, has no BYPASSRLS and has not the owner's rights (or the owner forces it).
+SELECT c.relrowsecurity
+       AND NOT (r.rolsuper OR r.rolbypassrls
+                OR (pg_catalog.pg_has_role(c.relowner, 'USAGE') AND NOT c.relforcerowsecurity))
+FROM pg_catalog.pg_class AS c, pg_catalog.pg_roles AS r
+WHERE c.oid = %(oid)s AND r.rolname = current_user
+
 -- name: source_row_security_off
 -- Read the source without row-level security: no policy (code the table's owner wrote) runs
 -- as the reader; a reader subject to a policy gets an error instead of a filtered table. The

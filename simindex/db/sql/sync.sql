@@ -279,6 +279,9 @@ LISTEN {channel}
 SELECT 1 FROM {catalog} WHERE name = %(name)s
 
 -- name: sync_take
+-- Keys come back in their text form (concat: the type's output function): every key PostgreSQL can
+-- store, even one psycopg cannot load (a date 'infinity', a year past 9999, '24:00'), goes
+-- through the batch and back in by the type's input function (pg_array.key_array).
 -- A batch of entries, deleted now and gone for good when the batch commits; if the worker
 -- dies first, its transaction rolls back and they are queued again. The rows are found again
 -- by ctid (a TID scan; they are locked, so they cannot move): matching on the key would let
@@ -288,11 +291,12 @@ SELECT 1 FROM {catalog} WHERE name = %(name)s
 DELETE FROM {queue} WHERE ctid = ANY(ARRAY(
     SELECT ctid FROM {queue} LIMIT %(limit)s FOR UPDATE SKIP LOCKED
 ))
-RETURNING key
+RETURNING pg_catalog.concat(key)
 
 -- name: sync_take_keys
 -- Given entries (the SQLAlchemy session's own, which it holds locked already).
-DELETE FROM {queue} WHERE key OPERATOR(pg_catalog.=) ANY(%(keys)s::{key_type}[]) RETURNING key
+DELETE FROM {queue} WHERE key OPERATOR(pg_catalog.=) ANY(%(keys)s::{key_type}[])
+RETURNING pg_catalog.concat(key)
 
 -- name: sync_requeue
 INSERT INTO {queue} AS q (key) SELECT unnest(%(keys)s::{key_type}[])
@@ -305,14 +309,23 @@ INSERT INTO {queue} AS q (key) SELECT f.key FROM {failed} AS f
 ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false
 
 -- name: sync_read
--- The current rows; a text over the size limit is not sent at all.
+-- The current rows. A text is sent while the batch's texts so far (in ctid order, a running
+-- sum of their sizes, which octet_length takes from the stored datum without reading it) stay
+-- within %(budget)s bytes; later ones, and any over %(max_bytes)s, come as NULL with their
+-- size: the worker reads those afterwards in groups within the budget, or alone (its memory
+-- stays bounded by bytes, not rows).
 -- The text by its type's own cast to text (describe() admits built-in ones only; the types
 -- were checked again under the table lock).
-SELECT {key},
-       CASE WHEN pg_catalog.octet_length({text}::text) <= %(max_bytes)s THEN {text}::text END,
-       pg_catalog.octet_length({text}::text)
-FROM ONLY {source}
-WHERE {key} OPERATOR(pg_catalog.=) ANY(%(keys)s::{key_type}[])
+SELECT pg_catalog.concat(s.k),
+       CASE WHEN s.size <= %(max_bytes)s AND s.running <= %(budget)s THEN s.t END,
+       s.size
+FROM (
+    SELECT {key} AS k, {text}::text AS t, pg_catalog.octet_length({text}::text) AS size,
+           pg_catalog.sum(pg_catalog.octet_length({text}::text))
+               OVER (ORDER BY ctid ROWS UNBOUNDED PRECEDING) AS running
+    FROM ONLY {source}
+    WHERE {key} OPERATOR(pg_catalog.=) ANY(%(keys)s::{key_type}[])
+) AS s
 
 -- name: sync_fail
 INSERT INTO {failed} AS f (key, error) VALUES (%(key)s, %(error)s)

@@ -1,0 +1,73 @@
+"""Keys psycopg cannot load (dates and timestamps at infinity, BC or past the year 9999, a
+time of 24:00) go through the queue, sync and build like any other: a sync batch carries
+keys in their text form and reads them back with the type's input function, a build COPYs
+them as text. One such key inserted by an app role used to break its index for good: every
+later sync failed taking the queue, and build failed.
+"""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from simindex.index import create_index
+from simindex.sync import queue_counts, sync
+
+# (key type, keys psycopg cannot load, an ordinary key)
+CASES = {
+    "date": (["infinity", "-infinity", "0044-03-15 BC", "10000-01-01"], "2024-06-01"),
+    "timestamp": (
+        ["infinity", "-infinity", "0100-01-01 00:00 BC", "12000-01-01 10:00"],
+        "2024-06-01 12:00",
+    ),
+    "timestamptz": (["infinity", "-infinity", "0100-01-01 00:00+00 BC"], "2024-06-01 12:00+00"),
+    "time": (["24:00:00"], "12:00:00"),
+}
+
+
+def keys_as_text(dsn: str, query: str) -> set[str]:
+    with psycopg.connect(dsn) as conn:
+        return {str(key) for (key,) in conn.execute(query)}
+
+
+@pytest.mark.parametrize("key_type", sorted(CASES))
+def test_keys_psycopg_cannot_load_are_synced_and_built(database_dsn: str, key_type: str) -> None:
+    odd, ordinary = CASES[key_type]
+    with psycopg.connect(database_dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("CREATE TABLE events (at {} PRIMARY KEY, body text)").format(sql.SQL(key_type))
+        )
+        conn.execute(
+            "INSERT INTO events VALUES (%s::text::" + key_type + ", 'an ordinary first row')",
+            (ordinary,),
+        )
+    index = create_index(database_dsn, "events", "events", "body")
+    index.build()
+    with psycopg.connect(database_dsn, autocommit=True) as conn:
+        for number, key in enumerate(odd):
+            conn.execute(
+                f"INSERT INTO events VALUES (%s::text::{key_type}, %s)",
+                (key, f"event number {number} at the edge of time, written by the app"),
+            )
+        conn.execute(
+            "UPDATE events SET body = 'an ordinary row, changed after the odd ones' "
+            f"WHERE at = %s::text::{key_type}",
+            (ordinary,),
+        )
+    expected = keys_as_text(database_dsn, "SELECT at::text FROM events")
+    report = sync(database_dsn, ["events"], batch_size=2)
+    assert report.ok and report.indexed == len(odd) + 1
+    assert queue_counts(database_dsn, "events") == (0, 0)
+    assert keys_as_text(database_dsn, "SELECT key::text FROM simindex.events_simhash") == expected
+    with psycopg.connect(database_dsn, autocommit=True) as conn:
+        conn.execute("UPDATE events SET body = body || ' (again)'")  # every key queued
+    assert index.build().rows == len(odd) + 1
+    assert queue_counts(database_dsn, "events") == (0, 0)  # the build took them off
+    assert keys_as_text(database_dsn, "SELECT key::text FROM simindex.events_simhash") == expected
+    with psycopg.connect(database_dsn, autocommit=True) as conn:
+        conn.execute(f"DELETE FROM events WHERE at = %s::text::{key_type}", (odd[0],))
+    assert sync(database_dsn, ["events"]).ok
+    assert keys_as_text(database_dsn, "SELECT key::text FROM simindex.events_simhash") == (
+        expected - keys_as_text(database_dsn, f"SELECT '{odd[0]}'::{key_type}::text")
+    )
