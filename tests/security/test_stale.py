@@ -158,6 +158,7 @@ def test_disabled_or_dropped_triggers_are_seen_everywhere_and_a_build_mends_them
     assert 'state="needs_rebuild"' in metrics
     with pytest.raises(IndexNotReadyError, match="triggers do not fire"):
         check(database_dsn, "docs")
+    assert reason in sync(database_dsn).broken["docs"]  # and `simindex sync` exits 1
     with pytest.raises(IndexNotReadyError, match="needs a rebuild"):
         index.near("written while a trigger was off")
     index.build()  # made again: its triggers too
@@ -215,9 +216,17 @@ def test_create_refuses_a_table_in_a_partitioning_or_inheritance_tree(
     assert scalar(database_dsn, "SELECT count(*) FROM simindex.indexes") == 0
 
 
-CHILDREN = {
-    "a child made": "CREATE TABLE docs_old () INHERITS (docs)",
-    "made a child": "CREATE TABLE base (id integer, body text); ALTER TABLE docs INHERIT base",
+CHILDREN = {  # how: (the owner's DDL, how the owner undoes it)
+    "a child made": ("CREATE TABLE docs_old () INHERITS (docs)", "DROP TABLE docs_old"),
+    "made a child": (
+        "CREATE TABLE base (id integer, body text); ALTER TABLE docs INHERIT base",
+        "ALTER TABLE docs NO INHERIT base",
+    ),
+    "attached as a partition": (
+        "CREATE TABLE all_docs (id integer NOT NULL, body text) PARTITION BY RANGE (id); "
+        "ALTER TABLE all_docs ATTACH PARTITION docs FOR VALUES FROM (0) TO (100000)",
+        "ALTER TABLE all_docs DETACH PARTITION docs",
+    ),
 }
 
 
@@ -228,17 +237,19 @@ def test_a_source_that_joins_an_inheritance_tree_is_marked(
 ) -> None:
     if not watched:
         drop_event_triggers(database_dsn)
-    owner.run(CHILDREN[how])
+    change, undo = CHILDREN[how]
+    owner.run(change)
     stored = scalar(database_dsn, "SELECT state FROM simindex.indexes WHERE name = 'docs'")
     assert stored == ("needs_rebuild" if watched else "ready")
     info = index.info()
     assert info.state == "needs_rebuild"
-    assert "inherit" in (info.state_reason or "")
+    assert "inherit" in (info.state_reason or "") or "partition" in (info.state_reason or "")
     assert 'simindex_index_needs_rebuild{index="docs"} 1.0' in exposition(index_stats(database_dsn))
     # A build says why it cannot make it again, until the tree is undone.
     with pytest.raises(SourceError, match="inheritance"):
         index.build()
-    undo = "DROP TABLE docs_old" if how == "a child made" else "ALTER TABLE docs NO INHERIT base"
+    with pytest.raises(IndexNotReadyError, match="bypass its triggers"):
+        check(database_dsn, "docs")
     owner.run(undo)
     index.build()
     owner.run("INSERT INTO docs VALUES (100, 'written after the tree was undone')")
