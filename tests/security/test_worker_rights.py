@@ -176,3 +176,14 @@ def test_no_role_switch_while_the_builds_read_cursor_is_open(
     assert events[first:last] == ["fetched"] * 5
     assert "become_owner" in events[last:]  # the swap, after the read
     assert check(database_dsn, "docs").ok
+
+
+def test_clusters_by_an_admin_run_no_policy_of_the_table_owners(
+    database_dsn: str, app_owner: Role, make_role: MakeRole
+) -> None:
+    admin = make_role("admin")
+    simindex.grant(database_dsn, admin.name, "admin")
+    app_owner.run(POLICY)
+    with pytest.raises(SourceError, match="row-level security"):
+        Index(admin.dsn, "docs").clusters(method="bottom_k")
+    assert scalar(database_dsn, POLICY_LOG) == []
