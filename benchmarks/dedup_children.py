@@ -149,7 +149,7 @@ def child_members(started: float, dsn: str, name: str) -> dict[str, Any]:
     members_seconds = time.perf_counter() - begin
     begin = time.perf_counter()
     rows = kept = 0
-    for survivor in index.survivors():
+    for survivor in index.survivors("pairs"):
         rows += 1
         kept += survivor.survivor
     survivors_seconds = time.perf_counter() - begin

@@ -1,13 +1,18 @@
 """Fingerprint throughput on one core: simindex against the simhash package, datasketch, rensa.
 
-    python benchmarks/fingerprint.py [--quick] [--output PATH] [--cpu N] [--print FILE]
+    python benchmarks/fingerprint.py [--quick] [--output PATH] [--cpu N] [--clock wall|cpu]
+                                     [--baseline TREE] [--print FILE]
 
 Four parts, all on the corpora of ``benchmarks/corpus.py``:
 
 1. **identical shingle lists**: every library gets the same word-3-gram shingles of each long
    document (``Shingling().shingles``) and turns them into a fingerprint with its own hashing;
-2. **end to end**: text in, fingerprint out, per-document calls and the batch APIs, for long,
-   short and non-ASCII texts (peers shingle with our ``shingles`` and hash their own way);
+2. **end to end**: text in, fingerprint out, per-document calls, the batch APIs and the path
+   build and sync take (``fingerprint_batch`` with a stored spec, ``fingerprint_spec``), for
+   long, short and non-ASCII texts (peers shingle with our ``shingles`` and hash their own
+   way); with ``--baseline TREE`` (another checkout of simindex, e.g. main's from ``git
+   archive``) that path is timed for both trees in turn, so "times faster than before" comes
+   from one run;
 3. **profile**: the end-to-end path for long texts cut into its stages;
 4. **sanity**: Jaccard estimates of every MinHash against the exact value on edited copies.
 
@@ -38,9 +43,6 @@ os.environ.update(
 )
 
 import argparse
-import cProfile
-import io
-import pstats
 import statistics
 import sys
 import time
@@ -56,13 +58,18 @@ import rensa
 import simhash as simhash_package
 import xxhash
 from fingerprint_makers import NUM_PERM, SCHEMES, SEED, Timing, Work, measure, timing_record
+from fingerprint_profile import stage_profile
+from fingerprint_spec import (
+    before_and_after,
+    spec_timings,
+    speed_targets,
+)
 from fingerprint_tables import print_report
 from numpy.typing import NDArray
 from report import log, new_result, read_result, write_result
 
-from simindex.core.minhash import MinHasher
 from simindex.core.simhash import simhash_batch
-from simindex.core.text import Shingling, _token_bytes, combine_ngrams, hash_strings, normalize
+from simindex.core.text import Shingling, hash_strings
 
 DEFAULT_OUTPUT = Path(__file__).parent / "results" / "fingerprint.json"
 
@@ -182,6 +189,7 @@ def end_to_end(label: str, texts: list[str], size: Size, peers: bool = True) -> 
             lambda: sum(makers.simhash_batch_count(hashes(c)) for c in chunks),
         ),
         *(run(f"simindex MinHash {scheme} batch", ours_batch(scheme)) for scheme in SCHEMES),
+        *spec_timings(label, texts, size.batch, size.repeats),
     ]
     if not peers:
         return timings
@@ -204,100 +212,6 @@ def end_to_end(label: str, texts: list[str], size: Size, peers: bool = True) -> 
                 makers.rensa_matrix_count(list(map(shingling.shingles, c))) for c in chunks
             ),
         ),
-    ]
-
-
-# --- part 3: profile -------------------------------------------------------------------------
-
-
-def stage_profile(texts: list[str], size: Size) -> dict[str, object]:
-    """Each stage of the end-to-end path timed alone on the previous stage's stored output."""
-    shingling = Shingling()
-    minhashers = makers.hashers()
-    normalized = [normalize(text) for text in texts]
-    tokens = [_token_bytes(text) for text in normalized]
-    units = [hash_strings(items, shingling.seed) for items in tokens]
-    shingles = [combine_ngrams(values, shingling.size) for values in units]
-    ascii_rows = [text for text in normalized if text.isascii()]
-    other_rows = [text for text in normalized if not text.isascii()]
-    count = len(texts)
-
-    def run(name: str, work: Work, documents: int = count) -> Timing:
-        return measure(name, work, documents, size.repeats)
-
-    log("part 3: profile of the end-to-end path, long texts")
-    stages = {
-        "normalize": run("normalize", lambda: len([normalize(t) for t in texts])),
-        "tokenize": run("tokenize", lambda: len([_token_bytes(t) for t in normalized])),
-        "unit_hashing": run(
-            "unit hashing (xxh3 per token)",
-            lambda: len([hash_strings(t, shingling.seed) for t in tokens]),
-        ),
-        "ngram_combining": run(
-            "n-gram combining", lambda: len([combine_ngrams(u, shingling.size) for u in units])
-        ),
-        "simhash": run("SimHash-64 of shingle hashes", lambda: makers.simhash_count(shingles)),
-        **{
-            scheme: run(f"MinHash {scheme} of shingle hashes", _minhash_work(hasher, shingles))
-            for scheme, hasher in minhashers.items()
-        },
-    }
-    measured = {
-        "shingling_hashes": run(
-            "Shingling.hashes", lambda: len(list(map(shingling.hashes, texts)))
-        ),
-        "tokenize_ascii_documents": run(
-            "tokenize, ASCII documents only",
-            lambda: len([_token_bytes(t) for t in ascii_rows]),
-            len(ascii_rows),
-        ),
-        "tokenize_non_ascii_documents": run(
-            "tokenize, non-ASCII documents only",
-            lambda: len([_token_bytes(t) for t in other_rows]),
-            len(other_rows),
-        ),
-    }
-    ascii_seconds = measured["tokenize_ascii_documents"].best_seconds if ascii_rows else 0.0
-    other_seconds = measured["tokenize_non_ascii_documents"].best_seconds if other_rows else 0.0
-    return {
-        "documents": count,
-        "ascii_documents": len(ascii_rows),
-        "non_ascii_share_of_tokenize_time": other_seconds / (ascii_seconds + other_seconds),
-        "tokens_per_document": statistics.median(map(len, tokens)),
-        "stages": {name: timing_record(timing) for name, timing in stages.items()},
-        "measured": {
-            name: timing_record(timing) for name, timing in measured.items() if timing.documents
-        },
-        "cprofile": {
-            "simhash": cprofile_summary(lambda: makers.simhash_count(map(shingling.hashes, texts))),
-            "classic": cprofile_summary(
-                lambda: makers.minhash_count(minhashers["classic"], map(shingling.hashes, texts))
-            ),
-        },
-    }
-
-
-def _minhash_work(hasher: MinHasher, shingles: list[Hashes]) -> Work:
-    return lambda: makers.minhash_count(hasher, shingles)
-
-
-def cprofile_summary(work: Work, top: int = 10) -> list[dict[str, object]]:
-    """The functions with the most own time over one pass under cProfile."""
-    profiler = cProfile.Profile()
-    profiler.runcall(work)
-    stats = pstats.Stats(profiler, stream=io.StringIO()).get_stats_profile()
-    total = stats.total_tt or 1.0
-    ranked = sorted(stats.func_profiles.items(), key=lambda item: -item[1].tottime)[:top]
-    return [
-        {
-            "function": name
-            if profile.file_name == "~"
-            else f"{Path(profile.file_name).name}:{profile.line_number}({name})",
-            "calls": profile.ncalls,
-            "own_seconds": round(profile.tottime, 4),
-            "own_share": round(profile.tottime / total, 3),
-        }
-        for name, profile in ranked
     ]
 
 
@@ -480,6 +394,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="JSON results path")
     parser.add_argument("--cpu", type=int, help="CPU to pin to (default: the lowest allowed)")
     parser.add_argument(
+        "--clock",
+        choices=sorted(makers.CLOCKS),
+        default="wall",
+        help="time passes by wall time or by this process's CPU time (a shared machine)",
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="another simindex tree (e.g. main from git archive): its spec path is timed first",
+    )
+    parser.add_argument(
         "--print", dest="print_only", type=Path, help="print the tables of a written JSON and stop"
     )
     args = parser.parse_args(argv)
@@ -487,6 +412,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_report(read_result(args.print_only))
         return 0
     size = QUICK if args.quick else FULL
+    makers.clock = makers.CLOCKS[args.clock]
     pinned = pin_one_core(args.cpu)
     started = time.perf_counter()
 
@@ -504,6 +430,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "short": end_to_end("short", [d.text for d in short_documents], size),
         "non_ascii": end_to_end("non-ASCII", [d.text for d in non_ascii_documents], size),
     }
+    baseline = None
+    if args.baseline:
+        baseline = before_and_after(
+            args.baseline, long_texts, size.batch, size.repeats, args.cpu, args.clock
+        )
     profile = stage_profile(long_texts, size)
     sanity = jaccard_sanity(long_texts[: min(20, len(long_texts))])
 
@@ -511,7 +442,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     end_to_end_found = {
         label: comparisons(timings, with_targets=False)
         for label, timings in end_to_end_runs.items()
-        if len(timings) > 2 * (1 + len(SCHEMES))  # peers were measured too
+        if label != "long_ascii_only"  # the others were measured beside the peers
     }
     median_shingles = statistics.median(shingle_counts)
     elapsed = time.perf_counter() - started
@@ -528,6 +459,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "seed": SEED,
             "shingling": "word 3-grams, Shingling() defaults",
             "rate": "documents / best of `repeats` timed passes after one warm-up pass",
+            "clock": args.clock,
         },
         "corpus": {
             "sources": corpus.sources(),
@@ -555,6 +487,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             for label, timings in end_to_end_runs.items()
         },
         "end_to_end_targets_long": absolute_targets(end_to_end_runs),
+        "baseline": baseline,
+        "speed_targets_long": speed_targets(end_to_end_runs["long"], baseline),
         "profile_long": profile,
         "jaccard_sanity": sanity,
     }

@@ -66,6 +66,42 @@ def print_targets(targets: Sequence[Mapping[str, Any]]) -> None:
     )
 
 
+def print_speed_targets(rows: Sequence[Mapping[str, Any]]) -> None:
+    def times(value: float | None, target: float | None) -> str:
+        if value is None:
+            return ""
+        return f"{value:.2f}x" + ("" if target is None else f" (>= {target:g}x)")
+
+    print_table(
+        "Through the spec as build and sync, long texts, one core: before and after measured in "
+        "turn (--baseline), and beside the peers",
+        [
+            "measure",
+            "before",
+            "after",
+            "x before",
+            "beside peers",
+            "x rensa",
+            "x datasketch",
+            "met",
+        ],
+        [
+            [
+                row["measure"].removeprefix("simindex ").removesuffix(" through the spec"),
+                fmt(row["before_docs_per_second"]),
+                fmt(row.get("after_docs_per_second")),
+                times(row["times_before"], row.get("target_times_before")),
+                fmt(row["docs_per_second"]),
+                times(row["times_rensa"], row.get("target_times_rensa")),
+                times(row["times_datasketch"], None),
+                "" if "met" not in row else ("yes" if row["met"] else "NO"),
+            ]
+            for row in rows
+        ],
+        "lrrrrrrl",
+    )
+
+
 def print_profile(profile: Mapping[str, Any]) -> None:
     micro = {
         name: record["microseconds_per_document"] for name, record in profile["stages"].items()
@@ -143,5 +179,7 @@ def print_report(results: Mapping[str, Any]) -> None:
         if part["comparisons"]:
             print_comparisons(part["comparisons"])
     print_targets(results["end_to_end_targets_long"])
+    if "speed_targets_long" in results:
+        print_speed_targets(results["speed_targets_long"])
     print_profile(results["profile_long"])
     print_sanity(results["jaccard_sanity"])

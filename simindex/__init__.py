@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from simindex.core.bits import hamming_distance
     from simindex.core.design import LshDesign, MankuDesign, choose_lsh, choose_manku
     from simindex.core.minhash import MinHasher, MinHashSignature, Scheme
+    from simindex.core.shingle_batch import hashes_batch
     from simindex.core.simhash import simhash, simhash_batch
     from simindex.core.spec import MinHash, SimHash
     from simindex.core.text import Shingling, normalize, tokenize
@@ -59,6 +60,7 @@ _LAZY = {
     "MinHasher": "simindex.core.minhash",
     "MinHashSignature": "simindex.core.minhash",
     "Scheme": "simindex.core.minhash",
+    "hashes_batch": "simindex.core.shingle_batch",
     "simhash": "simindex.core.simhash",
     "simhash_batch": "simindex.core.simhash",
     "MinHash": "simindex.core.spec",
@@ -117,6 +119,7 @@ __all__ = [
     "get_index",
     "grant",
     "hamming_distance",
+    "hashes_batch",
     "list_indexes",
     "migrate",
     "normalize",

@@ -23,15 +23,24 @@ def warn_below_threshold(info: IndexInfo, threshold: float | None) -> None:
         return  # nothing to warn of, or a wrong threshold that its check refuses
     warnings.warn(
         f"threshold {threshold} is below the {method.threshold} index {info.name!r} was tuned "
-        "for: its LSH bands find pairs that similar only by chance (recall falls fast below "
+        "for: its LSH bands find pairs that are similar only by chance (recall falls fast below "
         "the tuned threshold); create an index with a lower threshold instead",
         LowRecallWarning,
         stacklevel=3,
     )
 
 
-def not_indexed(conn: PgConnection, info: IndexInfo, key: Any) -> KeyNotIndexedError:
-    """Why ``key`` is not in the index, as far as its queue and failed items tell."""
+_INTEGER_TYPES = ("smallint", "integer", "bigint")
+
+
+def not_indexed(conn: PgConnection, info: IndexInfo, key: Any) -> KeyNotIndexedError | TypeError:
+    """Why ``key`` is not in the index, as far as its queue and failed items tell; a float
+    for an integer key is a TypeError (PostgreSQL compares it as numeric and finds no row)."""
+    if isinstance(key, float) and info.source.key_type in _INTEGER_TYPES:
+        return TypeError(
+            f"key {key!r} is a float, which does not fit the index's key type "
+            f"{info.source.key_type}: give an int"
+        )
     triggers = Triggers(info.index_schema, info.name, info.source, store_of(info))
     queued, error = conn.execute(
         statement("key_state", queue=triggers.queue, failed=triggers.failed), {"key": key}

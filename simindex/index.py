@@ -481,17 +481,18 @@ class Index:
                 conn, read_index(conn, self.index_schema, self.name), min_size=min_size
             )
 
-    def survivors(self, *, prefer: str = "smallest_key") -> Iterator[Survivor]:
+    def survivors(
+        self, method: ClusterMethod, *, prefer: str = "smallest_key"
+    ) -> Iterator[Survivor]:
         """Every row of a cluster with more than one row, flagged ``survivor`` for the one to
-        keep (the others are the duplicates to delete or export).
-
-        ``prefer``: ``smallest_key``, ``largest_key``, ``longest_text``, ``shortest_text``,
-        ``newest:<column>`` or ``oldest:<column>`` (a column of the source table, e.g. a
-        timestamp); ties go to the smallest key. In SQL: ``<name>_survivors_v1(prefer)``.
-        """
+        keep. ``method``: the clustering meant (``pairs``, ``leader``, ``bottom_k``); another
+        than the last :meth:`clusters` run's is refused (ValueError). ``prefer``:
+        ``smallest_key``, ``largest_key``, ``longest_text``, ``shortest_text``,
+        ``newest:<column>`` or ``oldest:<column>``; ties go to the smallest key. In SQL:
+        ``<name>_survivors_v1(clustering, prefer)``."""
         with session(self.bind, self.index_schema) as conn:
             yield from clusters_op.survivors(
-                conn, read_index(conn, self.index_schema, self.name), prefer=prefer
+                conn, read_index(conn, self.index_schema, self.name), method=method, prefer=prefer
             )
 
     def drop(self) -> None:

@@ -170,15 +170,19 @@ LEFT JOIN LATERAL (
                AS children
 ) AS h ON true
 LEFT JOIN LATERAL (
-    -- Each event's trigger (the function's own: by the function, whatever its name), the
-    -- one enabled ALWAYS first; tgtype's bits: 4 INSERT, 8 DELETE, 16 UPDATE, 32 TRUNCATE.
+    -- Each event's trigger (the function's own: by the function, whatever its name): a
+    -- statement trigger enabled ALWAYS, and for the apply of logical replication (which fires
+    -- row triggers only) a row trigger enabled in replica mode; the one so enabled first.
+    -- tgtype's bits: 1 ROW, 4 INSERT, 8 DELETE, 16 UPDATE, 32 TRUNCATE.
     SELECT string_agg(e.event || CASE x.enabled WHEN 'D' THEN ' (disabled)'
                                                 WHEN 'O' THEN ' (not in replica mode)'
                                                 WHEN 'R' THEN ' (in replica mode only)'
                                                 ELSE ' (dropped)' END,
-                      ', ' ORDER BY e.bit) AS unfired
-    FROM (VALUES ('INSERT', 4), ('DELETE', 8), ('UPDATE', 16), ('TRUNCATE', 32))
-        AS e (event, bit)
+                      ', ' ORDER BY e.per_row, e.bit) AS unfired
+    FROM (VALUES ('INSERT', 4, 0, 'A'), ('DELETE', 8, 0, 'A'), ('UPDATE', 16, 0, 'A'),
+                 ('TRUNCATE', 32, 0, 'A'), ('replicated INSERT', 4, 1, 'R'),
+                 ('replicated DELETE', 8, 1, 'R'), ('replicated UPDATE', 16, 1, 'R'))
+        AS e (event, bit, per_row, wanted)
     LEFT JOIN LATERAL (
         SELECT r.tgenabled::text AS enabled
         FROM pg_catalog.pg_trigger AS r
@@ -189,10 +193,11 @@ LEFT JOIN LATERAL (
                 WHERE n.nspname OPERATOR(pg_catalog.=) {schema_literal})
           AND p.proname OPERATOR(pg_catalog.=) (i.name || '_trigger_v1')
           AND (r.tgtype::integer OPERATOR(pg_catalog.&) e.bit) OPERATOR(pg_catalog.<>) 0
-        ORDER BY r.tgenabled OPERATOR(pg_catalog.<>) 'A'
+          AND (r.tgtype::integer OPERATOR(pg_catalog.&) 1) OPERATOR(pg_catalog.=) e.per_row
+        ORDER BY r.tgenabled::text NOT IN (e.wanted, 'A')
         LIMIT 1
     ) AS x ON true
-    WHERE x.enabled IS DISTINCT FROM 'A'
+    WHERE x.enabled IS NULL OR x.enabled NOT IN (e.wanted, 'A')
 ) AS g ON true
 $body$
 

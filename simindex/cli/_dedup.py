@@ -33,7 +33,7 @@ from simindex.cli._show import Shown, add_show_option, for_people
 if TYPE_CHECKING:
     from simindex.cli._common import Subparsers
     from simindex.index import Index, IndexInfo
-    from simindex.ops.clusters import ClusterReport
+    from simindex.ops.clusters import ClusterMethod, ClusterReport
 
 SURVIVOR_RULES = ("smallest_key", "largest_key", "longest_text", "shortest_text")
 _COUNT_EVERY = 4096  # rows between looks at the clock
@@ -289,7 +289,7 @@ def run_clusters(args: argparse.Namespace) -> int:
         shown.close()
     columns = Shown(dsn, info, args.show)
     largest = _largest(index, args.largest, args.min_size)
-    members = _members(index, args.survivors, args.min_size) if form else None
+    members = _members(index, args.method, args.survivors, args.min_size) if form else None
     result = _report_json(args.name, report, largest)
     text = _report_text(args.name, info.spec.kind, report, largest, args.min_size, columns)
     report_stream = sys.stderr if members_to_stdout and form != "table" else sys.stdout
@@ -344,14 +344,16 @@ def _largest(index: Index, count: int, min_size: int) -> list[tuple[Any, int, li
     return found
 
 
-def _members(index: Index, prefer: str | None, min_size: int) -> Iterable[Sequence[Any]]:
+def _members(
+    index: Index, method: ClusterMethod, prefer: str | None, min_size: int
+) -> Iterable[Sequence[Any]]:
     """The rows to write; with ``prefer``, the first is read here, so that a rule naming no
     column of the table is an error before anything is printed."""
     if prefer is None:
         return ((m.cluster_id, m.key, m.size) for m in index.cluster_members(min_size=min_size))
     rows = (
         (s.cluster_id, s.key, s.cluster_size, s.survivor)
-        for s in index.survivors(prefer=prefer)
+        for s in index.survivors(method, prefer=prefer)
         if s.cluster_size >= min_size
     )
     first = next(rows, None)

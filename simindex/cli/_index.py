@@ -147,7 +147,7 @@ def run_create(args: argparse.Namespace) -> int:
 
 def _method(args: argparse.Namespace) -> Method:
     """The SimHash or MinHash the options describe; options of the other method are an error."""
-    from simindex.core.spec import MinHash, SimHash
+    from simindex.core.spec import MinHash, SimHash, resolve
     from simindex.core.text import Shingling
 
     given: dict[str, dict[str, Any]] = {
@@ -166,7 +166,15 @@ def _method(args: argparse.Namespace) -> Method:
         raise UsageError(f"{refused}: an option of --method {other}, not {args.method}")
     shingling = Shingling(**given["shingling"])
     kind = SimHash if args.method == "simhash" else MinHash
-    return kind(shingling=shingling, **given[args.method], **given["either method"])
+    chosen = kind(shingling=shingling, **given[args.method], **given["either method"])
+    try:
+        resolve(chosen)
+    except (TypeError, ValueError) as exc:  # say it with the option the user typed
+        field, _, rest = str(exc).partition(" ")
+        if field in given[args.method] or field in given["either method"]:
+            raise UsageError(f"{flag(field)} {rest}") from exc
+        raise
+    return chosen
 
 
 def _field(option: str) -> str:

@@ -277,6 +277,8 @@ def run_check(args: argparse.Namespace) -> int:
 
     dsn, schema = database(args)
     fraction = args.fraction
+    if fraction is not None and not 0 < fraction <= 1:
+        raise UsageError(f"--fraction must be in (0, 1], a share of the rows, got {fraction:g}")
     if args.sample is not None:
         fraction = _fraction_of(dsn, schema, args.name, args.sample)
     report = check(dsn, args.name, sample=fraction, index_schema=schema)

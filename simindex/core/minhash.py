@@ -40,9 +40,10 @@ from simindex.errors import IncompatibleSignaturesError
 
 SchemeName = Literal["classic", "one_permutation", "bottom_k"]
 MERSENNE_PRIME = (1 << 31) - 1
-_PRIME = np.uint64(MERSENNE_PRIME)
-_SHIFT = np.uint64(31)
-_CHUNK_ROWS = 128  # features per classic step: keeps the (rows x num_perm) blocks in L2 cache
+_PRIME = np.int64(MERSENNE_PRIME)
+_SHIFT = np.int64(31)
+_TOP_31 = np.uint64(BITS - 31)
+_CHUNK_FEATURES = 1024  # features per classic step: two num_perm x 1024 blocks fit in L2 cache
 
 
 class Scheme(StrEnum):
@@ -214,41 +215,44 @@ class MinHasher:
         result: NDArray[np.uint64],
     ) -> None:
         a, b = _classic_coefficients(self.num_perm, self.seed)
-        rows = [i for i in range(len(documents)) if present[i]]
-        if not rows:
+        rows = np.flatnonzero(present)
+        if not len(rows):
             return
-        sets = [
-            _distinct(np.asarray(documents[i], np.uint64)) >> np.uint64(BITS - 31) for i in rows
-        ]
+        sets = [_distinct(np.asarray(documents[i], np.uint64)) >> _TOP_31 for i in rows.tolist()]
         sizes = np.fromiter(map(len, sets), np.int64, len(sets))
-        x = np.concatenate(sets)
-        owner = np.repeat(np.arange(len(rows)), sizes)
-        block = np.empty((min(_CHUNK_ROWS, len(x)), self.num_perm), np.uint64)
+        x = np.concatenate(sets).astype(np.int64)
+        ends = np.cumsum(sizes)
+        # mod p by folding the bits above 31 down once (2**31 = 1 mod p): a * x + b is at most
+        # 2**62 - 2**32, so u = (v & p) + (v >> 31) is at most 2p - 1, and h = u or u - p.
+        # In int64 with p * 2**31 subtracted beforehand (which leaves the low 31 bits alone and
+        # takes p off the arithmetic shift), each value comes out as u - p in [-p, p): a
+        # non-negative one is h itself, a negative one is h - p. So per permutation the
+        # minimum h is the smaller of the least non-negative value (the least as unsigned) and
+        # the most negative value plus p.
+        a_column = a.astype(np.int64)[:, None]
+        b_column = (b.astype(np.int64) - (MERSENNE_PRIME << 31))[:, None]
+        # (num_perm x features) blocks: each permutation's values are contiguous, so every
+        # step is a long vector operation and the minimum per document a reduction along rows.
+        block = np.empty((self.num_perm, min(_CHUNK_FEATURES, len(x))), np.int64)
         spare = np.empty_like(block)
-        out = result[rows]
-        for start in range(0, len(x), _CHUNK_ROWS):
-            chunk = x[start : start + _CHUNK_ROWS]
-            v, t = block[: len(chunk)], spare[: len(chunk)]
-            np.multiply(chunk[:, None], a, out=v)
-            v += b  # a * x + b < 2**62: exact
-            # mod p by folding the bits above 31 down twice (2**31 = 1 mod p) to at most p + 1,
-            # then min(v, v - p): the subtraction wraps to a huge value when v < p.
-            for _ in range(2):
-                np.right_shift(v, _SHIFT, out=t)
-                v &= _PRIME
-                v += t
-            np.subtract(v, _PRIME, out=t)
-            np.minimum(v, t, out=v)
-            who = owner[start : start + _CHUNK_ROWS]
-            if who[0] == who[-1]:  # one document: a plain column minimum is 5x faster
-                np.minimum(out[who[0]], v.min(axis=0), out=out[who[0]])
-                continue
-            cuts = np.flatnonzero(np.diff(who)) + 1
-            starts = np.concatenate([[0], cuts])
-            mins = np.minimum.reduceat(v, starts, axis=0)
-            targets = who[starts]
-            out[targets] = np.minimum(out[targets], mins)
-        result[rows] = out
+        minima = np.full((self.num_perm, len(rows)), MAX_UNSIGNED, np.uint64)
+        for start in range(0, len(x), _CHUNK_FEATURES):
+            chunk = x[start : start + _CHUNK_FEATURES]
+            v, t = block[:, : len(chunk)], spare[:, : len(chunk)]
+            np.multiply(a_column, chunk, out=v)
+            np.add(v, b_column, out=v)
+            np.right_shift(v, _SHIFT, out=t)
+            np.bitwise_and(v, _PRIME, out=v)
+            np.add(v, t, out=v)
+            first = int(np.searchsorted(ends, start, side="right"))
+            last = int(np.searchsorted(ends, start + len(chunk), side="left"))
+            cuts = np.concatenate([[0], ends[first:last] - start])
+            least = np.minimum.reduceat(v.view(np.uint64), cuts, axis=1)
+            lowest = np.minimum.reduceat(v, cuts, axis=1)
+            wrapped = np.where(lowest < 0, lowest + MERSENNE_PRIME, MERSENNE_PRIME)
+            np.minimum(least, wrapped.astype(np.uint64), out=least)
+            np.minimum(minima[:, first : last + 1], least, out=minima[:, first : last + 1])
+        result[rows] = minima.T
 
     def _one_permutation(self, ordered: NDArray[np.uint64]) -> NDArray[np.uint64]:
         first = np.searchsorted(ordered, _bin_starts(self.num_perm), side="left")

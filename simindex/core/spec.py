@@ -32,6 +32,7 @@ from simindex.core.design import LshDesign, MankuDesign, choose_lsh, choose_mank
 from simindex.core.frequency import ShingleCounts, check_share, without_common
 from simindex.core.minhash import MinHasher, Scheme, SchemeName
 from simindex.core.packing import CURRENT, FORMATS, WIDE
+from simindex.core.shingle_batch import hashes_batch
 from simindex.core.simhash import check_top_n, simhash_batch
 from simindex.core.text import Shingling
 from simindex.core.tokens import find_tokenizer, load_tokenizer
@@ -193,11 +194,11 @@ class IndexSpec:
         """The feature hashes of each text: its shingles (one per occurrence), without the
         common ones when the method ignores them (:func:`~simindex.core.frequency.without_common`).
         Every fingerprint and every exact verification of the index starts here."""
-        shingling = self.method.shingling
+        hashes = hashes_batch(self.method.shingling, texts)
         common = self.common
         if common is None:
-            return [shingling.hashes(text) for text in texts]
-        return [without_common(shingling.hashes(text), common) for text in texts]
+            return hashes
+        return [without_common(row, common) for row in hashes]
 
     def simhash_values(
         self, texts: Sequence[str | None]
@@ -359,6 +360,7 @@ def resolve(method: Method, rows: int | None = None) -> IndexSpec:
         if expected is not None and (isinstance(expected, bool) or not isinstance(expected, int)):
             raise TypeError("expected_rows must be an int or None")
         check_top_n(method.top_n)
+        _check_max_distance(method.max_distance)
         if method.num_blocks is not None:
             return IndexSpec(method, MankuDesign(method.max_distance, method.num_blocks))
         if expected is not None:
@@ -366,6 +368,14 @@ def resolve(method: Method, rows: int | None = None) -> IndexSpec:
         sized = DEFAULT_EXPECTED_ROWS if rows is None else max(int(rows), 0)
         return IndexSpec(method, choose_manku(method.max_distance, sized), sized_rows=sized)
     if isinstance(method, MinHash):
+        threshold = method.threshold
+        if isinstance(threshold, bool) or not isinstance(threshold, int | float):
+            raise TypeError(
+                f"threshold must be a number between 0 and 1, got {type(threshold).__name__} "
+                f"{threshold!r}"
+            )
+        if not 0.0 < threshold < 1.0:
+            raise ValueError(f"threshold must be between 0 and 1, got {threshold}")
         hasher = MinHasher(method.scheme, method.num_perm, method.seed)
         if hasher.scheme is Scheme.BOTTOM_K:
             raise ValueError("a MinHash index needs scheme 'classic' or 'one_permutation'")
@@ -385,6 +395,17 @@ def resolve(method: Method, rows: int | None = None) -> IndexSpec:
             raise ValueError(f"threshold must be between 0 and 1, got {method.threshold}")
         return IndexSpec(method, lsh, CURRENT)
     raise TypeError(f"method must be SimHash(...) or MinHash(...), got {type(method).__name__}")
+
+
+def _check_max_distance(value: object) -> None:
+    """A SimHash ``max_distance``: the bits two 64-bit fingerprints may differ in, 0 to 63 (a
+    Manku design needs more blocks than that many)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"max_distance must be an int from 0 to 63, got {type(value).__name__}")
+    if not 0 <= value <= 63:
+        raise ValueError(
+            f"max_distance must be from 0 to 63 (bits of a 64-bit SimHash), got {value}"
+        )
 
 
 def refreshed(spec: IndexSpec, rows: int, counts: ShingleCounts | None = None) -> IndexSpec:

@@ -14,7 +14,12 @@ DELETE     delete the index rows at once; queue the keys too, NOTIFY
 TRUNCATE   truncate the index's side tables
 =========  ===============================================================
 
-Statement-level throughout: one INSERT ... SELECT per statement, however many rows, and no
+In replica mode (``session_replication_role = replica``: a logical replication subscription's
+apply, which fires row triggers only, or a session set so) three row triggers enabled REPLICA
+queue each row's key instead (see ``db/sql/sync.sql``); the statement triggers are enabled
+ALWAYS and, in that mode, leave INSERT, UPDATE and DELETE to them.
+
+Statement-level otherwise: one INSERT ... SELECT per statement, however many rows, and no
 trigger depends on a column, so the app may rename, retype or drop any column (see the
 function's own comment in ``db/sql/sync.sql`` for how it follows the source by column number).
 
@@ -44,6 +49,8 @@ _TRANSITION_TABLES = {
     "delete": "REFERENCING OLD TABLE AS old_rows",
     "truncate": "",
 }
+ROW_EVENTS = ("insert", "update", "delete")
+"""The events of the row triggers, which fire in replica mode only (see ``db/sql/sync.sql``)."""
 # Where the aliases go in a statement run with EXECUTE format(statement, aliases).
 _ALIASES_MARK = "\0aliases\0"
 BUILD_LOCK_CLASS = 0x53494D58
@@ -66,10 +73,18 @@ class _FormatString(sql.Composable):
     """A statement as the literal first argument of ``format(..., aliases)``: rendered, its
     percent signs doubled, the aliases' place made ``%1$s``."""
 
+    placeholder = "%1$s"
+
     def as_bytes(self, context: Any = None) -> bytes:
         text = self._obj.as_string(context)
-        text = text.replace("%", "%%").replace(_ALIASES_MARK, "%1$s")
+        text = text.replace("%", "%%").replace(_ALIASES_MARK, self.placeholder)
         return sql.Literal(text).as_bytes(context)
+
+
+class _FormatIdentifier(_FormatString):
+    """As :class:`_FormatString`, the mark made ``%1$I`` (a name format() quotes)."""
+
+    placeholder = "%1$I"
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +110,9 @@ class Triggers:
 
     def trigger(self, event: str) -> sql.Identifier:
         return sql.Identifier(f"simindex_{self.name}_{event}")
+
+    def row_trigger(self, event: str) -> sql.Identifier:
+        return sql.Identifier(f"simindex_{self.name}_{event}_row")
 
     @property
     def key_type(self) -> sql.Composable:
@@ -146,11 +164,28 @@ class Triggers:
             )
             for event in EVENTS
         ]
+        rows = [
+            statement(
+                "sync_create_row_trigger",
+                trigger=self.row_trigger(event),
+                event=sql.SQL(event.upper()),
+                source=self.source.identifier,
+                function=self.function,
+            )
+            for event in ROW_EVENTS
+        ]
         enable = sql.SQL(", ").join(
-            sql.SQL("ENABLE ALWAYS TRIGGER {}").format(self.trigger(event)) for event in EVENTS
+            [
+                *(sql.SQL("ENABLE ALWAYS TRIGGER {}").format(self.trigger(e)) for e in EVENTS),
+                *(
+                    sql.SQL("ENABLE REPLICA TRIGGER {}").format(self.row_trigger(e))
+                    for e in ROW_EVENTS
+                ),
+            ]
         )
         return [
             *created,
+            *rows,
             statement("sync_enable_always", source=self.source.identifier, enable=enable),
         ]
 
@@ -201,6 +236,9 @@ class Triggers:
                 "sync_trigger_truncate", tables=sql.SQL(", ").join(self.store.side_tables())
             ),
             channel=sql.Literal(channel(self.name)),
+            queue_row=_FormatIdentifier(
+                statement("sync_trigger_queue_row", queue=self.queue, column=sql.SQL(_ALIASES_MARK))
+            ),
         )
 
     def _event_statements(

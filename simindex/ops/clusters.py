@@ -51,6 +51,7 @@ ClusterProgress = Callable[[str, int, int | None], None]
 """Called with (step, done, total or None): steps are "pairs", "components" and "rows"."""
 
 ClusterMethod = Literal["pairs", "leader", "bottom_k"]
+CLUSTER_METHODS: tuple[ClusterMethod, ...] = ("pairs", "leader", "bottom_k")
 _MAX_ROUNDS = 1000
 _READ_ROWS = 5000
 _COPY_EDGES = 10_000
@@ -86,7 +87,7 @@ def clusters(
     progress: ClusterProgress | None = None,
 ) -> ClusterReport:
     """See :meth:`simindex.index.Index.clusters`."""
-    if method not in ("pairs", "leader", "bottom_k"):
+    if method not in CLUSTER_METHODS:
         raise ValueError(f"method must be 'pairs', 'leader' or 'bottom_k', got {method!r}")
     if verify is not None and method != "pairs":
         reason = "sync keeps them in SQL, by the estimate" if method == "leader" else "no pairs"
@@ -203,9 +204,14 @@ _PREFER_COLUMN = re.compile(r"(newest|oldest):.+", re.DOTALL)
 
 
 def survivors(
-    conn: PgConnection, info: IndexInfo, *, prefer: str = "smallest_key"
+    conn: PgConnection, info: IndexInfo, *, method: ClusterMethod, prefer: str = "smallest_key"
 ) -> Iterator[Survivor]:
     """See :meth:`simindex.index.Index.survivors`."""
+    if method not in CLUSTER_METHODS:
+        raise ValueError(
+            f"method must be {', '.join(CLUSTER_METHODS)} (the clusters run whose survivors "
+            f"you mean), got {method!r}"
+        )
     if not isinstance(prefer, str):
         raise TypeError(f"prefer must be a str, got {type(prefer).__name__}")
     if prefer not in _PREFER and not _PREFER_COLUMN.fullmatch(prefer):
@@ -214,12 +220,18 @@ def survivors(
             f"got {prefer!r}"
         )
     target, _ = _existing(conn, info)
+    if info.clustering != method:
+        raise ValueError(
+            f"the clusters of index {info.name!r} are of its last clusters run, method "
+            f"{info.clustering or 'none'}, not {method}: run clusters(method={method!r}) "
+            f"first, or ask for the survivors of {info.clustering or 'none'}"
+        )
     with conn.cursor(name="simindex_survivors") as cursor:
         cursor.itersize = _READ_ROWS
         try:
             cursor.execute(
                 statement("clusters_survivors", function=target.survivors_function),
-                {"prefer": prefer},
+                {"clustering": method, "prefer": prefer},
             )
             for cluster_id, key, size, survivor in cursor:
                 yield Survivor(cluster_id, key, int(size), bool(survivor))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 from psycopg import sql
 
 from simindex.core.spec import IndexSpec, MinHash
@@ -22,6 +23,7 @@ from simindex.ops.verify import (
     check_verify,
     exact_floor,
     exact_scores,
+    no_select,
 )
 
 
@@ -112,7 +114,11 @@ def similar(
     # The texts are read with the source locked and checked (lock_source), which holds until
     # the transaction ends: one of its own on an autocommit connection.
     with conn.transaction():
-        sets = ShingleSets(conn, lock_source(conn, info), info.spec)
+        try:
+            source = lock_source(conn, info)  # LOCK TABLE needs SELECT on it, as reading does
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise no_select(conn, info.source, exc) from exc
+        sets = ShingleSets(conn, source, info.spec)
         if by_key:
             query = sets.lookup([key]).get(key)
             if query is None:  # the row went since it was indexed

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Literal
 
 import numpy as np
+import psycopg
 from numpy.typing import NDArray
 from psycopg import sql
 
@@ -26,6 +27,7 @@ from simindex.core.spec import IndexSpec
 from simindex.db.connection import PgConnection
 from simindex.db.source import Source
 from simindex.db.statements import statement
+from simindex.errors import MissingRightError
 
 Verify = Literal["estimate", "exact"]
 VERIFY_MODES: tuple[Verify, ...] = ("estimate", "exact")
@@ -71,6 +73,7 @@ class ShingleSets:
     ) -> None:
         self.conn = conn
         self.spec = spec
+        self.source = source
         self.capacity = capacity
         self.texts_read = 0
         self._sets: OrderedDict[Any, NDArray[np.uint64]] = OrderedDict()
@@ -101,7 +104,11 @@ class ShingleSets:
                 found[key] = held
         for start in range(0, len(missing), _FETCH_ROWS):
             chunk = missing[start : start + _FETCH_ROWS]
-            for key, text in self.conn.execute(self._query, {"keys": chunk}).fetchall():
+            try:
+                rows = self.conn.execute(self._query, {"keys": chunk}).fetchall()
+            except psycopg.errors.InsufficientPrivilege as exc:
+                raise no_select(self.conn, self.source, exc) from exc
+            for key, text in rows:
                 found[key] = self._put(key, self.of_text(text))
                 self.texts_read += 1
         return found
@@ -113,6 +120,17 @@ class ShingleSets:
             _, dropped = self._sets.popitem(last=False)
             self._size -= len(dropped)
         return values
+
+
+def no_select(conn: PgConnection, source: Source, exc: psycopg.Error) -> MissingRightError:
+    """The error of exact verification by a role that may not read the source table."""
+    table = f"{source.schema}.{source.table}"
+    role = conn.info.user
+    return MissingRightError(
+        f"exact verification reads the texts of table {table}, which role {role!r} may "
+        f"not read ({exc.diag.message_primary}): the table's owner gives it with "
+        f"GRANT SELECT ON {table} TO {role}"
+    )
 
 
 def exact_scores(

@@ -695,8 +695,8 @@ def test_create_ignoring_common_shingles(database_dsn: str) -> None:
     assert "--idf: an option of --method simhash" in one_error_line(refused)
     wrong = simindex("create", "other", *on_crates, "--ignore-common", "1.5",
                      SIMINDEX_DSN=database_dsn)  # fmt: skip
-    assert wrong.returncode == 1
-    assert "ignore_common must be a share of rows between 0 and 1" in one_error_line(wrong)
+    assert wrong.returncode == 2  # a bad option: a usage error, named as typed
+    assert "--ignore-common must be a share of rows between 0 and 1" in one_error_line(wrong)
 
 
 @pytest.mark.parametrize(
@@ -724,9 +724,16 @@ def test_create_ignoring_common_shingles(database_dsn: str) -> None:
                 "1.5",
             ],
             "",
-            1,
-            "threshold",
+            2,
+            "--threshold must be between 0 and 1, got 1.5",
         ),
+        (
+            ["create", "x", "--table", "docs", "--column", "body", "--max-distance", "99"],
+            "",
+            2,
+            "--max-distance must be from 0 to 63 (bits of a 64-bit SimHash), got 99",
+        ),
+        (["check", "docs", "--fraction", "2"], "", 2, "--fraction must be in (0, 1]"),
         (
             ["create", "x", "--table", "docs", "--column", "body", "--num-perm", "64"],
             "",

@@ -169,7 +169,7 @@ def test_clusters_report_as_text_and_json(simhash: Index, table: str) -> None:
 def test_clusters_members_with_survivors(simhash: Index, table: str, tmp_path: Path) -> None:
     result = run("clusters", "docs", "--format", "csv", "--survivors", "newest:updated",
                  dsn=table)  # fmt: skip
-    survivors = list(simhash.survivors(prefer="newest:updated"))
+    survivors = list(simhash.survivors("pairs", prefer="newest:updated"))
     assert csv_rows(result.stdout) == [["cluster_id", "key", "size", "survivor"]] + [
         [str(s.cluster_id), str(s.key), str(s.cluster_size), str(s.survivor).lower()]
         for s in survivors

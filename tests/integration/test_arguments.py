@@ -97,7 +97,8 @@ def _entry_points(dsn: str, s: Index, m: Index) -> dict[str, Callable[[Any], obj
         "clusters threshold": lambda v: m.clusters(threshold=v),
         "clusters bottom_k": lambda v: s.clusters(method="bottom_k", bottom_k=v),
         "cluster_members min_size": lambda v: list(s.cluster_members(min_size=v)),
-        "survivors prefer": lambda v: list(s.survivors(prefer=v)),
+        "survivors method": lambda v: list(s.survivors(v)),
+        "survivors prefer": lambda v: list(s.survivors("pairs", prefer=v)),
         "sync names": lambda v: sync(dsn, v),
         "sync batch_size": lambda v: sync(dsn, batch_size=v),
         "sync heartbeat": lambda v: sync(dsn, heartbeat=v),
@@ -166,7 +167,7 @@ def test_the_driver_error_is_kept_as_the_cause(database_dsn: str) -> None:
     assert isinstance(raised.value.__cause__, psycopg.DataError)
     with pytest.raises(TypeError, match="is a bool, which does not fit the index's key type"):
         index.near_key(True)
-    with pytest.raises(LookupError, match=r"key 1\.5 is not in index 's'"):  # 1.5 = 1 is false
+    with pytest.raises(TypeError, match=r"key 1\.5 is a float, which does not fit .* integer"):
         index.near_key(1.5)
     with pytest.raises(ValueError, match="key must not be None"):
         index.near_key(None)
@@ -198,9 +199,10 @@ SQL_ERRORS = [
     ("SELECT * FROM simindex.m_similar_key_v1(1, 2)", "threshold must be from 0 to 1"),
     ("SELECT * FROM simindex.m_pairs_v1('NaN')", "threshold must be from"),
     ("SELECT * FROM simindex.m_pairs_v1(-0.5)", "threshold must be from"),
-    ("SELECT * FROM simindex.s_survivors_v1(NULL)", "prefer must be"),
-    ("SELECT * FROM simindex.s_survivors_v1('biggest')", "prefer must be"),
-    ("SELECT * FROM simindex.s_survivors_v1('newest:nothing')", "names no column"),
+    ("SELECT * FROM simindex.s_survivors_v1(NULL)", "clustering must be"),
+    ("SELECT * FROM simindex.s_survivors_v1('leader', 'biggest')", "prefer must be"),
+    ("SELECT * FROM simindex.s_survivors_v1('leader', 'newest:nothing')", "names no column"),
+    ("SELECT * FROM simindex.s_survivors_v1('bottom_k')", "of its last clusters run, method"),
     ("SELECT simindex.s_cluster_rows_v1(NULL)", "keys must not be NULL"),
 ]
 

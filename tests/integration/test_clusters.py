@@ -122,7 +122,7 @@ def test_an_unrelated_new_row_changes_no_cluster_id(
 
 def test_survivors_by_rule_and_the_sql_delete(simhash_index: Index, database_dsn: str) -> None:
     with pytest.raises(errors.IndexNotReadyError, match="no clusters yet"):
-        list(simhash_index.survivors())
+        list(simhash_index.survivors("pairs"))
     base = "the quick brown fox jumps over the lazy dog and runs far away into the woods " * 3
     rows = [
         (1, base, 30),
@@ -135,7 +135,7 @@ def test_survivors_by_rule_and_the_sql_delete(simhash_index: Index, database_dsn
     simhash_index.build()
     simhash_index.clusters()
     kept = {
-        prefer: {s.key for s in simhash_index.survivors(prefer=prefer) if s.survivor}
+        prefer: {s.key for s in simhash_index.survivors("pairs", prefer=prefer) if s.survivor}
         for prefer in (
             "smallest_key",
             "largest_key",
@@ -153,16 +153,17 @@ def test_survivors_by_rule_and_the_sql_delete(simhash_index: Index, database_dsn
         "newest:updated_at": {1},
         "oldest:updated_at": {2},
     }
-    everyone = list(simhash_index.survivors())
+    everyone = list(simhash_index.survivors("pairs"))
     assert sorted(s.key for s in everyone) == [1, 2, 3]
     assert all(s.cluster_id == 1 and s.cluster_size == 3 for s in everyone)
     with pytest.raises(ValueError, match="prefer must be"):
-        list(simhash_index.survivors(prefer="best"))
+        list(simhash_index.survivors("pairs", prefer="best"))
     with pytest.raises(ValueError, match="prefer 'newest:nothing' names no column of"):
-        list(simhash_index.survivors(prefer="newest:nothing"))
+        list(simhash_index.survivors("pairs", prefer="newest:nothing"))
     with psycopg.connect(database_dsn) as conn:
         conn.execute(
-            "DELETE FROM documents AS d USING simindex.docs_survivors_v1('longest_text') AS s "
+            "DELETE FROM documents AS d "
+            "USING simindex.docs_survivors_v1('pairs', 'longest_text') AS s "
             "WHERE d.id = s.key AND NOT s.survivor"
         )
         left = [row[0] for row in conn.execute("SELECT id FROM documents ORDER BY id")]
@@ -349,3 +350,24 @@ def test_sync_keeps_minhash_leader_clusters(database_dsn: str) -> None:
     after = stored_clusters(database_dsn, "notes")
     assert (after[1001], after[1002]) == (before[5], 1002)
     assert {key: after[key] for key in before} == before
+
+
+def test_survivors_name_the_clustering_they_use(simhash_index: Index, database_dsn: str) -> None:
+    base = "the quick brown fox jumps over the lazy dog and runs far away into the woods " * 3
+    with psycopg.connect(database_dsn) as conn:
+        conn.cursor().executemany(
+            "INSERT INTO documents VALUES (%s, %s, %s)",
+            [(1, base, 1), (2, base + "again", 2), (3, "another text about other things", 3)],
+        )
+    simhash_index.build()
+    simhash_index.clusters(method="bottom_k")
+    assert {s.key for s in simhash_index.survivors("bottom_k")} <= {1, 2}
+    refused = "of its last clusters run, method bottom_k, not pairs"
+    with pytest.raises(ValueError, match=refused):
+        list(simhash_index.survivors("pairs"))
+    with psycopg.connect(database_dsn) as conn, pytest.raises(psycopg.Error, match=refused):
+        conn.execute("SELECT * FROM simindex.docs_survivors_v1('pairs')")
+    simhash_index.clusters()
+    assert [s.key for s in simhash_index.survivors("pairs")] == [1, 2]
+    with pytest.raises(ValueError, match="method must be pairs, leader, bottom_k"):
+        list(simhash_index.survivors("nearest"))  # type: ignore[arg-type]

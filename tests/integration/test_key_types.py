@@ -148,12 +148,12 @@ def _end_to_end(dsn: str, key_type: KeyType, method: Method) -> None:
     assert (report.rows, report.clusters) == (6, 3)
     members = {(member.cluster_id, member.key) for member in index.cluster_members()}
     assert members == {(keys[0], keys[i]) for i in range(3)} | {(keys[3], keys[i]) for i in (3, 4)}
-    kept = {row.key for row in index.survivors(prefer="largest_key") if row.survivor}
+    kept = {row.key for row in index.survivors("pairs", prefer="largest_key") if row.survivor}
     assert kept == {keys[2], keys[4]}
     with psycopg.connect(dsn) as conn:
         survivors = _texts(
             conn,
-            "SELECT key::text FROM simindex.items_k_survivors_v1('smallest_key') "
+            "SELECT key::text FROM simindex.items_k_survivors_v1('pairs', 'smallest_key') "
             "WHERE survivor ORDER BY key",
         )
     assert survivors == [as_text[0], as_text[3]]

@@ -66,9 +66,10 @@ SANE_ERRORS = [
     ("near_key_v1('docs', 1, 4)", "22023", "got 4"),
     ("similar_key_v1('nothing', 1)", "42704", "no simindex index named 'nothing'"),
     ("similar_key_v1('docs', 1)", "22023", "is a SimHash index: use near_key_v1"),
-    ("docs_survivors_v1(NULL)", "22023", "prefer must be smallest_key, .*got NULL"),
-    ("docs_survivors_v1('best')", "22023", "got 'best'"),
-    ("docs_survivors_v1('newest:')", "22023", "got 'newest:'"),
+    ("docs_survivors_v1(NULL)", "22023", "clustering must be pairs, .*got NULL"),
+    ("docs_survivors_v1('pairs', NULL)", "22023", "prefer must be smallest_key, .*got NULL"),
+    ("docs_survivors_v1('pairs', 'best')", "22023", "got 'best'"),
+    ("docs_survivors_v1('pairs', 'newest:')", "22023", "got 'newest:'"),
 ]
 
 SANE_ANSWERS = [

@@ -88,7 +88,9 @@ def test_create_index_installs_triggers_and_drop_removes_them(
         "SELECT string_agg(tgname, ' ' ORDER BY tgname) FROM pg_trigger WHERE NOT tgisinternal"
     )
     assert scalar(database_dsn, triggers) == (
-        "simindex_docs_delete simindex_docs_insert simindex_docs_truncate simindex_docs_update"
+        "simindex_docs_delete simindex_docs_delete_row simindex_docs_insert "
+        "simindex_docs_insert_row simindex_docs_truncate simindex_docs_update "
+        "simindex_docs_update_row"
     )
     assert scalar(
         database_dsn,

@@ -62,3 +62,33 @@ def test_a_reader_running_sync_is_told_to_get_the_worker_right(
     # With the right, the same role syncs.
     simindex.grant(database_dsn, reader.name, "worker")
     assert sync(reader.dsn).indexed == 1
+
+
+def test_exact_verification_without_select_on_the_table_names_the_grant(
+    database_dsn: str, make_role: MakeRole
+) -> None:
+    from simindex.core.spec import MinHash
+    from simindex.index import get_index
+
+    superuser(database_dsn, "CREATE TABLE notes (id integer PRIMARY KEY, body text)")
+    superuser(
+        database_dsn,
+        "INSERT INTO notes VALUES (1, 'the same words in the same order here'), "
+        "(2, 'the same words in the same order here!')",
+    )
+    create_index(database_dsn, "notes", "notes", "body", method=MinHash(threshold=0.5)).build()
+    reader = make_role("reader")
+    simindex.grant(database_dsn, reader.name, "reader")
+    # The keys, not the texts: answers by the estimate, but exact verification reads texts.
+    superuser(database_dsn, f"GRANT SELECT (id) ON notes TO {reader.name}")
+    index = get_index(reader.dsn, "notes")
+    assert [m.key for m in index.similar(key=1, verify="estimate")] == [2]
+    with pytest.raises(MissingRightError) as raised:
+        index.similar(key=1)
+    assert str(raised.value) == (
+        f"exact verification reads the texts of table public.notes, which role "
+        f"{reader.name!r} may not read (permission denied for table notes): the table's owner "
+        f"gives it with GRANT SELECT ON public.notes TO {reader.name}"
+    )
+    superuser(database_dsn, f"GRANT SELECT ON notes TO {reader.name}")
+    assert [m.key for m in index.similar(key=1)] == [2]

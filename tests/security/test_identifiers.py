@@ -87,7 +87,7 @@ def test_every_command_works_with_the_name(
     assert scalar(dsn, "SELECT array_agg(key) FROM simindex.near_key_v1('odd', 1)") == [3]
     assert check(dsn, "odd").ok
     assert index.clusters().duplicate_rows == 2
-    assert {(s.key, s.survivor) for s in index.survivors(prefer="longest_text")} == {
+    assert {(s.key, s.survivor) for s in index.survivors("pairs", prefer="longest_text")} == {
         (1, False),
         (3, True),
     }

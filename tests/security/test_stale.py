@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -23,6 +24,13 @@ from simindex._metrics import exposition
 from simindex.check import check
 from simindex.db.connection import dispose_engines
 from simindex.db.schema import migrate
+from simindex.embedded import (
+    apply_settings,
+    embedded_bindir,
+    find_local_bindir,
+    local_postgres,
+    restart_local_postgres,
+)
 from simindex.errors import IndexNotReadyError, SourceError
 from simindex.index import Index, create_index, get_index
 from simindex.ops.stats import index_stats
@@ -37,6 +45,23 @@ from tests.security.conftest import (
 )
 
 DOCS = "CREATE TABLE docs (id integer PRIMARY KEY, body text)"
+
+
+TRIGGER_MODES = {
+    **{f"simindex_docs_{event}": "A" for event in ("insert", "update", "delete", "truncate")},
+    **{f"simindex_docs_{event}_row": "R" for event in ("insert", "update", "delete")},
+}
+"""The index's triggers, as created: statement triggers fire ALWAYS, row triggers (for the
+apply of logical replication, which fires no statement trigger) in replica mode only."""
+
+
+def trigger_modes(dsn: str) -> dict[str, str]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT tgname, tgenabled FROM pg_trigger "
+            "WHERE tgrelid = 'docs'::regclass AND tgname LIKE 'simindex%%'"
+        ).fetchall()
+    return dict(rows)
 
 
 def assert_exact(dsn: str, index: Index, text: str = "body") -> None:
@@ -82,11 +107,7 @@ def test_writes_in_replica_mode_are_queued(
         conn.execute("UPDATE docs SET body = 'replicated change of a row' WHERE id = 1")
         conn.execute("DELETE FROM docs WHERE id = 2")
     assert_exact(database_dsn, index)
-    assert scalar(
-        database_dsn,
-        "SELECT array_agg(DISTINCT tgenabled) FROM pg_trigger "
-        "WHERE tgrelid = 'docs'::regclass AND tgname LIKE 'simindex%%'",
-    ) == ["A"]
+    assert trigger_modes(database_dsn) == TRIGGER_MODES
 
 
 # -- finding 13: triggers disabled or dropped
@@ -99,6 +120,14 @@ TRIGGER_CHANGES = {
         "INSERT (not in replica mode)",
     ),
     "drop one": ("DROP TRIGGER simindex_docs_delete ON docs", "DELETE (dropped)"),
+    "disable a row trigger": (
+        "ALTER TABLE docs DISABLE TRIGGER simindex_docs_insert_row",
+        "replicated INSERT (disabled)",
+    ),
+    "drop a row trigger": (
+        "DROP TRIGGER simindex_docs_update_row ON docs",
+        "replicated UPDATE (dropped)",
+    ),
 }
 
 
@@ -157,7 +186,7 @@ REFUSED = {
         "CREATE TABLE docs (id integer PRIMARY KEY, body text) PARTITION BY RANGE (id); "
         "CREATE TABLE docs_1 PARTITION OF docs FOR VALUES FROM (0) TO (1000)",
         "docs_1",
-        "partition or an inheritance child of public.docs",  # names qualified: path pinned
+        "partition or an inheritance child of public.docs",
     ),
     "a parent": (
         "CREATE TABLE docs (id integer PRIMARY KEY, body text); "
@@ -221,16 +250,20 @@ def test_a_source_that_joins_an_inheritance_tree_is_marked(
 
 
 def _client(name: str, dsn: str) -> str:
-    """A pg_dump or pg_restore of the server's major version or newer, or the test skips."""
-    found = shutil.which(name)
-    if found is None:
-        pytest.skip(f"no {name} on PATH")
-    version = subprocess.run([found, "--version"], capture_output=True, text=True, check=True)
-    client_major = int(re.findall(r"\d+", version.stdout)[0])
+    """A pg_dump or pg_restore of the server's major version or newer (the one on PATH, or
+    the embedded server's), or the test skips."""
     server_major = int(scalar(dsn, "SHOW server_version_num")) // 10000
-    if client_major < server_major:
-        pytest.skip(f"{name} {client_major} cannot dump or restore a PostgreSQL {server_major}")
-    return found
+    bindir = embedded_bindir()
+    candidates = [shutil.which(name), str(bindir / name) if bindir is not None else None]
+    majors = []
+    for found in filter(None, candidates):
+        version = subprocess.run([found, "--version"], capture_output=True, text=True)
+        if version.returncode != 0:
+            continue
+        majors.append(int(re.findall(r"\d+", version.stdout)[0]))
+        if majors[-1] >= server_major:
+            return found
+    pytest.skip(f"no {name} of PostgreSQL {server_major} or newer (found {majors})")
 
 
 @pytest.fixture
@@ -334,8 +367,64 @@ def test_only_the_tables_owner_may_create_an_index_of_it(
         create_index(admin.dsn, "docs", "docs", "body")
     superuser(database_dsn, f"GRANT {owner.name} TO {admin.name}")
     create_index(admin.dsn, "docs", "docs", "body").build()
-    assert scalar(
-        database_dsn,
-        "SELECT array_agg(DISTINCT tgenabled) FROM pg_trigger "
-        "WHERE tgrelid = 'docs'::regclass AND tgname LIKE 'simindex%%'",
-    ) == ["A"]
+    assert trigger_modes(database_dsn) == TRIGGER_MODES
+
+
+def test_rows_a_logical_replication_subscription_applies_are_queued() -> None:
+    """Rows a subscription copies and applies (its workers run in replica mode) are indexed:
+    a cluster of its own, with wal_level = logical, publishing one database to another."""
+    if find_local_bindir() is None:
+        pytest.skip("needs this machine's PostgreSQL binaries for a cluster with wal_level=logical")
+    with local_postgres() as server:
+        apply_settings(server, {"wal_level": "logical"})
+        restart_local_postgres(server)
+        superuser(server, "CREATE DATABASE origin", "CREATE DATABASE replica")
+        origin, replica = (make_conninfo(server, dbname=name) for name in ("origin", "replica"))
+        try:
+            for dsn in (origin, replica):
+                superuser(dsn, DOCS)
+            superuser(
+                origin,
+                "INSERT INTO docs SELECT n, 'the text of row ' || n || ' says ' || (n % 7) "
+                "FROM generate_series(1, 20) AS n",
+                "CREATE PUBLICATION docs_out FOR TABLE docs",
+                "SELECT pg_create_logical_replication_slot('docs_in', 'pgoutput')",
+            )
+            migrate(replica)
+            index = create_index(replica, "docs", "docs", "body")
+            index.build()
+            superuser(
+                replica,
+                f"CREATE SUBSCRIPTION docs_in CONNECTION '{origin}' PUBLICATION docs_out "
+                "WITH (create_slot = false, slot_name = 'docs_in')",
+            )
+            _replicated(origin, replica)  # the initial copy
+            superuser(
+                origin,
+                "INSERT INTO docs VALUES (100, 'a row that arrived by replication')",
+                "UPDATE docs SET body = 'a replicated change of a row' WHERE id = 1",
+                "DELETE FROM docs WHERE id = 2",
+            )
+            _replicated(origin, replica)
+            assert scalar(replica, "SELECT count(*) FROM simindex.docs_queue") > 0
+            assert_exact(replica, index)
+            assert [m.key for m in index.near("a row that arrived by replication")] == [100]
+            superuser(
+                origin, "TRUNCATE docs", "INSERT INTO docs VALUES (200, 'after the truncate')"
+            )
+            _replicated(origin, replica)
+            assert_exact(replica, index)
+            assert scalar(replica, "SELECT count(*) FROM simindex.docs_simhash") == 1
+        finally:
+            dispose_engines()
+            superuser(replica, "DROP SUBSCRIPTION IF EXISTS docs_in")
+
+
+def _replicated(origin: str, replica: str) -> None:
+    """Wait until the replica's table holds what the origin's does."""
+    rows = "SELECT coalesce(string_agg(id || ':' || body, ',' ORDER BY id), '') FROM docs"
+    expected = scalar(origin, rows)
+    deadline = time.monotonic() + 60
+    while scalar(replica, rows) != expected:
+        assert time.monotonic() < deadline, "the subscription did not catch up in 60 s"
+        time.sleep(0.1)

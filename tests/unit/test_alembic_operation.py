@@ -76,7 +76,7 @@ def test_keyword_options_map_onto_the_methods() -> None:
         ({"method": "minhash", "threshold": 1.5}, ValueError, "threshold"),
         ({"method": "minhash", "idf": True}, TypeError, "idf is not an option"),
         ({"ignore_common": 2}, ValueError, "ignore_common must be a share"),
-        ({"max_distance": -1}, ValueError, "non-negative"),
+        ({"max_distance": -1}, ValueError, "max_distance must be from 0 to 63"),
         ({"key_type": "bigint; DROP TABLE x"}, ValueError, "key_type must name a SQL type"),
         ({"key": ""}, TypeError, "key must be a non-empty str"),
         ({"index_schema": ""}, ValueError, "schema must be a name"),

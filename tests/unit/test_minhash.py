@@ -71,6 +71,23 @@ def test_classic_matches_modular_reference(hashes: list[int], seed: int) -> None
     assert signature.array.tolist() == classic_reference(hasher, hashes)
 
 
+def test_classic_batch_across_feature_blocks_matches_the_reference() -> None:
+    """Documents that start, end and straddle the blocks of features the classic scheme is
+    computed in, with the extreme inputs of the modular arithmetic (x = 0, p - 1, p)."""
+    rng = np.random.default_rng(11)
+    extremes = [0, (2**31 - 2) << 33, 2**64 - 1, 2**33 - 1]
+    documents = [
+        np.array([*extremes, *rng.integers(0, 2**64, n, dtype=np.uint64).tolist()], np.uint64)
+        for n in (0, 1, 1019, 1020, 1021, 2500, 3)
+    ]
+    documents.insert(2, np.zeros(0, np.uint64))
+    hasher = MinHasher("classic", 16, 2**64 - 1)
+    values, lengths = hasher.signature_matrix(documents)
+    for document, row, length in zip(documents, values, lengths.tolist(), strict=True):
+        expected = classic_reference(hasher, document.tolist()) if len(document) else None
+        assert (row[:length].tolist() if length else None) == expected
+
+
 @given(st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=80), st.integers(1, 40))
 @settings(max_examples=60)
 def test_one_permutation_matches_reference(hashes: list[int], num_perm: int) -> None:

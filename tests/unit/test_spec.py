@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -88,4 +89,21 @@ def test_unknown_spec_version_is_refused() -> None:
 )
 def test_bad_methods_are_refused(method: SimHash | MinHash, message: str) -> None:
     with pytest.raises(ValueError, match=message):
+        resolve(method)
+
+
+@pytest.mark.parametrize(
+    ("method", "error", "message"),
+    [
+        (SimHash(max_distance=-1), ValueError, r"max_distance must be from 0 to 63 .*got -1"),
+        (SimHash(max_distance=99), ValueError, r"max_distance must be from 0 to 63 .*got 99"),
+        (SimHash(max_distance=2.0), TypeError, r"max_distance must be an int from 0 to 63"),  # type: ignore[arg-type]
+        (MinHash(threshold="0.8"), TypeError, r"threshold must be a number .*got str '0.8'"),  # type: ignore[arg-type]
+        (MinHash(threshold=1.5), ValueError, r"threshold must be between 0 and 1, got 1.5"),
+    ],
+)
+def test_a_bad_method_argument_names_itself_and_what_is_allowed(
+    method: Any, error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
         resolve(method)

@@ -166,13 +166,16 @@ ORDER BY size DESC, cluster_id, key
 
 -- name: clusters_survivors_function
 -- Every row of a cluster with more than one row, and whether it is the one to keep.
+-- clustering: the method whose clusters the caller means (pairs, leader, bottom_k); the
+-- clusters table holds the last run's, so any other is refused: a DELETE ... USING the
+-- survivors never depends on which clustering happened to run last.
 -- prefer: smallest_key, largest_key, longest_text, shortest_text, newest:<column>,
 -- oldest:<column> (a column of the source table).
 -- The source is found by OID and its key and text columns by number, as the catalog recorded
 -- them: renames are followed. It is locked first and must still have the recorded types, so
 -- the query below compares them with built-in operators only, whoever calls it.
 CREATE OR REPLACE FUNCTION {function}(
-    prefer text DEFAULT 'smallest_key', max_rows integer DEFAULT {max_rows}
+    clustering text, prefer text DEFAULT 'smallest_key', max_rows integer DEFAULT {max_rows}
 )
 RETURNS TABLE (cluster_id {key_type}, key {key_type}, cluster_size bigint, survivor boolean)
 LANGUAGE plpgsql VOLATILE
@@ -183,8 +186,20 @@ DECLARE
     source record;
 BEGIN
     PERFORM {usable}({index_name});
-    SELECT i.source::regclass::text AS relation INTO source FROM {catalog} AS i
-    WHERE i.name = {index_name};
+    IF clustering IS NULL OR clustering NOT IN ('pairs', 'leader', 'bottom_k') THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'clustering must be pairs, leader '
+            || 'or bottom_k (the method of the clusters run whose survivors you mean), got '
+            || coalesce(quote_literal(clustering), 'NULL');
+    END IF;
+    SELECT i.source::regclass::text AS relation, i.clustering AS last INTO source
+    FROM {catalog} AS i WHERE i.name = {index_name};
+    IF source.last IS DISTINCT FROM clustering THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format(
+            'the clusters of index %L are of its last clusters run, method %s, not %s: run '
+            'clusters with method %s first, or ask for the survivors of %s',
+            {index_name}, coalesce(source.last, 'none'), clustering, clustering,
+            coalesce(source.last, 'none'));
+    END IF;
     EXECUTE 'LOCK TABLE ' || source.relation || ' IN ACCESS SHARE MODE';
     SELECT i.source::regclass::text AS relation, k.attname AS key_column, t.attname AS text_column,
            {drift}(i) AS drift
@@ -240,4 +255,5 @@ $body$
 SELECT pg_catalog.to_regclass(%(table)s) IS NOT NULL
 
 -- name: clusters_survivors
-SELECT cluster_id, key, cluster_size, survivor FROM {function}(%(prefer)s, NULL::integer)
+SELECT cluster_id, key, cluster_size, survivor
+FROM {function}(%(clustering)s, %(prefer)s, NULL::integer)

@@ -49,6 +49,10 @@ CREATE TABLE {failed} (
 -- advisory lock) the keys are queued too, and the first batch after the build removes them.
 -- TRUNCATE leaves the queue and the failed items: their keys no longer exist, so a worker
 -- deletes nothing for them (truncating them here could deadlock with a worker holding them).
+-- Replica mode (session_replication_role = replica: a logical replication subscription's apply,
+-- which fires row triggers only, or a session set so): three row triggers, enabled REPLICA, queue
+-- each row's key (and a changed key's old one), and the statement triggers leave INSERT, UPDATE
+-- and DELETE to them; a worker reads each row as it is then, or removes a deleted key.
 CREATE OR REPLACE FUNCTION {function}() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -58,10 +62,38 @@ DECLARE
     written_for boolean;
     source record;
     aliases text;
+    replica CONSTANT boolean :=
+        pg_catalog.current_setting('session_replication_role') = 'replica';
+    key_name name;
 BEGIN
-    IF TG_WHEN <> 'AFTER' OR TG_LEVEL <> 'STATEMENT' THEN
+    IF TG_WHEN <> 'AFTER' OR (TG_LEVEL <> 'STATEMENT' AND NOT replica) THEN
         RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = 'simindex: ' || TG_NAME
             || ' must be an AFTER ... FOR EACH STATEMENT trigger of index ' || {index_name};
+    END IF;
+    IF TG_LEVEL = 'ROW' THEN
+        -- The key column as recorded (number and type), read by its name of now.
+        SELECT a.attname INTO key_name
+        FROM {catalog} AS i
+        JOIN pg_catalog.pg_attribute AS a
+          ON a.attrelid = i.source AND a.attnum = i.key_attnum AND a.atttypid = i.key_type_id
+         AND a.atttypmod = i.key_typmod AND NOT a.attisdropped
+        WHERE i.name = {index_name} AND i.source = TG_RELID
+          AND i.state IN ('created', 'building', 'ready', 'failed');
+        IF key_name IS NULL THEN
+            PERFORM {source_changed}({index_name}, TG_RELID);
+            RETURN NULL;
+        END IF;
+        IF TG_OP <> 'DELETE' THEN
+            EXECUTE pg_catalog.format({queue_row}, key_name) USING NEW;
+        END IF;
+        IF TG_OP <> 'INSERT' THEN
+            EXECUTE pg_catalog.format({queue_row}, key_name) USING OLD;
+        END IF;
+        PERFORM pg_notify({channel}, '');
+        RETURN NULL;
+    END IF;
+    IF replica AND TG_OP <> 'TRUNCATE' THEN
+        RETURN NULL;  -- queued by the row triggers
     END IF;
     IF TG_RELID = {relid} THEN
         IF simindex_trusted OR TG_OP = 'TRUNCATE' THEN
@@ -142,6 +174,11 @@ BEGIN
 END
 $body$
 
+-- name: sync_trigger_queue_row
+-- A row's key ($1, the row; the key column's name goes where the mark is), for format().
+INSERT INTO {queue} AS q (key) SELECT ($1).{column}
+ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at WHERE false
+
 -- name: sync_trigger_insert
 INSERT INTO {queue} AS q (key)
 SELECT n.{key} FROM new_rows AS n{aliases} WHERE n.{key} IS NOT NULL
@@ -214,10 +251,15 @@ CREATE TRIGGER {trigger} AFTER {event} ON {source}
 {transition_tables}
 FOR EACH STATEMENT EXECUTE FUNCTION {function}()
 
+-- name: sync_create_row_trigger
+CREATE TRIGGER {trigger} AFTER {event} ON {source}
+FOR EACH ROW EXECUTE FUNCTION {function}()
+
 -- name: sync_enable_always
--- The triggers fire whatever session_replication_role says: rows a logical replication
--- subscription applies, and writes of a session set to replica, are queued too. (Only the
--- table's owner may do this; CREATE TRIGGER alone makes a trigger of origin and local mode.)
+-- The statement triggers fire whatever session_replication_role says, the row triggers in
+-- replica mode only: rows a logical replication subscription applies, and writes of a session
+-- set to replica, are queued too. (Only the table's owner may do this; CREATE TRIGGER alone
+-- makes a trigger of origin and local mode.)
 ALTER TABLE {source} {enable}
 
 -- name: sync_drop_trigger_function
