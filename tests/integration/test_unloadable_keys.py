@@ -11,6 +11,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from simindex.check import check, repair
 from simindex.index import create_index
 from simindex.sync import queue_counts, sync
 
@@ -60,6 +61,13 @@ def test_keys_psycopg_cannot_load_are_synced_and_built(database_dsn: str, key_ty
     assert report.ok and report.indexed == len(odd) + 1
     assert queue_counts(database_dsn, "events") == (0, 0)
     assert keys_as_text(database_dsn, "SELECT key::text FROM simindex.events_simhash") == expected
+    assert check(database_dsn, "events").ok
+    with psycopg.connect(database_dsn, autocommit=True) as conn:  # lose one: repair finds it
+        conn.execute(
+            f"DELETE FROM simindex.events_simhash WHERE key = %s::text::{key_type}", (odd[-1],)
+        )
+    assert len(repair(database_dsn, "events").missing) == 1
+    assert check(database_dsn, "events").ok
     with psycopg.connect(database_dsn, autocommit=True) as conn:
         conn.execute("UPDATE events SET body = body || ' (again)'")  # every key queued
     assert index.build().rows == len(odd) + 1
