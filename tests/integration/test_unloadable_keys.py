@@ -13,7 +13,7 @@ from psycopg import sql
 
 from simindex.check import check, repair
 from simindex.index import create_index
-from simindex.sync import queue_counts, sync
+from simindex.sync import failed_items, queue_counts, sync
 
 # (key type, keys psycopg cannot load, an ordinary key)
 CASES = {
@@ -68,6 +68,14 @@ def test_keys_psycopg_cannot_load_are_synced_and_built(database_dsn: str, key_ty
         )
     assert len(repair(database_dsn, "events").missing) == 1
     assert check(database_dsn, "events").ok
+    with psycopg.connect(database_dsn, autocommit=True) as conn:
+        conn.execute(
+            f"UPDATE events SET body = body || '!' WHERE at = %s::text::{key_type}", (odd[0],)
+        )
+    assert sync(database_dsn, ["events"], max_text_bytes=1).failed == 1
+    ((failed_key, error, _, _),) = failed_items(database_dsn, "events")
+    assert failed_key == odd[0] and "max_text_bytes" in error
+    assert sync(database_dsn, ["events"], retry_failed=True).ok
     with psycopg.connect(database_dsn, autocommit=True) as conn:
         conn.execute("UPDATE events SET body = body || ' (again)'")  # every key queued
     assert index.build().rows == len(odd) + 1
