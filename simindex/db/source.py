@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.abc import Buffer
+from psycopg.adapt import Loader
+from psycopg.types import datetime as datetime_types
 
 from simindex.db.connection import PgConnection, on_callers_search_path
 from simindex.db.statements import statement
@@ -238,6 +241,46 @@ def row_count(conn: PgConnection, source: Source) -> int:
     with unfiltered(conn, source):
         row = conn.execute(statement("source_count", table=source.identifier)).fetchone()
     return int(row[0]) if row else 0
+
+
+def _lenient(loader: type[Loader]) -> type[Loader]:
+    class Lenient(loader):  # type: ignore[valid-type,misc]  # (a class made from a variable)
+        def load(self, data: Buffer) -> Any:
+            try:
+                return super().load(data)
+            except psycopg.DataError:
+                return bytes(data).decode()
+
+    return Lenient
+
+
+_LENIENT = {
+    name: _lenient(loader)
+    for name, loader in (
+        ("date", datetime_types.DateLoader),
+        ("time", datetime_types.TimeLoader),
+        ("timetz", datetime_types.TimetzLoader),
+        ("timestamp", datetime_types.TimestampLoader),
+        ("timestamptz", datetime_types.TimestamptzLoader),
+    )
+}
+
+
+def lenient_keys(cursor: psycopg.Cursor[Any] | psycopg.ServerCursor[Any]) -> None:
+    """Let ``cursor`` return, as their text, the dates and times Python cannot hold
+    (``'infinity'``, BC, past the year 9999, ``24:00``) instead of failing the fetch: a check
+    of an index whose keys include one still reads every row (:func:`key_texts` sends such a
+    mix back)."""
+    for name, loader in _LENIENT.items():
+        cursor.adapters.register_loader(name, loader)
+
+
+def key_texts(keys: Sequence[Any]) -> Sequence[Any]:
+    """``keys`` as :func:`lenient_keys` gave them, all as text when some are (PostgreSQL's
+    input functions read Python's ISO forms of the others)."""
+    if any(isinstance(key, str) for key in keys) and not all(isinstance(key, str) for key in keys):
+        return [key if isinstance(key, str) else key.isoformat() for key in keys]
+    return keys
 
 
 def refuse_policies(conn: PgConnection, source: Source) -> None:

@@ -54,7 +54,7 @@ from simindex.db.connection import Bind, PgConnection, transaction
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.pg_array import key_array
 from simindex.db.simhash_store import SimHashStore
-from simindex.db.source import Source, unfiltered
+from simindex.db.source import Source, lenient_keys, unfiltered
 from simindex.db.statements import statement
 from simindex.db.triggers import Triggers
 from simindex.errors import IndexNotFoundError
@@ -506,7 +506,9 @@ def failed_items(
     """The failed items of an index: (key, error, attempts, failed_at), by key."""
     with transaction(bind) as conn:
         target = target_unlocked(conn, index_schema, name)
-        rows = conn.execute(
+        cursor = conn.cursor()
+        lenient_keys(cursor)  # a key Python cannot hold comes as its text
+        rows = cursor.execute(
             statement("sync_failed_items", failed=target.triggers.failed)
         ).fetchall()
     return [(row[0], row[1], row[2], row[3]) for row in rows]

@@ -45,6 +45,7 @@ from simindex.db.catalog import (
 from simindex.db.connection import Bind, PgConnection, connect, transaction
 from simindex.db.objects import create_statements, drop_statements
 from simindex.db.privileges import (
+    OWNER,
     back_to_caller,
     become_owner,
     carry_grants,
@@ -212,7 +213,8 @@ def build(
         store.create(conn, staging=True)
         run(conn, back_to_caller())
         spec_json = spec.to_json()
-        pending = _Pending(store)
+        row = conn.execute(statement("build_has_owner_rights"), {"owner": OWNER}).fetchone()
+        pending = _Pending(store, switch=not (row and row[0]))
         read = _Read(conn, triggers, queued, 2**62 if limit is None else limit)
         # The source is read with the caller's rights (the cursor checks them when it opens)
         # and without row-level security (refused if the caller is subject to it), so no
@@ -387,8 +389,9 @@ class _Pending:
     2,000-row batch of MinHash rows a third of its pages.
     """
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, switch: bool) -> None:
         self.store = store
+        self.switch = switch
         self.keys: list[Any] = []
         self.values: list[NDArray[np.uint64]] = []
 
@@ -400,16 +403,20 @@ class _Pending:
             self.flush(conn)
 
     def flush(self, conn: PgConnection) -> None:
-        """COPY the rows waiting, as simindex's owner role; the caller's role back after."""
+        """COPY the rows waiting: as the caller, when it has the owner role's privileges (no
+        role switch while the build's read cursor is open); else, with ``switch``, as the owner
+        role, the caller's role back before the next fetch."""
         if not self.keys:
             return
         values = np.concatenate(self.values)
-        run(conn, become_owner())
+        if self.switch:
+            run(conn, become_owner())
         if isinstance(self.store, SimHashStore):
             self.store.copy(conn, self.store.rows(self.keys, values), staging=True)
         else:
             self.store.copy(conn, self.keys, values, staging=True)
-        run(conn, back_to_caller())
+        if self.switch:
+            run(conn, back_to_caller())
         self.keys, self.values = [], []
 
 

@@ -30,7 +30,7 @@ from simindex.db.catalog import DEFAULT_SCHEMA, check_name, read_index
 from simindex.db.connection import Bind, PgConnection, transaction
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.privileges import superuser_warning_off
-from simindex.db.source import refuse_policies
+from simindex.db.source import key_texts, lenient_keys, refuse_policies
 from simindex.db.statements import statement
 from simindex.errors import IndexBrokenError
 from simindex.ops.batch import Target, requeue, target_unlocked
@@ -107,7 +107,9 @@ def check(
                 elif held != expected[position]:
                     stale.append(key)
         for table in target.store.side_tables():
-            rows = conn.execute(
+            orphans = conn.cursor()
+            lenient_keys(orphans)
+            rows = orphans.execute(
                 statement(
                     "check_orphans",
                     table=table,
@@ -140,7 +142,7 @@ def repair(
     wrong = report.missing + report.stale + report.orphaned
     if wrong:
         with transaction(bind) as conn:
-            requeue(conn, target_unlocked(conn, index_schema, name), wrong)
+            requeue(conn, target_unlocked(conn, index_schema, name), key_texts(wrong))
     with superuser_warning_off("repair"):  # about a worker, which repair is not
         synced = sync(bind, [name], batch_size=batch_size, index_schema=index_schema)
     if name in synced.broken:
@@ -180,6 +182,7 @@ def _rows(
             **parts,
         )
     with conn.cursor(name="simindex_check") as cursor:
+        lenient_keys(cursor)
         cursor.execute(query)
         while rows := cursor.fetchmany(_FETCH_ROWS):
             yield (

@@ -35,6 +35,7 @@ from simindex.db.keys import install
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.privileges import back_to_caller, become_owner
 from simindex.db.simhash_store import SimHashStore
+from simindex.db.source import refuse_policies
 from simindex.db.statements import run, statement
 from simindex.errors import IndexNotReadyError
 from simindex.ops.pairs import (
@@ -320,8 +321,11 @@ def _components(
 
 
 def _source_reader(conn: PgConnection, info: IndexInfo) -> psycopg.ServerCursor[Any]:
-    """A server-side cursor over the source's keys and texts, the table locked and checked."""
+    """A server-side cursor over the source's keys and texts, the table locked and checked
+    (and refused when its row-level security applies to the caller: no policy of the table's
+    owner runs as anyone else)."""
     source = lock_source(conn, info)
+    refuse_policies(conn, source)
     reader = conn.cursor(name="simindex_bottom_k")
     reader.itersize = _READ_ROWS
     install(reader.adapters)
@@ -344,7 +348,7 @@ def _exact_edges(
     The texts are read with the caller's rights, the source locked and checked first; the
     edges, simindex's, are written as its owner."""
     run(conn, back_to_caller())
-    lock_source(conn, info)
+    refuse_policies(conn, lock_source(conn, info))
     lines: list[str] = []
     edges = 0
 

@@ -12,10 +12,10 @@ import pytest
 from psycopg import sql
 from sqlalchemy import Engine
 
-from simindex import IdenticalGroup, sync
+from simindex import IdenticalGroup, check, repair, sync
 from simindex.core.spec import MinHash
 from simindex.index import Index, create_index
-from simindex.ops.batch import queue_counts
+from simindex.ops.batch import failed_items, queue_counts
 
 # (key type, keys psycopg cannot load, an ordinary key)
 CASES = {
@@ -63,6 +63,21 @@ def test_keys_psycopg_cannot_load_are_synced_and_built(database_dsn: str, key_ty
     assert report.ok and report.indexed == len(odd) + 1
     assert queue_counts(database_dsn, "events") == (0, 0)
     assert keys_as_text(database_dsn, "SELECT key::text FROM simindex.events_simhash") == expected
+    assert check(database_dsn, "events").ok
+    with psycopg.connect(database_dsn, autocommit=True) as conn:  # lose one: repair finds it
+        conn.execute(
+            f"DELETE FROM simindex.events_simhash WHERE key = %s::text::{key_type}", (odd[-1],)
+        )
+    assert len(repair(database_dsn, "events").missing) == 1
+    assert check(database_dsn, "events").ok
+    with psycopg.connect(database_dsn, autocommit=True) as conn:
+        conn.execute(
+            f"UPDATE events SET body = body || '!' WHERE at = %s::text::{key_type}", (odd[0],)
+        )
+    assert sync(database_dsn, ["events"], max_text_bytes=1).failed == 1
+    ((failed_key, error, _, _),) = failed_items(database_dsn, "events")
+    assert failed_key == odd[0] and "max_text_bytes" in error
+    assert sync(database_dsn, ["events"], retry_failed=True).ok
     with psycopg.connect(database_dsn, autocommit=True) as conn:
         conn.execute("UPDATE events SET body = body || ' (again)'")  # every key queued
     assert index.build().rows == len(odd) + 1

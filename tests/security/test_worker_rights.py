@@ -9,6 +9,8 @@ and is no superuser.
 
 from __future__ import annotations
 
+from typing import Any
+
 import psycopg
 import pytest
 from psycopg import sql
@@ -172,3 +174,43 @@ def test_build_by_an_admin_runs_no_policy_of_the_table_owners(
     assert Index(bypassing.dsn, "docs").build().rows == 20
     assert scalar(database_dsn, POLICY_LOG) == []
     assert check(database_dsn, "docs").ok
+
+
+def test_no_role_switch_while_the_builds_read_cursor_is_open(
+    database_dsn: str, app_owner: Role, make_role: MakeRole, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An admin (a member of simindex_owner that inherits its rights) COPYs into the staging
+    tables as itself: simindex_owner is never taken on between the first and the last fetch."""
+    import simindex.ops.build as build
+    from simindex.db import privileges
+
+    admin = make_role("admin")
+    simindex.grant(database_dsn, admin.name, "admin")
+    app_owner.run(f"GRANT SELECT ON docs TO {admin.name}")
+    events: list[str] = []
+
+    def recorded() -> Any:
+        events.append("become_owner")
+        return privileges.become_owner()
+
+    monkeypatch.setattr(build, "become_owner", recorded)
+    monkeypatch.setattr(build, "_COPY_ROWS", 3)  # COPYs while the cursor is open
+    report = Index(admin.dsn, "docs").build(
+        batch_size=4, workers=1, progress=lambda done, total: events.append("fetched")
+    )
+    assert report.rows == 20
+    first, last = events.index("fetched"), len(events) - events[::-1].index("fetched")
+    assert events[first:last] == ["fetched"] * 5
+    assert "become_owner" in events[last:]  # the swap, after the read
+    assert check(database_dsn, "docs").ok
+
+
+def test_clusters_by_an_admin_run_no_policy_of_the_table_owners(
+    database_dsn: str, app_owner: Role, make_role: MakeRole
+) -> None:
+    admin = make_role("admin")
+    simindex.grant(database_dsn, admin.name, "admin")
+    app_owner.run(POLICY)
+    with pytest.raises(SourceError, match="row-level security"):
+        Index(admin.dsn, "docs").clusters(method="bottom_k")
+    assert scalar(database_dsn, POLICY_LOG) == []

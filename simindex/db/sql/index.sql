@@ -70,6 +70,12 @@ SELECT pg_catalog.set_config('lock_timeout', %(previous)s, true)
 -- The live tables the swap drops: taken before it, in a savepoint the build retries.
 LOCK TABLE {tables} IN ACCESS EXCLUSIVE MODE
 
+-- name: build_has_owner_rights
+-- Whether the caller acts with the owner role's privileges (a member that inherits them, or a
+-- superuser): it may then COPY into the staging tables as itself, without a SET ROLE while its
+-- read cursor is open.
+SELECT pg_catalog.pg_has_role(current_user, %(owner)s, 'USAGE')
+
 -- name: build_isolation
 SELECT pg_catalog.current_setting('transaction_isolation')
 
