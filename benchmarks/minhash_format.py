@@ -28,11 +28,11 @@ from quality_corpora import corpora, sparse_truth
 from report import RESULTS, log, new_result, print_table, write_result
 
 from simindex.core.design import choose_lsh
-from simindex.core.minhash import MinHasher
+from simindex.core.minhash import MinHasher, SchemeName
 from simindex.core.spec import IndexSpec, MinHash, resolve
 
 THRESHOLDS = (0.5, 0.8, 0.9)
-COLUMNS = ("corpus", "form", "bytes", "recall", "precision")
+COLUMNS: tuple[str, ...] = ("corpus", "form", "bytes", "recall", "precision")
 COLUMNS += ("error_sd_near_0.8", "error_mean_near_0.8")
 LONG = ("licences", "docs", "code")
 
@@ -43,7 +43,7 @@ class Form:
     32-bit values of a scheme's signature, compared for equality)."""
 
     label: str
-    scheme: str
+    scheme: SchemeName
     values: int
     bits: int
 
@@ -92,14 +92,16 @@ def estimates(form: Form, spec: IndexSpec, features: list[NDArray[np.uint64]]) -
             both = folded & np.uint8(sum(1 << (i * form.bits) for i in range(8 // form.bits)))
         differ = np.bitwise_count(both).sum(axis=-1)
         share = 1.0 - differ / form.values
-        return np.maximum(0.0, (share - chance) / (1.0 - chance))
+        result: NDArray[np.float64] = np.maximum(0.0, (share - chance) / (1.0 - chance))
+        return result
 
     return estimate
 
 
-def run(names: list[str]) -> dict[str, Any]:
+def run(names: list[str], only: list[str]) -> dict[str, Any]:
     result: dict[str, Any] = {"forms": [], "rows": []}
-    for form in FORMS:
+    forms = [form for form in FORMS if any(part in form.label for part in only)]
+    for form in forms:
         result["forms"].append({"label": form.label, "bytes": form.bytes_a_row})
     for corpus in corpora(names):
         spec = resolve(MinHash(0.8, scheme="one_permutation"))
@@ -117,7 +119,7 @@ def run(names: list[str]) -> dict[str, Any]:
                 part = slice(band * rows, (band + 1) * rows)
                 shared |= (values[pairs[:, 0], part] == values[pairs[:, 1], part]).all(axis=1)
             wanted = jaccard >= threshold
-            for form in FORMS:
+            for form in forms:
                 started = time.perf_counter()
                 estimate = estimates(form, spec, features)(pairs[:, 0], pairs[:, 1])
                 seconds = time.perf_counter() - started
@@ -145,10 +147,11 @@ def run(names: list[str]) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpora", default="licences,docs,code,short")
+    parser.add_argument("--forms", default="x", help="forms whose label has one of these")
     parser.add_argument("--output", type=Path, default=RESULTS / "minhash-format.json")
     args = parser.parse_args()
     result = new_result("minhash_format", sys.argv[1:])
-    result.update(run(args.corpora.split(",")))
+    result.update(run(args.corpora.split(","), args.forms.split(",")))
     rows = [[r[k] for k in COLUMNS] for r in result["rows"] if r["threshold"] == 0.8]
     print_table(
         "The estimate alone at J >= 0.8 (default 15 x 7 bands find the candidates)",

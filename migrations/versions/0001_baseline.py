@@ -49,6 +49,8 @@ FUNCTIONS = (
     ("source_usable_v1", "text", False),
     ("share_index_v1", "text", True),
     ("within_distance_v1", "bigint, bigint, integer", False),
+    ("minhash_similarity_v1", "bit varying, bit varying", False),
+    ("minhash_pairs_v1", "regclass, anyelement, integer, double precision", False),
     ("follow_source_v1", "oid", True),
     ("distrust_v1", "text", True),
     ("on_sql_drop_v1", "", True),
