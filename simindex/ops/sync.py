@@ -44,18 +44,9 @@ from simindex.db.privileges import check_worker, warn_if_superuser
 from simindex.db.statements import statement
 from simindex.db.triggers import channel
 from simindex.errors import IndexNotFoundError
-from simindex.ops.batch import (
-    DEFAULT_MAX_TEXT_BYTES,
-    BatchResult,
-    fail,
-    load_target,
-    note,
-    probe,
-    process,
-    take,
-    take_keys,
-)
+from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES, BatchResult, probe, process
 from simindex.ops.build import MAX_BATCH_SIZE
+from simindex.ops.queue import fail, load_target, note, take, take_keys
 from simindex.ops.sync_report import SyncReport, describe, fields, log_batch
 
 # Large enough that a worker's two connections overlap well (each batch costs a few round

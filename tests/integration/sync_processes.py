@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 
 from simindex import stop_on_signals, sync
-from simindex.ops.batch import queue_counts
+from simindex.ops.queue import queue_counts
 from simindex.ops.sync import StopFlag
 
 WORDS = [f"w{i}" for i in range(400)]
