@@ -80,13 +80,14 @@ CREATE TABLE {schema}.indexes (
 -- typed function, so near_key_v1('docs', 42) answers with keys of the argument's type
 -- (cast by OID: format_type(oid, -1) names the argument's own type without a typmod, bpchar
 -- rather than character = char(1), with its schema unless it is on the pinned search_path),
--- at most max_rows of them (NULL: every row), the nearest first.
+-- at most max_rows of them (NULL: every row), the nearest first. VOLATILE, so the typed
+-- function's query takes its snapshot after its wait for a rebuild's swap (see query_ready_v1).
 CREATE FUNCTION {schema}.near_key_v1(
     index_name text, row_key anyelement, max_distance integer DEFAULT NULL,
     max_rows integer DEFAULT 1000
 )
 RETURNS TABLE (key anyelement, distance integer)
-LANGUAGE plpgsql STABLE
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $body$
 DECLARE
@@ -123,7 +124,7 @@ BEGIN
     RETURN QUERY EXECUTE
         'SELECT n.key::' || format_type(pg_typeof(row_key), -1) || ', n.distance FROM '
         || quote_ident({schema_literal}) || '.' || quote_ident(index_name || '_near_key_v1')
-        || '($1::' || entry.key_type || ', $2) AS n ORDER BY 2, 1 LIMIT $3'
+        || '($1::' || entry.key_type || ', $2, $3) AS n ORDER BY 2, 1 LIMIT $3'
     USING row_key, COALESCE(max_distance, highest), max_rows;
 END
 $body$
@@ -386,7 +387,7 @@ BEGIN
        OR max_distance OPERATOR(pg_catalog.>) highest THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
             MESSAGE = pg_catalog.concat('max_distance must be from 0 to ', highest, ', got ',
-                                        coalesce(max_distance::text, 'NULL'));
+                                        coalesce(max_distance::text, '<NULL>'));
     END IF;
     RETURN true;
 END
