@@ -412,6 +412,9 @@ BEGIN
         USING threshold;
         earlier := earlier || format(' AND a.%1$I <> b.%1$I', 'b' || band);
     END LOOP;
+END
+$body$
+
 -- name: simhash_distance_v1
 -- The Hamming distance of two stored SimHash fingerprints: the score of every SimHash query
 -- and pairs function. SQL, IMMUTABLE and without a SET clause, so the planner inlines it into
