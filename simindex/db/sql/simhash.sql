@@ -22,9 +22,6 @@ FROM {table}
 WHERE {column} BETWEEN {low} AND {high}
   AND {within}(fingerprint, {fingerprint}, {max_distance})
 
--- name: simhash_fingerprint_of_key
-SELECT fingerprint FROM {table} WHERE key OPERATOR(pg_catalog.=) %(key)s
-
 -- name: simhash_near
 -- max_rows NULL: every row (the function's own default is a bound, for SQL callers).
 SELECT key, distance FROM {function}(%(fingerprint)s, %(max_distance)s, %(limit)s::integer)
