@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -244,7 +245,7 @@ def _round_trips(trace: str) -> list[str]:
 
 @pytest.mark.parametrize("method", [SimHash(), MinHash(threshold=0.5)], ids=["simhash", "minhash"])
 def test_a_query_by_key_on_a_pooled_connection_is_one_statement(
-    docs: str, method: SimHash | MinHash, tmp_path: pytest.TempPathFactory
+    docs: str, method: SimHash | MinHash, tmp_path: Path
 ) -> None:
     """Counted on the wire (libpq's protocol trace of the pooled connection): after the first
     query reads the catalog entry, ``near_key`` / ``similar(key=..., verify="estimate")`` send
@@ -261,18 +262,18 @@ def test_a_query_by_key_on_a_pooled_connection_is_one_statement(
 
     query(1)  # reads the catalog entry
     pooled = engine_for(docs).raw_connection()
-    conn = pooled.driver_connection
-    assert isinstance(conn, psycopg.Connection)
-    path = tmp_path / "trace"  # type: ignore[operator]
+    traced = pooled.driver_connection
+    assert isinstance(traced, psycopg.Connection)
+    path = tmp_path / "trace"
     with open(path, "w") as trace:
-        conn.pgconn.trace(trace.fileno())
-        conn.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+        traced.pgconn.trace(trace.fileno())
+        traced.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
         pooled.close()
         try:
             assert [found.key for found in query(1)] == [2]  # type: ignore[attr-defined]
             with pytest.raises(KeyNotIndexedError, match="queued and not synced yet"):
                 query(7)
         finally:
-            conn.pgconn.untrace()
-    sent = _round_trips(path.read_text())  # type: ignore[attr-defined]
+            traced.pgconn.untrace()
+    sent = _round_trips(path.read_text())
     assert len(sent) == 2, sent
