@@ -104,10 +104,12 @@ SELECT c.id, c.xmin::text, i.indexed,
        CASE WHEN NOT i.indexed AND c.broken THEN coalesce(c.last_error, '') END,
        q.*
 FROM {catalog} AS c
+-- The query first: the key parameter takes its type from the function's argument (the source
+-- key's type), as it would alone, before the comparisons below use it.
+LEFT JOIN LATERAL ({query}) AS q ON true
 CROSS JOIN LATERAL (
     SELECT EXISTS (SELECT 1 FROM {table} AS t WHERE t.key OPERATOR(pg_catalog.=) %(key)s)
 ) AS i (indexed)
-LEFT JOIN LATERAL ({query}) AS q ON true
 WHERE c.name = %(name)s
 ORDER BY {order}
 
