@@ -31,6 +31,7 @@ import sqlalchemy.exc
 from psycopg import sql
 from sqlalchemy.engine import Connection
 
+from simindex.core import validators
 from simindex.db.catalog import (
     DEFAULT_SCHEMA,
     check_name,
@@ -111,17 +112,11 @@ def sync(
 
     Returns what was done; ``report.ok`` is false when rows failed or an index is broken.
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int):
-        raise TypeError(f"batch_size must be an int, got {type(batch_size).__name__}")
-    if not 1 <= batch_size <= MAX_BATCH_SIZE:
-        raise ValueError(f"batch_size must be from 1 to {MAX_BATCH_SIZE:,}, got {batch_size}")
-    limit = max_text_bytes
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise ValueError(f"max_text_bytes must be a non-negative int or None, got {limit!r}")
+    validators.integer("batch_size", batch_size, low=1, high=MAX_BATCH_SIZE)
+    validators.text_bytes(max_text_bytes)
     if not heartbeat > 0:
         raise ValueError(f"heartbeat must be a positive number of seconds, got {heartbeat!r}")
-    if isinstance(connections, bool) or not isinstance(connections, int) or connections < 1:
-        raise ValueError(f"connections must be a positive int, got {connections!r}")
+    validators.positive("connections", connections)
     if follow and isinstance(bind, Connection):
         raise ValueError(
             "follow=True commits batch by batch: give an Engine or a DSN, not a Connection"
