@@ -23,7 +23,7 @@ from psycopg import sql
 
 from simindex.core.design import LshDesign
 from simindex.core.packing import band_keys, packed_signatures
-from simindex.db.answers import max_rows, protect_statements
+from simindex.db.answers import max_rows, protect_statements, visible_function
 from simindex.db.connection import PgConnection
 from simindex.db.copytext import field
 from simindex.db.pg_array import BigintArray, key_array, register
@@ -71,6 +71,7 @@ class MinHashStore:
         return statement(
             "pairs_function",
             usable=sql.Identifier(self.schema, "source_usable_v1"),
+            visible=visible_function(self.schema, self.name),
             index_name=sql.Literal(self.name),
             function=self.pairs_function,
             parameter=sql.SQL("threshold"),
@@ -136,6 +137,7 @@ class MinHashStore:
         usable = {
             "usable": sql.Identifier(self.schema, "source_usable_v1"),
             "index_name": sql.Literal(self.name),
+            "visible": visible_function(self.schema, self.name),
         }
         return [
             statement(

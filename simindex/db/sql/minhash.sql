@@ -60,7 +60,8 @@ BEGIN
             FROM unnest(c.signature, $1) AS u(x, y)
         ) END AS similarity
     ) AS v
-    WHERE ({any_band}) AND v.similarity >= $3
+    -- Only keys the source holds: a deleted row's index rows stay until the worker's sweep.
+    WHERE ({any_band}) AND v.similarity >= $3 AND {visible}(c.key)
     ORDER BY v.similarity DESC, c.key
     LIMIT $4;
 END

@@ -64,7 +64,9 @@ BEGIN
         RETURN;
     END IF;
     -- LIMIT NULL: every row.
-    RETURN QUERY {query} ORDER BY 2, 1 LIMIT max_rows;
+    -- Only keys the source holds: a deleted row's index rows stay until the worker's sweep.
+    RETURN QUERY SELECT a.key, a.distance FROM ({query}) AS a WHERE {visible}(a.key)
+    ORDER BY 2, 1 LIMIT max_rows;
 END
 $body$
 
