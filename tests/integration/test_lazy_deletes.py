@@ -11,8 +11,8 @@ import psycopg
 import pytest
 
 from simindex import check, sync
-from simindex.errors import KeyNotIndexedError
 from simindex.core.spec import Method, MinHash, SimHash
+from simindex.errors import KeyNotIndexedError
 from simindex.index import Index, create_index
 from simindex.ops.batch import load_target, process, take
 
