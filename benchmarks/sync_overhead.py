@@ -51,7 +51,9 @@ def _settle(dsn: str, conn: Conn, name: str) -> None:
     autovacuum would leave them."""
     sync(dsn, [name], batch_size=DEFAULT_BATCH_SIZE)
     tables = [sql.Identifier(table) for table in OVERHEAD_TABLES]
-    tables += [sql.Identifier("simindex", f"{name}_{kind}") for kind in ("queue", "simhash")]
+    tables += [
+        sql.Identifier("simindex", f"{name}_{kind}") for kind in ("queue", "deletes", "simhash")
+    ]
     for table in tables:
         conn.execute(sql.SQL("VACUUM ANALYZE {}").format(table))
 
