@@ -24,7 +24,7 @@ from contextlib import ExitStack
 from multiprocessing.context import BaseContext
 from typing import Any
 
-from simindex.core.batch import Batch, fingerprint_batch
+from simindex.core.fingerprints import Batch, fingerprint_batch
 from simindex.core.tokens import install_tokenizers, registered_tokenizers
 from simindex.errors import SerialBuildWarning
 

@@ -38,7 +38,8 @@ from simindex.db.connection import PgConnection, pinned
 from simindex.db.pg_array import key_array
 from simindex.db.statements import statement
 from simindex.errors import IndexNotFoundError, IndexNotReadyError, SourceChangedError
-from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES, Target, load_target, prepare
+from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES, prepare
+from simindex.ops.queue import Target, load_target
 
 Tracked = TypeVar(
     "Tracked", bound="Session | sessionmaker[Any] | scoped_session[Any] | type[Session]"

@@ -20,7 +20,7 @@ from psycopg.conninfo import conninfo_to_dict
 from simindex.db.schema import head_revision
 from simindex.errors import IndexNotFoundError, KeyNotIndexedError
 from simindex.index import Index, create_index, get_index, list_indexes
-from simindex.ops.batch import queue_counts
+from simindex.ops.queue import queue_counts
 
 TEXTS = [
     "the quick brown fox jumps over the lazy dog near the river bank today",

@@ -14,7 +14,8 @@ from simindex import check, sync
 from simindex.core.spec import Method, MinHash, SimHash
 from simindex.errors import KeyNotIndexedError
 from simindex.index import Index, create_index
-from simindex.ops.batch import load_target, process, take
+from simindex.ops.batch import process
+from simindex.ops.queue import load_target, take
 
 METHODS: dict[str, Method] = {"simhash": SimHash(max_distance=3), "minhash": MinHash(0.7)}
 TEXT = "the quick brown fox jumps over the lazy dog near the river bank today"

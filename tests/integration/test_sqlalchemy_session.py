@@ -14,7 +14,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sess
 from simindex import check, sync
 from simindex.core.spec import Method, MinHash, SimHash
 from simindex.index import Index, create_index
-from simindex.ops.batch import queue_counts
+from simindex.ops.queue import queue_counts
 from simindex.sqlalchemy import index_changes, is_tracked, track, untrack
 from tests.integration import sync_processes
 

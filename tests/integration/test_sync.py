@@ -22,7 +22,8 @@ from simindex.db.connection import engine_for
 from simindex.db.schema import migrate
 from simindex.embedded import find_local_bindir, local_postgres, restart_local_postgres
 from simindex.index import Index, create_index, drop_index
-from simindex.ops.batch import failed_items, load_target, process, queue_counts, take
+from simindex.ops.batch import process
+from simindex.ops.queue import failed_items, load_target, queue_counts, take
 from tests.integration import sync_processes
 
 METHODS: dict[str, Method] = {"simhash": SimHash(max_distance=3), "minhash": MinHash(0.7)}

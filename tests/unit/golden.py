@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import xxhash
 
-from simindex.core.batch import fingerprint_batch
 from simindex.core.bits import to_signed
 from simindex.core.design import LshDesign, MankuDesign
+from simindex.core.fingerprints import fingerprint_batch
 from simindex.core.frequency import count_shingles
 from simindex.core.minhash import MinHasher
 from simindex.core.packing import band_keys, packed_signatures

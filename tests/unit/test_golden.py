@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from simindex.core.batch import fingerprint_batch
 from simindex.core.bits import to_signed
+from simindex.core.fingerprints import fingerprint_batch
 from simindex.core.minhash import MinHasher
 from simindex.core.simhash import simhash
 from simindex.core.spec import IndexSpec, MinHash, SimHash
