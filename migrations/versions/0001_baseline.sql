@@ -80,13 +80,14 @@ CREATE TABLE {schema}.indexes (
 -- typed function, so near_key_v1('docs', 42) answers with keys of the argument's type
 -- (cast by OID: format_type(oid, -1) names the argument's own type without a typmod, bpchar
 -- rather than character = char(1), with its schema unless it is on the pinned search_path),
--- at most max_rows of them (NULL: every row), the nearest first.
+-- at most max_rows of them (NULL: every row), the nearest first. VOLATILE, so the typed
+-- function's query takes its snapshot after its wait for a rebuild's swap (see query_ready_v1).
 CREATE FUNCTION {schema}.near_key_v1(
     index_name text, row_key anyelement, max_distance integer DEFAULT NULL,
     max_rows integer DEFAULT 1000
 )
 RETURNS TABLE (key anyelement, distance integer)
-LANGUAGE plpgsql STABLE
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $body$
 DECLARE
@@ -123,7 +124,7 @@ BEGIN
     RETURN QUERY EXECUTE
         'SELECT n.key::' || format_type(pg_typeof(row_key), -1) || ', n.distance FROM '
         || quote_ident({schema_literal}) || '.' || quote_ident(index_name || '_near_key_v1')
-        || '($1::' || entry.key_type || ', $2) AS n ORDER BY 2, 1 LIMIT $3'
+        || '($1::' || entry.key_type || ', $2, $3) AS n ORDER BY 2, 1 LIMIT $3'
     USING row_key, COALESCE(max_distance, highest), max_rows;
 END
 $body$
@@ -359,6 +360,79 @@ AS $body$
 BEGIN
     RETURN pg_catalog.bit_count((a OPERATOR(pg_catalog.#) b)::pg_catalog.bit(64))
         OPERATOR(pg_catalog.<=) max_distance;
+END
+$body$
+
+-- name: simhash_distance_v1
+-- The Hamming distance of two stored SimHash fingerprints: the score of every SimHash query
+-- and pairs function. SQL, IMMUTABLE and without a SET clause, so the planner inlines it into
+-- the query that calls it (no call per row). The body is read where it is inlined, on the
+-- caller's search_path: every name in it is qualified.
+CREATE FUNCTION {schema}.simhash_distance_v1(a bigint, b bigint)
+RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $body$
+SELECT pg_catalog.bit_count((a OPERATOR(pg_catalog.#) b)::pg_catalog.bit(64))::integer
+$body$
+
+-- name: distance_allowed_v1
+-- A query function's check of its max_distance argument against the index's k (highest):
+-- true, or an error (22023). IMMUTABLE: the planner computes it once when both are constants.
+-- No SET clause (a GUC saved and restored per call would cost more than the test): every name
+-- in it is qualified.
+CREATE FUNCTION {schema}.distance_allowed_v1(max_distance integer, highest integer)
+RETURNS boolean LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+AS $body$
+BEGIN
+    IF max_distance IS NULL OR max_distance OPERATOR(pg_catalog.<) 0
+       OR max_distance OPERATOR(pg_catalog.>) highest THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = pg_catalog.concat('max_distance must be from 0 to ', highest, ', got ',
+                                        coalesce(max_distance::text, '<NULL>'));
+    END IF;
+    RETURN true;
+END
+$body$
+
+-- name: query_ready_v1
+-- The guard of every query function, run once per call in the query's own snapshot (a one-time
+-- filter of its plan, after the plan took the side table's lock): true, or an error.
+-- A rebuild swaps new side tables in (DROP and RENAME, in its transaction). A query that meets
+-- the swap waits for the table's lock; a statement that takes its snapshot after that wait (any
+-- statement under READ COMMITTED, a VOLATILE function's too) sees the rebuilt table whole. One
+-- whose snapshot is older (a REPEATABLE READ or SERIALIZABLE transaction, or a STABLE caller's
+-- snapshot) would read the new table as empty: the side table it locked (side_table, the plan's
+-- constant, by OID) is not in its snapshot, and it fails as a serialization failure (40001), to
+-- be retried like one. An index whose source table was dropped answers nothing (55000).
+-- No SET clause (a GUC saved and restored per call would cost more than the lookups): every
+-- name in it is qualified.
+CREATE FUNCTION {schema}.query_ready_v1(index_name text, side_table regclass)
+RETURNS boolean LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $body$
+DECLARE
+    current boolean;
+    usable boolean;
+BEGIN
+    SELECT EXISTS (SELECT FROM pg_catalog.pg_class AS c
+                   WHERE c.oid OPERATOR(pg_catalog.=) side_table::pg_catalog.oid),
+           (SELECT i.state OPERATOR(pg_catalog.<>) 'source_dropped'
+                   AND EXISTS (SELECT FROM pg_catalog.pg_class AS c
+                               WHERE c.oid OPERATOR(pg_catalog.=) i.source::pg_catalog.oid)
+            FROM {schema}.indexes AS i WHERE i.name OPERATOR(pg_catalog.=) index_name)
+    INTO current, usable;
+    IF NOT current THEN
+        RAISE EXCEPTION USING ERRCODE = '40001',
+            MESSAGE = pg_catalog.concat('simindex: index ', index_name,
+                                        ' was rebuilt after this transaction''s snapshot was taken'),
+            HINT = 'Run the transaction again.';
+    END IF;
+    IF NOT usable THEN
+        RAISE EXCEPTION USING ERRCODE = '55000',
+            MESSAGE = pg_catalog.concat('simindex: the source table of index ',
+                                        pg_catalog.quote_literal(index_name),
+                                        ' was dropped; drop the index'),
+            HINT = pg_catalog.concat('simindex drop ', index_name);
+    END IF;
+    RETURN true;
 END
 $body$
 

@@ -3,11 +3,10 @@
 -- pair once (left < right) and only in the first table that finds it (the "earlier" conditions rule out
 -- pairs whose fingerprints also agree on an earlier table's prefix bits).
 SELECT a.key AS left_key, b.key AS right_key,
-    bit_count((a.fingerprint # b.fingerprint)::bit(64))::integer AS distance
+    {distance}(a.fingerprint, b.fingerprint) AS distance
 FROM {table} AS a
-JOIN {table} AS b
-  ON (a.{column} >> {shift}) = (b.{column} >> {shift}) AND a.key OPERATOR(pg_catalog.<) b.key
-WHERE bit_count((a.fingerprint # b.fingerprint)::bit(64)) <= {max_distance}{earlier}
+JOIN {table} AS b ON {same_prefix} AND a.key OPERATOR(pg_catalog.<) b.key
+WHERE {distance}(a.fingerprint, b.fingerprint) <= {max_distance}{earlier}
 
 -- name: pairs_function
 -- Every pair, for SQL callers: the arms of the Python path, in one function. Not a reader's
