@@ -365,7 +365,7 @@ def _prepare(conn: PgConnection, index_schema: str, name: str) -> tuple[IndexInf
         info = read_index(conn, index_schema, name)
         triggers = Triggers(index_schema, name, source, store_of(info))
         run(conn, become_owner())
-        give_grants(conn, given, [triggers.queue, triggers.failed, *triggers.store.side_tables()])
+        give_grants(conn, given, [*triggers.tables(), *triggers.store.side_tables()])
         run(conn, back_to_caller())
     source = lock_source(conn, info)
     # describe() again: the checks of create (a text column by built-in casts, a unique key)

@@ -28,6 +28,7 @@ from psycopg import sql
 from simindex.core import validators
 from simindex.core.bits import to_signed
 from simindex.core.minhash import bottom_k_key
+from simindex.db.answers import visible_function
 from simindex.db.catalog import IndexInfo, Store, catalog, lock_source, store_of
 from simindex.db.cluster_store import ClusterStore
 from simindex.db.connection import PgConnection
@@ -191,7 +192,12 @@ def members(conn: PgConnection, info: IndexInfo, *, min_size: int = 2) -> Iterat
         cursor.itersize = _READ_ROWS
         install(cursor.adapters)
         cursor.execute(
-            statement("clusters_members", table=target.table, side=side),
+            statement(
+                "clusters_members",
+                table=target.table,
+                side=side,
+                visible=visible_function(info.index_schema, info.name),
+            ),
             {"min_size": min_size},
         )
         for cluster_id, key, size in cursor:

@@ -46,7 +46,16 @@ from simindex.db.triggers import channel
 from simindex.errors import IndexNotFoundError
 from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES, BatchResult, probe, process
 from simindex.ops.build import MAX_BATCH_SIZE
-from simindex.ops.queue import fail, load_target, note, take, take_keys
+from simindex.ops.queue import (
+    Target,
+    deletes_pending,
+    fail,
+    load_target,
+    note,
+    sweep,
+    take,
+    take_keys,
+)
 from simindex.ops.sync_connections import (
     Connections,
     StopFlag,
@@ -341,6 +350,8 @@ class _Worker:
                 elif target.broken:
                     probe(conn, target)  # raises while the source is still unreadable
                     result = BatchResult(0, 0, 0, 0)
+                elif (swept := self._sweep(conn, target)) is not None:
+                    result = BatchResult(0, 0, swept, 0)
                 elif name not in self.broken:
                     return 0
                 else:  # made again meanwhile (a rebuild): nothing queued, nothing broken
@@ -359,7 +370,7 @@ class _Worker:
         if size < self.batch_size and len(keys) == size:
             self.sizes[name] = min(size * 2, self.batch_size)  # grow back while it succeeds
         with self._report_lock:
-            if keys:
+            if keys or result.removed:
                 self.report.add_batch(name, result)
             known = self.broken.pop(name, None)
             self.report.broken.pop(name, None)
@@ -371,9 +382,17 @@ class _Worker:
                 attempts,
                 extra=fields("index_recovered", index=name, attempts=attempts),
             )
-        if keys:
+        if keys or result.removed:
             log_batch(name, result, time.perf_counter() - started)
         return len(keys)
+
+    def _sweep(self, conn: PgConnection, target: Target) -> int | None:
+        """Once the queue is empty: the index rows of deleted source rows removed (see
+        :func:`~simindex.ops.queue.sweep`); how many, or None when no delete was recorded or
+        a build runs."""
+        if not deletes_pending(conn, target):
+            return None
+        return sweep(conn, target)
 
     def _cancelled(
         self,
