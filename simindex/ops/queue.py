@@ -17,6 +17,7 @@ import psycopg
 from psycopg import sql
 
 from simindex.core.spec import IndexSpec
+from simindex.db.answers import visible_is_current, visible_statements
 from simindex.db.catalog import (
     DEFAULT_SCHEMA,
     Health,
@@ -31,9 +32,10 @@ from simindex.db.cluster_store import ClusterStore
 from simindex.db.connection import Bind, PgConnection, transaction
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.pg_array import key_array
+from simindex.db.privileges import as_owner
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.source import Source, lenient_keys, refuse_policies
-from simindex.db.statements import statement
+from simindex.db.statements import run, statement
 from simindex.db.triggers import BATCH_LOCK_CLASS, BUILD_LOCK_CLASS, Triggers
 from simindex.errors import IndexNotFoundError
 
@@ -51,6 +53,14 @@ class Target:
     leader_clusters: ClusterStore | None = None
     # Whether the catalog marks the index broken: a batch that succeeds clears the mark.
     broken: bool = False
+
+
+def follow_renames(conn: PgConnection, target: Target) -> None:
+    """Write the index's probe function again when the source's table or key was renamed
+    and no event trigger wrote it (they may be disabled): every answer is filtered through
+    it, so until then each query would fail on the old name."""
+    if not visible_is_current(conn, target.store.schema, target.name, target.source):
+        run(conn, as_owner(visible_statements(target.store.schema, target.name, target.source)))
 
 
 def load_target(conn: PgConnection, schema: str, name: str) -> Target | None:

@@ -50,6 +50,7 @@ from simindex.ops.queue import (
     Target,
     deletes_pending,
     fail,
+    follow_renames,
     load_target,
     note,
     sweep,
@@ -341,6 +342,7 @@ class _Worker:
                     return 0
                 with self._report_lock:
                     self.report.released(name)
+                follow_renames(conn, target)
                 keys = take(conn, target, size)
                 if keys:
                     result = process(conn, target, keys, max_text_bytes=self.max_text_bytes)
