@@ -12,10 +12,12 @@ from simindex.db.minhash_store import MinHashStore
 
 @dataclass(frozen=True, slots=True)
 class SimilarArguments:
-    """A text's MinHash as ``<name>_similar_v1(signature, band_keys)`` takes it."""
+    """A text's MinHash as ``<name>_similar_v1(sketch, band_keys, threshold, max_rows,
+    set_hash)`` takes it: the sketch as a bit string's hexadecimal input (``X...``)."""
 
-    signature: tuple[int, ...]
+    sketch: str
     band_keys: tuple[int, ...]
+    set_hash: int
 
 
 def function_arguments(info: IndexInfo, text: str | None) -> int | SimilarArguments | None:
@@ -30,5 +32,5 @@ def function_arguments(info: IndexInfo, text: str | None) -> int | SimilarArgume
     signatures, lengths = spec.minhash_values([text])
     if not lengths[0]:
         return None
-    signature, band_keys = store.query_arguments(signatures[0])
-    return SimilarArguments(tuple(signature), tuple(band_keys))
+    sketch, band_keys, set_hash = store.query_arguments(signatures[0])
+    return SimilarArguments(sketch, tuple(band_keys), set_hash)

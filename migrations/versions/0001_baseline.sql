@@ -363,6 +363,58 @@ BEGIN
 END
 $body$
 
+-- name: minhash_similarity_v1
+-- The Jaccard similarity two MinHash sketches estimate (simindex.core.packing): each of their
+-- n one-bit values agrees with probability (1 + J) / 2, so J is 1 - 2 d / n from the number d
+-- of differing bits, and no less than 0. The score of a MinHash query function's candidates,
+-- LEAKPROOF where a superuser migrates, as within_distance_v1 and for the same reasons (it
+-- never fails: a table's sketches and a query function's argument have one length).
+CREATE FUNCTION {schema}.minhash_similarity_v1(a bit varying, b bit varying)
+RETURNS double precision LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE COST 1
+AS $body$
+BEGIN
+    -- OPERATOR() spellings share one precedence, left to right: the parentheses are needed.
+    RETURN GREATEST(0.0::double precision, 1.0::double precision
+        OPERATOR(pg_catalog.-) (2.0::double precision
+        OPERATOR(pg_catalog.*) pg_catalog.bit_count(a OPERATOR(pg_catalog.#) b)
+        OPERATOR(pg_catalog./) pg_catalog.length(a)));
+END
+$body$
+
+-- name: minhash_pairs_v1
+-- Every pair of a MinHash index's table (side) whose similarity reaches threshold, each once
+-- (left < right): per band, the rows of equal band keys, scored only in the first band they
+-- share (later bands skip pairs an earlier band key of which agrees); identical shingle sets
+-- score 1. The self-join reads only keys and band keys, so its hash table stays small;
+-- sketches are read for the candidate pairs alone. key_type: a NULL of the key's type.
+CREATE FUNCTION {schema}.minhash_pairs_v1(
+    side regclass, key_type anyelement, num_bands integer, threshold double precision
+)
+RETURNS TABLE (left_key anyelement, right_key anyelement, similarity double precision)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $body$
+DECLARE
+    band integer;
+    earlier text := '';
+BEGIN
+    FOR band IN 0 .. num_bands - 1 LOOP
+        RETURN QUERY EXECUTE format(
+            'SELECT a.key, b.key, CASE WHEN a.set_hash = b.set_hash THEN 1.0::float8 '
+            'ELSE %1$s(a.sketch, b.sketch) END FROM ('
+            'SELECT x.key AS l, y.key AS r FROM %2$s AS x JOIN %2$s AS y '
+            'ON y.%3$I = x.%3$I AND x.key OPERATOR(pg_catalog.<) y.key OFFSET 0) AS c '
+            'JOIN %2$s AS a ON a.key OPERATOR(pg_catalog.=) c.l '
+            'JOIN %2$s AS b ON b.key OPERATOR(pg_catalog.=) c.r '
+            'WHERE (a.set_hash = b.set_hash OR %1$s(a.sketch, b.sketch) >= $1)%4$s',
+            quote_ident({schema_literal}) || '.minhash_similarity_v1', side, 'b' || band,
+            earlier)
+        USING threshold;
+        earlier := earlier || format(' AND a.%1$I <> b.%1$I', 'b' || band);
+    END LOOP;
+END
+$body$
+
 -- name: simhash_distance_v1
 -- The Hamming distance of two stored SimHash fingerprints: the score of every SimHash query
 -- and pairs function. SQL, IMMUTABLE and without a SET clause, so the planner inlines it into
@@ -441,6 +493,8 @@ BEGIN
     IF (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname = current_user) THEN
         EXECUTE 'ALTER FUNCTION ' || quote_ident({schema_literal})
             || '.within_distance_v1(bigint, bigint, integer) LEAKPROOF';
+        EXECUTE 'ALTER FUNCTION ' || quote_ident({schema_literal})
+            || '.minhash_similarity_v1(bit varying, bit varying) LEAKPROOF';
     END IF;
 END
 

@@ -165,11 +165,13 @@ def run_fingerprint(args: argparse.Namespace) -> int:
         return OK
     result = {
         "index": args.name,
-        "signature": list(value.signature),
+        "sketch": value.sketch,
         "band_keys": list(value.band_keys),
+        "set_hash": value.set_hash,
     }
-    text = "\n".join(
-        f"{name} {{{','.join(map(str, result[name]))}}}" for name in ("signature", "band_keys")
+    text = (
+        f"sketch {value.sketch}\nband_keys {{{','.join(map(str, value.band_keys))}}}\n"
+        f"set_hash {value.set_hash}"
     )
     emit(args, result, text)
     return OK

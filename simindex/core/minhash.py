@@ -254,6 +254,50 @@ class MinHasher:
             np.minimum(minima[:, first : last + 1], least, out=minima[:, first : last + 1])
         result[rows] = minima.T
 
+    def sketch_matrix(
+        self, documents: Sequence[NDArray[np.uint64]], values: int, bits: int
+    ) -> NDArray[np.uint8]:
+        """b-bit one-permutation sketches (see :func:`sketch`) of many documents, one row of
+        ``values * bits / 8`` bytes each (zeros for a document without features)."""
+        result = np.zeros((len(documents), values * bits // 8), np.uint8)
+        for row, hashes in enumerate(documents):
+            if len(hashes):
+                ordered = np.sort(_mixed(_distinct(np.asarray(hashes, np.uint64)), self.seed))
+                result[row] = sketch(ordered, values, bits, self.seed)
+        return result
+
+    def rows(
+        self, documents: Sequence[NDArray[np.uint64]], sketch_bits: int
+    ) -> tuple[NDArray[np.uint64], NDArray[np.int64]]:
+        """What a MinHash index stores of each document, as a (documents x (num_perm +
+        sketch_bits / 64 + 1)) array: the signature (:meth:`signature_matrix`), the one-bit
+        sketch of ``sketch_bits`` values (:func:`sketch`) as 64-bit words, most significant
+        bit first, and the hash of the shingle set (:func:`set_hash`); and the length of each
+        row's signature (0: no features, a row of zeros after the signature).
+
+        The one-permutation scheme sorts each set's mixed hashes once for both.
+        """
+        words = sketch_bits // 64
+        width = self.num_perm + words + 1
+        result = np.zeros((len(documents), width), np.uint64)
+        if self.scheme is not Scheme.ONE_PERMUTATION:
+            values, lengths = self.signature_matrix(documents)
+            result[:, : self.num_perm] = values
+        else:
+            sizes = np.fromiter(map(len, documents), np.int64, len(documents))
+            lengths = np.where(sizes > 0, self.num_perm, 0)
+        for row, hashes in enumerate(documents):
+            if not len(hashes):
+                continue
+            distinct = _distinct(np.asarray(hashes, np.uint64))
+            ordered = np.sort(_mixed(distinct, self.seed))
+            if self.scheme is Scheme.ONE_PERMUTATION:
+                result[row, : self.num_perm] = self._one_permutation(ordered)
+            packed = sketch(ordered, sketch_bits, 1, self.seed)
+            result[row, self.num_perm : width - 1] = packed.view(">u8")
+            result[row, -1] = set_hash(distinct)
+        return result, lengths
+
     def _one_permutation(self, ordered: NDArray[np.uint64]) -> NDArray[np.uint64]:
         first = np.searchsorted(ordered, _bin_starts(self.num_perm), side="left")
         nonempty = first < np.append(first[1:], len(ordered))
@@ -265,6 +309,77 @@ class MinHasher:
             source = candidates[np.arange(len(empty)), nonempty[candidates].argmax(axis=1)]
             values[empty] = values[source]
         return values
+
+
+@functools.lru_cache(maxsize=8)
+def _rotation(values: int, seed: int) -> NDArray[np.intp]:
+    """The fixed cyclic order of the bins that an empty bin borrows along."""
+    keys = np.array(_derived(seed, b"rotation", values), np.uint64)
+    order = np.argsort(keys, kind="stable")
+    order.setflags(write=False)
+    return order
+
+
+PROBES = 8
+
+
+@functools.lru_cache(maxsize=8)
+def _probes(values: int, seed: int) -> NDArray[np.intp]:
+    """Row i: the bins empty bin i looks at first, in order, to borrow a value."""
+    keys = np.array(_derived(seed, b"probes", values * PROBES), np.uint64)
+    probes = (keys % np.uint64(values)).astype(np.intp).reshape(values, PROBES)
+    probes.setflags(write=False)
+    return probes
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def sketch(ordered: NDArray[np.uint64], values: int, bits: int, seed: int) -> NDArray[np.uint8]:
+    """The b-bit one-permutation sketch of one document's sorted, distinct mixed hashes.
+
+    ``values`` bins split the mixed hashes' range, as the one-permutation scheme's do; a bin
+    keeps the low ``bits`` bits of its least hash (Li and König's b-bit minwise hashing: two
+    bins agree with probability ``J + (1 - J) 2**-b``). An empty bin borrows the value of the
+    next non-empty bin along a fixed cyclic order of the bins, mixed with its distance there
+    (rotation densification, Shrivastava and Li, ICML 2014): O(values), whatever the text's
+    size. Packed most significant bit first, as PostgreSQL's ``bit(values * bits)`` reads it.
+    """
+    starts = _bin_starts(values)
+    first = np.searchsorted(ordered, starts, side="left")
+    nonempty = first < np.append(first[1:], len(ordered))
+    least = np.zeros(values, np.uint64)
+    least[nonempty] = ordered[first[nonempty]]
+    empty = np.flatnonzero(~nonempty)
+    if len(empty):
+        probes = _probes(values, seed)[empty]
+        found = nonempty[probes]
+        hit = found.any(axis=1)
+        picked = probes[np.arange(len(empty)), found.argmax(axis=1)]
+        borrowed_first = least[picked[hit]]
+    order = _rotation(values, seed)
+    full = np.flatnonzero(nonempty[order])
+    positions = np.arange(values)
+    source = full[np.searchsorted(full, positions) % len(full)]
+    distance = ((source - positions) % values).astype(np.uint64)
+    borrowed = least[order[source]]
+    moved = distance > 0
+    borrowed[moved] = fmix64(borrowed[moved] + distance[moved] * _GOLDEN)
+    filled = np.empty(values, np.uint64)
+    filled[order] = borrowed
+    if len(empty):
+        filled[empty[hit]] = borrowed_first
+    low = (filled & np.uint64((1 << bits) - 1)).astype(np.uint8)
+    if bits == 1:
+        return np.packbits(low)
+    shifts = np.arange(bits - 1, -1, -1, dtype=np.uint8)
+    return np.packbits(((low[:, None] >> shifts) & 1).astype(np.uint8).ravel())
+
+
+def set_hash(distinct: NDArray[np.uint64]) -> int:
+    """xxh3-64 of a shingle set: its sorted distinct hashes as little-endian bytes. Two rows of
+    one index with equal set hashes have the same set (but with probability ``2**-64``)."""
+    return xxhash.xxh3_64_intdigest(np.ascontiguousarray(distinct, "<u8").tobytes())
 
 
 def bottom_k_key(hashes: NDArray[np.uint64], k: int) -> int | None:

@@ -80,7 +80,7 @@ def collapse(conn: PgConnection, store: Store) -> sql.Identifier:
     if isinstance(store, SimHashStore):
         side, identity = store.table(), sql.SQL("fingerprint")
     else:
-        side, identity = store.table(), sql.SQL("b0, signature")
+        side, identity = store.table(), sql.SQL("set_hash, sketch")
     conn.execute(statement("pairs_drop_grouping"))
     conn.execute(statement("pairs_node_of", side=side, identity=identity))
     conn.execute(statement("pairs_distinct", side=side))
@@ -127,7 +127,7 @@ def exact_candidates(
     estimate floor, ordered by left key so each left row's set is read once, and the
     threshold."""
     limit = check_threshold(info.spec, threshold)
-    floor = exact_floor(limit, store.num_perm)
+    floor = exact_floor(limit)
     queries = pairs_queries(info, store, max_distance=None, threshold=limit, side=side, floor=floor)
     ordered = statement("pairs_ordered", pairs=sql.SQL("\nUNION ALL\n").join(queries))
     return ShingleSets(conn, info.source, info.spec), ordered, limit

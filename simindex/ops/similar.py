@@ -72,7 +72,7 @@ def similar(
     # Exact verification may reorder: it takes every candidate and cuts afterwards.
     fetch = limit if verify == "estimate" else None
     lowest = check_threshold(info.spec, threshold)
-    floor = exact_floor(lowest, store.num_perm) if verify == "exact" else lowest
+    floor = exact_floor(lowest) if verify == "exact" else lowest
     if by_key:
         if indexed is False:
             raise KeyNotIndexedError.of(info.name, key)
@@ -89,7 +89,7 @@ def similar(
                 not rows
                 and indexed is None
                 and not conn.execute(
-                    statement("minhash_signature_of_key", table=store.table()),
+                    statement("minhash_key_indexed", table=store.table()),
                     {"key": key},
                 ).fetchone()
             ):
@@ -98,22 +98,23 @@ def similar(
         values, lengths = info.spec.minhash_values([text])
         if not lengths[0]:
             return []
-        signature, band_keys = store.query_arguments(values[0])
+        sketch, band_keys, set_hash = store.query_arguments(values[0])
         rows = (
             key_cursor(conn)
             .execute(
                 statement("minhash_similar", function=store.similar_function),
                 {
-                    "signature": signature,
+                    "sketch": sketch,
                     "band_keys": band_keys,
                     "threshold": floor,
                     "limit": fetch,
+                    "set_hash": set_hash,
                 },
             )
             .fetchall()
         )
     if verify == "estimate":
-        return [Similar(found_key, float(similarity)) for found_key, similarity in rows]
+        return [Similar(found_key, float(similarity)) for found_key, similarity, _ in rows]
     if not rows:
         return []
     # The texts are read with the source locked and checked (lock_source), which holds until
@@ -130,7 +131,10 @@ def similar(
                 return []
         else:
             query = sets.of_text(text)
-        scored = exact_scores(sets, query, [row[0] for row in rows])
+        # Rows of the query's own shingle set (the stored set hash) score 1 unread.
+        same = [found for found, _, identical in rows if identical]
+        scored = [(found, 1.0) for found in same]
+        scored += exact_scores(sets, query, [row[0] for row in rows if not row[2]])
     kept = [Similar(found, score) for found, score in scored if score >= lowest]
     try:
         return sorted(kept, key=lambda match: (-match.similarity, match.key))[:limit]

@@ -26,8 +26,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sqlalchemy import BigInteger, Double, Integer, cast, column, literal, null
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy import BigInteger, Double, Integer, String, cast, column, literal, null
+from sqlalchemy.dialects.postgresql import ARRAY, BIT
 from sqlalchemy.dialects.postgresql.base import PGDialect
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.compiler import compiles
@@ -252,19 +252,20 @@ def similar(
     if not isinstance(store, MinHashStore):
         raise TypeError(f"index {name!r} is a SimHash index: use near()")
     floor = _threshold(threshold, store.threshold)
-    signature: list[int] | None = None  # NULLs: a text without features has no neighbours
+    sketch: str | None = None  # NULLs: a text without features has no neighbours
     band_keys: list[int] | None = None
+    set_hash: int | None = None
     values, lengths = info.spec.minhash_values([text])
     if lengths[0]:
-        signature, band_keys = store.query_arguments(values[0])
-    arguments = [
-        literal(signature, ARRAY(Integer())),
+        sketch, band_keys, set_hash = store.query_arguments(values[0])
+    arguments: list[ColumnElement[Any]] = [
+        cast(literal(sketch, String()), BIT(varying=True)),
         literal(band_keys, ARRAY(Integer())),
         literal(floor, Double()),
     ]
     return _call(
         _function(index_schema, name, "similar"),
-        arguments + _max_rows(limit),
+        [*arguments, *_max_rows(limit), _Named("set_hash", literal(set_hash, BigInteger()))],
         _key_type(key_type, info),
         column("similarity", Double()),
     )

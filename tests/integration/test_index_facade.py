@@ -108,8 +108,8 @@ def test_fingerprint_is_what_the_sql_functions_take(docs: str) -> None:
         )
         assert near.fetchall() == [(1,)]
         similar = conn.execute(
-            "SELECT key FROM simindex.notes_similar_v1(%s, %s) ORDER BY key",
-            (list(arguments.signature), list(arguments.band_keys)),
+            "SELECT key FROM simindex.notes_similar_v1(%s::bit varying, %s) ORDER BY key",
+            (arguments.sketch, list(arguments.band_keys)),
         )
         assert (1,) in similar.fetchall()
     assert simhash.fingerprint("  !!! ") is None and minhash.fingerprint("") is None

@@ -71,21 +71,25 @@ def oracle(index: Index, dsn: str, texts: list[str]) -> dict[str, dict[tuple[int
     info = index.info()
     store = store_for("simindex", "notes", info.source, info.spec)
     assert isinstance(store, MinHashStore)
+    columns = ", ".join(f"b{band}" for band in range(store.design.num_bands))
     with psycopg.connect(dsn) as conn:
-        stored: dict[int, list[int]] = dict(
-            conn.execute(sql.SQL("SELECT key, signature FROM {}").format(store.table()))
-        )
-    signatures = {key: np.array(values) for key, values in stored.items()}
-    rows, bands = store.design.rows_per_band, store.design.num_bands
-    # Four standard errors of the estimate below the threshold.
-    floor = THRESHOLD - 4 * (THRESHOLD * (1 - THRESHOLD) / store.num_perm) ** 0.5
+        stored = {
+            key: (set_hash, bands, np.array([bit == "1" for bit in sketch]))
+            for key, set_hash, bands, sketch in conn.execute(
+                sql.SQL("SELECT key, set_hash, ARRAY[{}], sketch::text FROM {}").format(
+                    sql.SQL(columns), store.table()
+                )
+            )
+        }
+    # Four standard errors of 128 values' estimate below the threshold.
+    floor = THRESHOLD - 4 * (THRESHOLD * (1 - THRESHOLD) / 128) ** 0.5
     found: dict[str, dict[tuple[int, int], float]] = {"estimate": {}, "exact": {}, "rescued": {}}
-    for a, b in itertools.combinations(sorted(signatures), 2):
-        x, y = signatures[a], signatures[b]
-        if not any((x[i * rows : (i + 1) * rows] == y[i * rows : (i + 1) * rows]).all()
-                   for i in range(bands)):  # fmt: skip
+    for a, b in itertools.combinations(sorted(stored), 2):
+        (x_hash, x_bands, x), (y_hash, y_bands, y) = stored[a], stored[b]
+        if not any(p == q for p, q in zip(x_bands, y_bands, strict=True)):
             continue
-        estimate = float(np.mean(x == y))
+        differ = int(np.count_nonzero(x != y))
+        estimate = 1.0 if x_hash == y_hash else max(0.0, 1.0 - 2.0 * differ / len(x))
         if estimate >= THRESHOLD:
             found["estimate"][(a, b)] = estimate
         if estimate >= floor and (exact := exact_jaccard(texts[a], texts[b])) >= THRESHOLD:

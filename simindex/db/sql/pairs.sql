@@ -40,7 +40,7 @@ DROP TABLE IF EXISTS pg_temp.simindex_node_of, pg_temp.simindex_distinct
 
 -- name: pairs_node_of
 -- Each row's node: the smallest key among the rows identical to it. {identity} is the
--- fingerprint, or a band key and the whole signature: signatures are compared in full, not
+-- fingerprint, or the shingle set's hash and the whole sketch (MinHash): compared in full, not
 -- by a hash of them.
 CREATE TEMP TABLE simindex_node_of ON COMMIT DROP AS
 SELECT key, first_value(key) OVER (PARTITION BY {identity} ORDER BY key) AS node FROM {side}
