@@ -117,14 +117,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         }
         simindex.create_index(
             server.dsn,
-            "simhash",
+            "short_simhash",
             "short_texts",
             "body",
             method=SimHash(max_distance=MAX_DISTANCE, expected_rows=len(short)),
         )
         simindex.create_index(
             server.dsn,
-            "minhash",
+            "short_minhash",
             "short_texts",
             "body",
             method=MinHash(MINHASH_THRESHOLD, NUM_PERM),
@@ -137,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             order = list(sides) if round_number % 2 == 0 else list(reversed(sides))
             for kind in ("simhash", "minhash"):
                 for side in order:
-                    run = timed_build(server.dsn, kind, sides[side])
+                    run = timed_build(server.dsn, f"short_{kind}", sides[side])
                     runs[kind][side].append(run)
                     log(f"round {round_number + 1} {kind} {side}: {run['seconds']:.2f} s")
     report["runs"] = runs
