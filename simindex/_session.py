@@ -7,13 +7,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import psycopg
-from psycopg import sql
 from sqlalchemy.engine import Connection
 
-from simindex.db.catalog import Store, catalog
 from simindex.db.connection import Bind, PgConnection, autocommit_connection, transaction
-from simindex.db.simhash_store import SimHashStore
-from simindex.db.statements import statement
 from simindex.errors import SchemaNotMigratedError
 
 
@@ -47,21 +43,3 @@ def unmigrated(exc: psycopg.Error, index_schema: str) -> Exception:
     if f'"{index_schema}"' in missing or f'"{index_schema}.indexes"' in missing:
         return SchemaNotMigratedError.of(index_schema)
     return exc
-
-
-def by_key_statement(index_schema: str, store: Store) -> sql.Composed:
-    """The facade's query by key in one round trip: the kept catalog entry's check, whether
-    the key is indexed, and the index's query by key."""
-    if isinstance(store, SimHashStore):
-        query = statement("simhash_near_key", function=store.near_key_function)
-        order = sql.SQL("q.distance, q.key")
-    else:
-        query = statement("minhash_similar_key", function=store.similar_key_function)
-        order = sql.SQL("q.similarity DESC, q.key")
-    return statement(
-        "facade_by_key",
-        catalog=catalog(index_schema),
-        table=store.table(),
-        query=query,
-        order=order,
-    )

@@ -24,7 +24,7 @@ from psycopg import sql
 
 from simindex.core.design import LshDesign
 from simindex.core.packing import StoredRows, sketch_digits, stored_rows
-from simindex.db.answers import max_rows, protect_statements
+from simindex.db.answers import max_rows, protect_statements, visible_function
 from simindex.db.connection import PgConnection
 from simindex.db.copytext import field
 from simindex.db.pg_array import BigintArray, key_array, register
@@ -78,6 +78,7 @@ class MinHashStore:
         return {
             "usable": sql.Identifier(self.schema, "source_usable_v1"),
             "index_name": sql.Literal(self.name),
+            "visible": visible_function(self.schema, self.name),
         }
 
     def pairs_function_statement(self) -> sql.Composed:

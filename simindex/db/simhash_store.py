@@ -23,7 +23,7 @@ from psycopg.adapt import PyFormat
 
 from simindex.core.bits import BITS, MAX_UNSIGNED, to_signed_array
 from simindex.core.design import MankuDesign, MankuTable
-from simindex.db.answers import max_rows, protect_statements
+from simindex.db.answers import max_rows, protect_statements, visible_function
 from simindex.db.connection import PgConnection
 from simindex.db.copytext import field
 from simindex.db.pg_array import BigintArray, key_array, register
@@ -181,6 +181,7 @@ class SimHashStore:
                 "pairs_function",
                 usable=self._static("source_usable_v1"),
                 index_name=sql.Literal(self.name),
+                visible=visible_function(self.schema, self.name),
                 function=self.pairs_function,
                 parameter=sql.SQL("max_distance"),
                 parameter_type=sql.SQL("integer"),
@@ -215,7 +216,14 @@ class SimHashStore:
             allowed=self._static("distance_allowed_v1"),
             max_distance=sql.SQL("$2"),
             highest=sql.Literal(self.design.max_distance),
-            also=also if also is not None else sql.SQL(""),
+            # Only keys the source holds: a deleted row's index rows stay until the worker's
+            # sweep (ops.queue.sweep).
+            also=sql.Composed(
+                [
+                    also if also is not None else sql.SQL(""),
+                    sql.SQL("\n  AND {}(c.key)").format(visible_function(self.schema, self.name)),
+                ]
+            ),
             limit=sql.SQL("max_rows"),
         )
 

@@ -29,6 +29,7 @@ import psycopg
 from psycopg import sql
 from sqlalchemy.engine import Connection
 
+from simindex.core import validators
 from simindex.core.fingerprints import fingerprint_batch
 from simindex.core.frequency import KEPT_SHINGLES, SAMPLE_ROWS, ShingleCounts, count_shingles
 from simindex.core.spec import SPEC_VERSION, IndexSpec, refreshed
@@ -174,19 +175,12 @@ def build(
     max_text_bytes: int | None = DEFAULT_MAX_TEXT_BYTES,
 ) -> BuildReport:
     """See :meth:`simindex.index.Index.build`."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int):
-        raise TypeError(f"batch_size must be an int, got {type(batch_size).__name__}")
-    if not 1 <= batch_size <= MAX_BATCH_SIZE:
-        raise ValueError(f"batch_size must be from 1 to {MAX_BATCH_SIZE:,}, got {batch_size}")
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)):
-        raise TypeError(f"workers must be an int or None, got {type(workers).__name__}")
-    if workers is not None and not 1 <= workers <= MAX_WORKERS:
-        raise ValueError(f"workers must be from 1 to {MAX_WORKERS}, got {workers}")
+    validators.integer("batch_size", batch_size, low=1, high=MAX_BATCH_SIZE)
+    if workers is not None:
+        validators.integer("workers", workers, low=1, high=MAX_WORKERS)
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be callable, got {type(progress).__name__}")
-    limit = max_text_bytes
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise ValueError(f"max_text_bytes must be a non-negative int or None, got {limit!r}")
+    limit = validators.text_bytes(max_text_bytes)
     started = time.perf_counter()
     indexed = skipped = 0
     with transaction(bind) as conn:
@@ -372,7 +366,7 @@ def _prepare(conn: PgConnection, index_schema: str, name: str) -> tuple[IndexInf
         info = read_index(conn, index_schema, name)
         triggers = Triggers(index_schema, name, source, store_of(info))
         run(conn, become_owner())
-        give_grants(conn, given, [triggers.queue, triggers.failed, *triggers.store.side_tables()])
+        give_grants(conn, given, [*triggers.tables(), *triggers.store.side_tables()])
         run(conn, back_to_caller())
     source = lock_source(conn, info)
     # describe() again: the checks of create (a text column by built-in casts, a unique key)

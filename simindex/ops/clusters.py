@@ -25,8 +25,10 @@ from typing import Any, Literal
 import psycopg
 from psycopg import sql
 
+from simindex.core import validators
 from simindex.core.bits import to_signed
 from simindex.core.minhash import bottom_k_key
+from simindex.db.answers import visible_function
 from simindex.db.catalog import IndexInfo, Store, catalog, lock_source, store_of
 from simindex.db.cluster_store import ClusterStore
 from simindex.db.connection import PgConnection
@@ -100,8 +102,7 @@ def clusters(
     if method == "bottom_k":
         if max_distance is not None or threshold is not None:
             raise TypeError("bottom_k clusters take no max_distance or threshold")
-        if isinstance(bottom_k, bool) or not isinstance(bottom_k, int) or bottom_k < 1:
-            raise ValueError(f"bottom_k must be a positive int, got {bottom_k!r}")
+        validators.positive("bottom_k", bottom_k)
         reader = _source_reader(conn, info)
     # Clusters are simindex's tables: made and written as its owner role (the source, above,
     # is read with the caller's rights).
@@ -184,15 +185,19 @@ class Survivor:
 
 def members(conn: PgConnection, info: IndexInfo, *, min_size: int = 2) -> Iterator[ClusterMember]:
     """See :meth:`simindex.index.Index.cluster_members`."""
-    if isinstance(min_size, bool) or not isinstance(min_size, int) or min_size < 1:
-        raise ValueError(f"min_size must be a positive int, got {min_size!r}")
+    validators.positive("min_size", min_size)
     target, store = _existing(conn, info)
     side = store.table()
     with conn.cursor(name="simindex_cluster_members") as cursor:
         cursor.itersize = _READ_ROWS
         install(cursor.adapters)
         cursor.execute(
-            statement("clusters_members", table=target.table, side=side),
+            statement(
+                "clusters_members",
+                table=target.table,
+                side=side,
+                visible=visible_function(info.index_schema, info.name),
+            ),
             {"min_size": min_size},
         )
         for cluster_id, key, size in cursor:

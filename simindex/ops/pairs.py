@@ -27,6 +27,7 @@ from typing import Any
 
 from psycopg import sql
 
+from simindex.core import validators
 from simindex.db.catalog import IndexInfo, Store
 from simindex.db.connection import PgConnection
 from simindex.db.keys import key_cursor
@@ -34,7 +35,6 @@ from simindex.db.minhash_store import MinHashStore
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.statements import statement
 from simindex.ops.exact_classes import ClassPair, ExactClass, class_pairs, node_classes
-from simindex.ops.near import check_distance
 from simindex.ops.similar import check_threshold, verify_mode
 from simindex.ops.verify import ShingleSets, Verify, exact_floor, exact_pairs
 
@@ -103,7 +103,7 @@ def pairs_queries(
     if isinstance(store, SimHashStore):
         if threshold is not None:
             raise TypeError(f"index {info.name!r} is a SimHash index: give max_distance")
-        limit = sql.Literal(check_distance(store, max_distance))
+        limit = sql.Literal(validators.distance(max_distance, store.design.max_distance))
         return [
             store.pairs_query(position, limit, side) for position in range(store.design.table_count)
         ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -230,3 +231,49 @@ def test_near_without_text_or_fingerprint_is_empty(docs: str) -> None:
     assert index.near("") == []
     with pytest.raises(TypeError, match="exactly one"):
         index.near(TEXTS[0], fingerprint=-1)
+
+
+def _round_trips(trace: str) -> list[str]:
+    """The statements a libpq protocol trace shows the client sending: one ``Query`` (simple
+    protocol) or one ``Sync`` (extended protocol: Parse/Bind/Execute end with it) each."""
+    return [
+        line
+        for line in trace.splitlines()
+        if line.split("\t")[0] == "F" and line.split("\t")[2].split(" ")[0] in ("Query", "Sync")
+    ]
+
+
+@pytest.mark.parametrize("method", [SimHash(), MinHash(threshold=0.5)], ids=["simhash", "minhash"])
+def test_a_query_by_key_on_a_pooled_connection_is_one_statement(
+    docs: str, method: SimHash | MinHash, tmp_path: Path
+) -> None:
+    """Counted on the wire (libpq's protocol trace of the pooled connection): after the first
+    query reads the catalog entry, ``near_key`` / ``similar(key=..., verify="estimate")`` send
+    one statement, and a key that is not indexed is explained by that same statement."""
+    index = create_index(docs, "docs", "docs", "body", method=method)
+    index.build()
+    with psycopg.connect(docs, autocommit=True) as conn:
+        conn.execute("INSERT INTO docs VALUES (7, 'a row written after the build, not synced')")
+
+    def query(key: int) -> object:
+        if isinstance(method, SimHash):
+            return index.near_key(key)
+        return index.similar(key=key, verify="estimate")
+
+    query(1)  # reads the catalog entry
+    pooled = engine_for(docs).raw_connection()
+    traced = pooled.driver_connection
+    assert isinstance(traced, psycopg.Connection)
+    path = tmp_path / "trace"
+    with open(path, "w") as trace:
+        traced.pgconn.trace(trace.fileno())
+        traced.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+        pooled.close()
+        try:
+            assert [found.key for found in query(1)] == [2]  # type: ignore[attr-defined]
+            with pytest.raises(KeyNotIndexedError, match="queued and not synced yet"):
+                query(7)
+        finally:
+            traced.pgconn.untrace()
+    sent = _round_trips(path.read_text())
+    assert len(sent) == 2, sent

@@ -154,12 +154,14 @@ FROM (SELECT cluster_id, count(*) OVER (PARTITION BY cluster_id) AS size FROM {t
 
 -- name: clusters_members
 -- Rows in clusters of at least min_size, a cluster's rows together; rows deleted from the
--- index since the clusters were made are left out.
+-- index or from the source since the clusters were made are left out (a deleted row's index
+-- rows stay until the worker's sweep).
 SELECT cluster_id, key, size
 FROM (
     SELECT c.cluster_id, c.key, count(*) OVER (PARTITION BY c.cluster_id) AS size
     FROM {table} AS c
     WHERE EXISTS (SELECT FROM {side} AS s WHERE s.key OPERATOR(pg_catalog.=) c.key)
+      AND {visible}(c.key)
 ) AS c
 WHERE size >= %(min_size)s
 ORDER BY size DESC, cluster_id, key

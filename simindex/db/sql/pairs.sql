@@ -24,7 +24,9 @@ BEGIN
         RAISE EXCEPTION '{parameter} must be from % to %, got %', {lowest}, {highest},
             {parameter} USING ERRCODE = '22023';
     END IF;
-    RETURN QUERY {query};
+    -- Only keys the source holds: a deleted row's index rows stay until the worker's sweep.
+    RETURN QUERY SELECT p.* FROM ({query}) AS p
+    WHERE {visible}(p.left_key) AND {visible}(p.right_key);
 END
 $body$
 
