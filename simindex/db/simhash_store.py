@@ -309,7 +309,11 @@ class SimHashStore:
     def copy_lines(self, keys: Sequence[object], fingerprints: NDArray[np.uint64]) -> str:
         """The side-table rows of ``keys`` as COPY text (:meth:`copy_text` writes it); a pure
         function of its arguments, so build's worker processes make it."""
-        return _lines(self.rows(keys, fingerprints))
+        columns = [to_signed_array(fingerprints)]
+        columns += [prefix_array(t, fingerprints) for t in self.design.tables[1:]]
+        line = "\t".join(["%s"] * (1 + len(columns))) + "\n"
+        values = zip(map(field, keys), *(column.tolist() for column in columns), strict=True)
+        return "".join(map(line.__mod__, values))
 
     def copy_text(self, conn: PgConnection, chunks: Iterable[str], staging: bool = False) -> None:
         """One COPY of rows made by :meth:`copy_lines`."""
