@@ -330,7 +330,7 @@ def layers(
                 if simhash
                 else sa_query.similar(connection, name, text)
             )
-            return connection.execute(select(found.c.key, found.c.get(measure))).all()
+            return connection.execute(select(found.c.key, found.c[measure])).all()
 
         key_paths_: dict[str, Callable[[Any], object]] = {
             "sql_typed": lambda key: conn.execute(by_key_sql, (key,), prepare=True).fetchall(),
