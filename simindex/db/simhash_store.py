@@ -23,7 +23,7 @@ from psycopg.adapt import PyFormat
 
 from simindex.core.bits import BITS, MAX_UNSIGNED, to_signed_array
 from simindex.core.design import MankuDesign, MankuTable
-from simindex.db.answers import max_rows, protect_statements
+from simindex.db.answers import max_rows, protect_statements, visible_function
 from simindex.db.connection import PgConnection
 from simindex.db.copytext import field
 from simindex.db.pg_array import BigintArray, key_array, register
@@ -76,6 +76,11 @@ def _prefix_sql(table: MankuTable, fingerprint: sql.Composable) -> sql.Composabl
     return sql.SQL("(({}) - {})::{}").format(
         sql.SQL(" | ").join(parts), sql.Literal(_offset(table)), sql.SQL(prefix_type(table)[1])
     )
+
+
+def _lines(rows: Iterable[tuple[object, ...]]) -> str:
+    """(key, integer, ...) rows as COPY text."""
+    return "".join(field(row[0]) + "\t" + "\t".join(map(str, row[1:])) + "\n" for row in rows)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +181,7 @@ class SimHashStore:
                 "pairs_function",
                 usable=self._static("source_usable_v1"),
                 index_name=sql.Literal(self.name),
+                visible=visible_function(self.schema, self.name),
                 function=self.pairs_function,
                 parameter=sql.SQL("max_distance"),
                 parameter_type=sql.SQL("integer"),
@@ -210,7 +216,14 @@ class SimHashStore:
             allowed=self._static("distance_allowed_v1"),
             max_distance=sql.SQL("$2"),
             highest=sql.Literal(self.design.max_distance),
-            also=also if also is not None else sql.SQL(""),
+            # Only keys the source holds: a deleted row's index rows stay until the worker's
+            # sweep (ops.queue.sweep).
+            also=sql.Composed(
+                [
+                    also if also is not None else sql.SQL(""),
+                    sql.SQL("\n  AND {}(c.key)").format(visible_function(self.schema, self.name)),
+                ]
+            ),
             limit=sql.SQL("max_rows"),
         )
 
@@ -291,10 +304,23 @@ class SimHashStore:
         rows: Iterable[tuple[object, ...]],
         staging: bool = False,
     ) -> None:
+        self.copy_text(conn, [_lines(rows)], staging)
+
+    def copy_lines(self, keys: Sequence[object], fingerprints: NDArray[np.uint64]) -> str:
+        """The side-table rows of ``keys`` as COPY text (:meth:`copy_text` writes it); a pure
+        function of its arguments, so build's worker processes make it."""
+        columns = [to_signed_array(fingerprints)]
+        columns += [prefix_array(t, fingerprints) for t in self.design.tables[1:]]
+        line = "\t".join(["%s"] * (1 + len(columns))) + "\n"
+        values = zip(map(field, keys), *(column.tolist() for column in columns), strict=True)
+        return "".join(map(line.__mod__, values))
+
+    def copy_text(self, conn: PgConnection, chunks: Iterable[str], staging: bool = False) -> None:
+        """One COPY of rows made by :meth:`copy_lines`."""
         query = statement("simhash_copy", table=self.table(staging), columns=self._column_list())
-        lines = "".join(field(row[0]) + "\t" + "\t".join(map(str, row[1:])) + "\n" for row in rows)
         with conn.cursor().copy(query) as copy:
-            copy.write(lines)
+            for chunk in chunks:
+                copy.write(chunk)
 
     def side_tables(self) -> list[sql.Identifier]:
         """The live tables holding this index's rows (what a delete or truncate touches)."""

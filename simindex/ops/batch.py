@@ -43,6 +43,7 @@ from simindex.db.connection import PgConnection
 from simindex.db.pg_array import key_array
 from simindex.db.source import unfiltered
 from simindex.db.statements import statement
+from simindex.db.triggers import BATCH_LOCK_CLASS
 from simindex.ops.queue import Target, fail, note
 
 DEFAULT_MAX_TEXT_BYTES = 16 * 1024 * 1024
@@ -115,7 +116,12 @@ def prepare(
     max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
 ) -> Prepared:
     """Read the rows of ``keys`` as this transaction sees them and fingerprint them (see
-    :func:`process`), writing nothing."""
+    :func:`process`), writing nothing yet; a sweep (:func:`~simindex.ops.queue.sweep`) waits
+    for this transaction from here on."""
+    conn.execute(
+        statement("sync_batch_lock"),
+        {"class": BATCH_LOCK_CLASS, "key": target.triggers.build_lock_key},
+    )
     rows, failures = _read(conn, target, keys, max_text_bytes, BATCH_BYTES)
     # An unreadable row changed (it was queued): its old fingerprint is wrong now.
     unread: list[Any] = [key for key, _ in failures]

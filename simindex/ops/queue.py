@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 from simindex.core.spec import IndexSpec
+from simindex.db.answers import visible_is_current, visible_statements
 from simindex.db.catalog import (
     DEFAULT_SCHEMA,
     Health,
@@ -30,10 +32,11 @@ from simindex.db.cluster_store import ClusterStore
 from simindex.db.connection import Bind, PgConnection, transaction
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.pg_array import key_array
+from simindex.db.privileges import as_owner
 from simindex.db.simhash_store import SimHashStore
-from simindex.db.source import Source, lenient_keys
-from simindex.db.statements import statement
-from simindex.db.triggers import Triggers
+from simindex.db.source import Source, lenient_keys, refuse_policies
+from simindex.db.statements import run, statement
+from simindex.db.triggers import BATCH_LOCK_CLASS, BUILD_LOCK_CLASS, Triggers
 from simindex.errors import IndexNotFoundError
 
 
@@ -50,6 +53,14 @@ class Target:
     leader_clusters: ClusterStore | None = None
     # Whether the catalog marks the index broken: a batch that succeeds clears the mark.
     broken: bool = False
+
+
+def follow_renames(conn: PgConnection, target: Target) -> None:
+    """Write the index's probe function again when the source's table or key was renamed
+    and no event trigger wrote it (they may be disabled): every answer is filtered through
+    it, so until then each query would fail on the old name."""
+    if not visible_is_current(conn, target.store.schema, target.name, target.source):
+        run(conn, as_owner(visible_statements(target.store.schema, target.name, target.source)))
 
 
 def load_target(conn: PgConnection, schema: str, name: str) -> Target | None:
@@ -100,6 +111,58 @@ def requeue(conn: PgConnection, target: Target, keys: Sequence[Any]) -> None:
         statement("sync_requeue", queue=target.triggers.queue, key_type=target.triggers.key_type),
         {"keys": key_array(conn, keys)},
     )
+
+
+def deletes_pending(conn: PgConnection, target: Target) -> bool:
+    """Whether deletes of source rows are recorded that no sweep has handled yet."""
+    row = conn.execute(
+        statement("sync_deletes_pending", deletes=target.triggers.deletes)
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def sweep(conn: PgConnection, target: Target) -> int | None:
+    """Remove the index rows whose source row was deleted, in this (READ COMMITTED)
+    transaction: the deletes recorded so far are consumed, then one anti-join per side table
+    removes every row whose key the source no longer holds (and its leader cluster's row).
+    How many index rows went; None while a build runs (the deletes stay recorded).
+
+    The DELETE trigger records only that a delete happened; no answer names a deleted row
+    meanwhile (answers are filtered through the source). The sweep first waits for the
+    batches in flight (:func:`prepare`): one may have read a row before its delete and write
+    its index rows back; its own statements come after, so they see those rows."""
+    triggers = target.triggers
+    # The anti-join reads the source as the worker, through no policy of the source's (its
+    # side tables' policies show a worker every row).
+    refuse_policies(conn, target.source)
+    (free,) = conn.execute(
+        statement("sync_sweep_begin"),
+        {
+            "build_class": BUILD_LOCK_CLASS,
+            "class": BATCH_LOCK_CLASS,
+            "key": triggers.build_lock_key,
+        },
+    ).fetchone() or (False,)
+    if not free:
+        return None
+    conn.execute(statement("sync_take_deletes", deletes=triggers.deletes))
+    source = target.source
+    tables = list(target.store.side_tables())
+    if target.leader_clusters is not None:
+        tables.append(target.leader_clusters.table)
+    removed = 0
+    for position, table in enumerate(tables):
+        done = conn.execute(
+            statement(
+                "sync_sweep_rows",
+                table=table,
+                source=source.identifier,
+                key=sql.Identifier(source.key_column),
+            )
+        ).rowcount
+        if position == 0:
+            removed = max(done, 0)
+    return removed
 
 
 def fail(conn: PgConnection, target: Target, keys: Sequence[Any], error: str) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import psycopg
 
+from simindex.core import validators
 from simindex.core.spec import IndexSpec, MinHash
 from simindex.db.catalog import IndexInfo, lock_source
 from simindex.db.connection import PgConnection
@@ -15,7 +16,6 @@ from simindex.db.minhash_store import MinHashStore
 from simindex.db.source import key_errors
 from simindex.db.statements import statement
 from simindex.errors import KeyNotIndexedError
-from simindex.ops.near import check_limit
 from simindex.ops.verify import (
     DEFAULT_VERIFY,
     ShingleSets,
@@ -37,14 +37,9 @@ class Similar:
 
 
 def check_threshold(spec: IndexSpec, threshold: float | None) -> float:
+    """``threshold``, or the index's when None."""
     assert isinstance(spec.method, MinHash)
-    if threshold is None:
-        return spec.method.threshold
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
-        raise TypeError(f"threshold must be a number, got {type(threshold).__name__}")
-    if not 0.0 <= threshold <= 1.0:
-        raise ValueError(f"threshold must be from 0 to 1, got {threshold}")
-    return float(threshold)
+    return validators.threshold(threshold, spec.method.threshold)
 
 
 def verify_mode(verify: Verify | None) -> Verify:
@@ -68,7 +63,7 @@ def similar(
     by_key = key is not None
     if by_key == (text is not None):
         raise TypeError("give exactly one of text= or key=")
-    check_limit(limit)
+    validators.limit(limit)
     # Exact verification may reorder: it takes every candidate and cuts afterwards.
     fetch = limit if verify == "estimate" else None
     lowest = check_threshold(info.spec, threshold)

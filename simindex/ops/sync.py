@@ -31,6 +31,7 @@ import sqlalchemy.exc
 from psycopg import sql
 from sqlalchemy.engine import Connection
 
+from simindex.core import validators
 from simindex.db.catalog import (
     DEFAULT_SCHEMA,
     check_name,
@@ -45,7 +46,17 @@ from simindex.db.triggers import channel
 from simindex.errors import IndexNotFoundError
 from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES, BatchResult, probe, process
 from simindex.ops.build import MAX_BATCH_SIZE
-from simindex.ops.queue import fail, load_target, note, take, take_keys
+from simindex.ops.queue import (
+    Target,
+    deletes_pending,
+    fail,
+    follow_renames,
+    load_target,
+    note,
+    sweep,
+    take,
+    take_keys,
+)
 from simindex.ops.sync_connections import (
     Connections,
     StopFlag,
@@ -111,17 +122,11 @@ def sync(
 
     Returns what was done; ``report.ok`` is false when rows failed or an index is broken.
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int):
-        raise TypeError(f"batch_size must be an int, got {type(batch_size).__name__}")
-    if not 1 <= batch_size <= MAX_BATCH_SIZE:
-        raise ValueError(f"batch_size must be from 1 to {MAX_BATCH_SIZE:,}, got {batch_size}")
-    limit = max_text_bytes
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise ValueError(f"max_text_bytes must be a non-negative int or None, got {limit!r}")
+    validators.integer("batch_size", batch_size, low=1, high=MAX_BATCH_SIZE)
+    validators.text_bytes(max_text_bytes)
     if not heartbeat > 0:
         raise ValueError(f"heartbeat must be a positive number of seconds, got {heartbeat!r}")
-    if isinstance(connections, bool) or not isinstance(connections, int) or connections < 1:
-        raise ValueError(f"connections must be a positive int, got {connections!r}")
+    validators.positive("connections", connections)
     if follow and isinstance(bind, Connection):
         raise ValueError(
             "follow=True commits batch by batch: give an Engine or a DSN, not a Connection"
@@ -337,6 +342,7 @@ class _Worker:
                     return 0
                 with self._report_lock:
                     self.report.released(name)
+                follow_renames(conn, target)
                 keys = take(conn, target, size)
                 if keys:
                     result = process(conn, target, keys, max_text_bytes=self.max_text_bytes)
@@ -346,6 +352,8 @@ class _Worker:
                 elif target.broken:
                     probe(conn, target)  # raises while the source is still unreadable
                     result = BatchResult(0, 0, 0, 0)
+                elif (swept := self._sweep(conn, target)) is not None:
+                    result = BatchResult(0, 0, swept, 0)
                 elif name not in self.broken:
                     return 0
                 else:  # made again meanwhile (a rebuild): nothing queued, nothing broken
@@ -364,7 +372,7 @@ class _Worker:
         if size < self.batch_size and len(keys) == size:
             self.sizes[name] = min(size * 2, self.batch_size)  # grow back while it succeeds
         with self._report_lock:
-            if keys:
+            if keys or result.removed:
                 self.report.add_batch(name, result)
             known = self.broken.pop(name, None)
             self.report.broken.pop(name, None)
@@ -376,9 +384,17 @@ class _Worker:
                 attempts,
                 extra=fields("index_recovered", index=name, attempts=attempts),
             )
-        if keys:
+        if keys or result.removed:
             log_batch(name, result, time.perf_counter() - started)
         return len(keys)
+
+    def _sweep(self, conn: PgConnection, target: Target) -> int | None:
+        """Once the queue is empty: the index rows of deleted source rows removed (see
+        :func:`~simindex.ops.queue.sweep`); how many, or None when no delete was recorded or
+        a build runs."""
+        if not deletes_pending(conn, target):
+            return None
+        return sweep(conn, target)
 
     def _cancelled(
         self,

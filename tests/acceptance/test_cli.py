@@ -21,6 +21,7 @@ from simindex.db.schema import head_revision
 from simindex.errors import IndexNotFoundError, KeyNotIndexedError
 from simindex.index import Index, create_index, get_index, list_indexes
 from simindex.ops.queue import queue_counts
+from tests.commands import run_simindex
 
 TEXTS = [
     "the quick brown fox jumps over the lazy dog near the river bank today",
@@ -41,15 +42,7 @@ def environment(**values: str) -> dict[str, str]:
 
 
 def simindex(*args: str, stdin: str = "", **env: str) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [sys.executable, "-m", "simindex", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=environment(**env),
-        timeout=TIMEOUT,
-        check=False,
-    )
+    result = run_simindex(args, stdin=stdin, env=environment(**env), timeout=TIMEOUT)
     # The tests run as a superuser, which sync and build warn about (tests/security runs
     # them as ordinary roles); the rest of stderr is what these tests check.
     result.stderr = "".join(

@@ -42,6 +42,11 @@ def write_fingerprints(index: Index, dsn: str, values: dict[int, int]) -> None:
     info = index.info()
     store = SimHashStore(index.index_schema, index.name, info.source.key_type, info.spec.design)  # type: ignore[arg-type]
     with psycopg.connect(dsn) as conn:
+        # Rows of the source too: answers name only keys the table holds.
+        conn.execute(
+            "INSERT INTO documents (id) SELECT unnest(%s::bigint[]) ON CONFLICT DO NOTHING",
+            (list(values),),
+        )
         store.upsert(conn, list(values), np.array(list(values.values()), dtype=np.uint64))
 
 

@@ -51,6 +51,8 @@ def simhash_index(database_dsn: str) -> tuple[Index, dict[int, int]]:
     info = index.info()
     store = SimHashStore(index.index_schema, "docs", info.source.key_type, info.spec.design)  # type: ignore[arg-type]
     with psycopg.connect(database_dsn) as conn:
+        # Rows of the source too: answers name only keys the table holds.
+        conn.execute("INSERT INTO documents (id) SELECT unnest(%s::bigint[])", (list(values),))
         store.upsert(conn, list(values), np.array(list(values.values()), dtype=np.uint64))
     return index, values
 
@@ -120,6 +122,7 @@ def test_top_bit_fingerprints_pair_across_the_sign_boundary(
     info = index.info()
     store = SimHashStore(index.index_schema, "docs", info.source.key_type, info.spec.design)  # type: ignore[arg-type]
     with psycopg.connect(database_dsn) as conn:
+        conn.execute("INSERT INTO documents (id) VALUES (900001), (900002)")
         store.upsert(conn, [900001, 900002], np.array([high, low], np.uint64))
     found = {(p.left, p.right) for p in index.pairs(max_distance=2)}
     assert (900001, 900002) in found

@@ -64,7 +64,8 @@ BEGIN
         SELECT CASE WHEN c.set_hash = $5 THEN 1.0::double precision
                     ELSE {similarity}(c.sketch, $1) END AS similarity
     ) AS v
-    WHERE ({any_band}) AND v.similarity >= $3
+    -- Only keys the source holds: a deleted row's index rows stay until the worker's sweep.
+    WHERE ({any_band}) AND v.similarity >= $3 AND {visible}(c.key)
     ORDER BY v.similarity DESC, c.key
     LIMIT $4;
 END
@@ -109,7 +110,9 @@ BEGIN
     IF $1 IS NULL OR NOT ($1 >= 0 AND $1 <= 1) THEN
         RAISE EXCEPTION 'threshold must be from 0 to 1, got %', $1 USING ERRCODE = '22023';
     END IF;
-    RETURN QUERY SELECT * FROM {pairs}({table_name}::regclass, NULL::{key_type}, {num_bands}, $1);
+    -- Only keys the source holds: a deleted row's index rows stay until the worker's sweep.
+    RETURN QUERY SELECT p.* FROM {pairs}({table_name}::regclass, NULL::{key_type}, {num_bands}, $1) AS p
+    WHERE {visible}(p.left_key) AND {visible}(p.right_key);
 END
 $body$
 

@@ -40,9 +40,6 @@ WHERE {ready}({index_name}, {side}::regclass)
 ORDER BY c.distance, c.key
 LIMIT {limit}
 
--- name: simhash_fingerprint_of_key
-SELECT fingerprint FROM {table} WHERE key OPERATOR(pg_catalog.=) %(key)s
-
 -- name: simhash_near
 -- max_rows NULL: every row (the function's own default is a bound, for SQL callers).
 SELECT key, distance FROM {function}(%(fingerprint)s, %(max_distance)s, %(limit)s::integer)

@@ -179,6 +179,7 @@ WHERE t."p3" = (((((($1 # '-9223372036854775808'::bigint) >> 0) & '65535'::bigin
 ) AS c
 WHERE "simindex"."query_ready_v1"('docs', '"simindex"."docs_simhash"'::regclass)
   AND "simindex"."distance_allowed_v1"($2, 3)
+  AND "simindex"."docs_visible_v1"(c.key)
 ORDER BY c.distance, c.key
 LIMIT max_rows;
 END
@@ -241,6 +242,7 @@ WHERE t."p3" = ((((((found # '-9223372036854775808'::bigint) >> 0) & '65535'::bi
 WHERE "simindex"."query_ready_v1"('docs', '"simindex"."docs_simhash"'::regclass)
   AND "simindex"."distance_allowed_v1"($2, 3)
   AND NOT c.key OPERATOR(pg_catalog.=) row_key
+  AND "simindex"."docs_visible_v1"(c.key)
 ORDER BY c.distance, c.key
 LIMIT max_rows;
 END
@@ -261,7 +263,8 @@ BEGIN
         RAISE EXCEPTION 'max_distance must be from % to %, got %', 0, 3,
             max_distance USING ERRCODE = '22023';
     END IF;
-    RETURN QUERY -- One Manku table's share of all pairs: rows with the same prefix, within the distance, each
+    -- Only keys the source holds: a deleted row's index rows stay until the worker's sweep.
+    RETURN QUERY SELECT p.* FROM (-- One Manku table's share of all pairs: rows with the same prefix, within the distance, each
 -- pair once (left < right) and only in the first table that finds it (the "earlier" conditions rule out
 -- pairs whose fingerprints also agree on an earlier table's prefix bits).
 SELECT a.key AS left_key, b.key AS right_key,
@@ -301,7 +304,8 @@ JOIN "simindex"."docs_simhash" AS b ON a."p3" = b."p3" AND a.key OPERATOR(pg_cat
 WHERE "simindex"."simhash_distance_v1"(a.fingerprint, b.fingerprint) <= $1
   AND ((a.fingerprint # b.fingerprint) & '-281474976710656'::bigint) <> 0
   AND ((a.fingerprint # b.fingerprint) & '281470681743360'::bigint) <> 0
-  AND ((a.fingerprint # b.fingerprint) & '4294901760'::bigint) <> 0;
+  AND ((a.fingerprint # b.fingerprint) & '4294901760'::bigint) <> 0) AS p
+    WHERE "simindex"."docs_visible_v1"(p.left_key) AND "simindex"."docs_visible_v1"(p.right_key);
 END
 $body$;
 
@@ -321,6 +325,13 @@ CREATE TABLE "simindex"."docs_failed" (
     error text NOT NULL,
     attempts integer NOT NULL DEFAULT 1,
     failed_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- That deletes happened: one row per DELETE statement on the source, no key (the statement
+-- trigger has no transition table). The worker consumes them and removes the index rows whose
+-- source row is gone (sync_sweep_rows).
+CREATE TABLE "simindex"."docs_deletes" (
+    deleted_at timestamptz NOT NULL DEFAULT now()
 );
 
 -- Row-level security on a table of simindex's holding keys of the source: a role sees the rows
@@ -388,12 +399,12 @@ WHERE pg_catalog.random() < 0;
 -- then queues the key afresh.
 -- UPDATE queues the keys whose text changed (compared as text, byte for byte: a case-only
 -- change of a citext counts), and both keys of a changed key (the old one's rows go).
--- DELETE removes the index rows at once. First it takes the keys' queue entries, waiting for a
--- worker that holds one: that worker read the row before this delete and may write it back,
--- so its rows must be deleted after it committed. (Entries first, rows second: a writer only
--- ever waits for a worker, never the other way round.) A build reads the table in one
--- snapshot that may still hold the deleted rows: while one runs (it holds the index's
--- advisory lock) the keys are queued too, and the first batch after the build removes them.
+-- DELETE records only that a delete happened (one row in <name>_deletes, no key, no transition
+-- table): the index rows of the deleted keys are removed by the worker (sync_sweep_rows), and
+-- until then no answer names them, since answers are filtered through the source. An append,
+-- never an update of a shared row, so concurrent deletes never wait for each other.
+-- INSERT also removes the index rows of inserted keys while deletes are recorded (a key deleted
+-- and inserted again before the sweep).
 -- TRUNCATE leaves the queue and the failed items: their keys no longer exist, so a worker
 -- deletes nothing for them (truncating them here could deadlock with a worker holding them).
 -- Replica mode (session_replication_role = replica: a logical replication subscription's apply,
@@ -447,7 +458,7 @@ ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at', key_name) USING OLD;
         RETURN NULL;  -- queued by the row triggers
     END IF;
     IF TG_RELID = 16384 THEN
-        IF simindex_trusted OR TG_OP = 'TRUNCATE' THEN
+        IF simindex_trusted OR TG_OP IN ('TRUNCATE', 'DELETE') THEN
             written_for := true;
         ELSE
             SELECT true INTO written_for FROM pg_catalog.pg_attribute AS a
@@ -465,7 +476,12 @@ ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at', key_name) USING OLD;
     IF written_for THEN
         CASE TG_OP
             WHEN 'INSERT' THEN
-                INSERT INTO "simindex"."docs_queue" AS q (key)
+                -- While deletes wait for the worker's sweep, a key inserted again must not keep the index
+-- rows of its deleted row until the worker comes: they go now.
+IF EXISTS (SELECT FROM "simindex"."docs_deletes") THEN
+    DELETE FROM "simindex"."docs_simhash" AS s USING new_rows AS n WHERE s.key OPERATOR(pg_catalog.=) n."id";
+END IF;
+INSERT INTO "simindex"."docs_queue" AS q (key)
 SELECT n."id" FROM new_rows AS n WHERE n."id" IS NOT NULL
 ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at;
             WHEN 'UPDATE' THEN
@@ -481,15 +497,7 @@ WHERE coalesce(n."id", o."id") IS NOT NULL
           IS DISTINCT FROM (n."body"::text COLLATE pg_catalog."C"))
 ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at;
             WHEN 'DELETE' THEN
-                DELETE FROM "simindex"."docs_queue" AS q USING old_rows AS o WHERE q.key OPERATOR(pg_catalog.=) o."id";
--- The shared lock is held until commit: a build that starts meanwhile waits, and its snapshot
--- sees this delete.
-IF NOT pg_catalog.pg_try_advisory_xact_lock_shared(1397312856,  -530321403) THEN
-    INSERT INTO "simindex"."docs_queue" AS q (key)
-SELECT o."id" FROM old_rows AS o WHERE o."id" IS NOT NULL
-ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at;
-END IF;
-DELETE FROM "simindex"."docs_simhash" AS s USING old_rows AS o WHERE s.key OPERATOR(pg_catalog.=) o."id";
+                INSERT INTO "simindex"."docs_deletes" DEFAULT VALUES;
             WHEN 'TRUNCATE' THEN
                 TRUNCATE "simindex"."docs_simhash";
         END CASE;
@@ -529,7 +537,12 @@ DELETE FROM "simindex"."docs_simhash" AS s USING old_rows AS o WHERE s.key OPERA
         FROM generate_series(1, greatest(source.key_position, source.text_position)) AS p;
         CASE TG_OP
             WHEN 'INSERT' THEN
-                EXECUTE pg_catalog.format('INSERT INTO "simindex"."docs_queue" AS q (key)
+                -- While deletes wait for the worker's sweep, a key inserted again must not keep the index
+-- rows of its deleted row until the worker comes: they go now.
+IF EXISTS (SELECT FROM "simindex"."docs_deletes") THEN
+    EXECUTE pg_catalog.format('DELETE FROM "simindex"."docs_simhash" AS s USING new_rows AS n (%1$s) WHERE s.key OPERATOR(pg_catalog.=) n.k', aliases);
+END IF;
+EXECUTE pg_catalog.format('INSERT INTO "simindex"."docs_queue" AS q (key)
 SELECT n.k FROM new_rows AS n (%1$s) WHERE n.k IS NOT NULL
 ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at', aliases);
             WHEN 'UPDATE' THEN
@@ -545,15 +558,7 @@ WHERE coalesce(n.k, o.k) IS NOT NULL
           IS DISTINCT FROM (n.t::text COLLATE pg_catalog."C"))
 ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at', aliases);
             WHEN 'DELETE' THEN
-                EXECUTE pg_catalog.format('DELETE FROM "simindex"."docs_queue" AS q USING old_rows AS o (%1$s) WHERE q.key OPERATOR(pg_catalog.=) o.k', aliases);
--- The shared lock is held until commit: a build that starts meanwhile waits, and its snapshot
--- sees this delete.
-IF NOT pg_catalog.pg_try_advisory_xact_lock_shared(1397312856,  -530321403) THEN
-    EXECUTE pg_catalog.format('INSERT INTO "simindex"."docs_queue" AS q (key)
-SELECT o.k FROM old_rows AS o (%1$s) WHERE o.k IS NOT NULL
-ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at', aliases);
-END IF;
-EXECUTE pg_catalog.format('DELETE FROM "simindex"."docs_simhash" AS s USING old_rows AS o (%1$s) WHERE s.key OPERATOR(pg_catalog.=) o.k', aliases);
+                INSERT INTO "simindex"."docs_deletes" DEFAULT VALUES;
             WHEN 'TRUNCATE' THEN
                 TRUNCATE "simindex"."docs_simhash";
         END CASE;
@@ -679,7 +684,7 @@ REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
 FOR EACH STATEMENT EXECUTE FUNCTION "simindex"."docs_trigger_v1"();
 
 CREATE TRIGGER "simindex_docs_delete" AFTER DELETE ON "public"."docs"
-REFERENCING OLD TABLE AS old_rows
+
 FOR EACH STATEMENT EXECUTE FUNCTION "simindex"."docs_trigger_v1"();
 
 CREATE TRIGGER "simindex_docs_truncate" AFTER TRUNCATE ON "public"."docs"
