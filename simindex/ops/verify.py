@@ -118,8 +118,10 @@ class ShingleSets:
                 rows = key_cursor(self.conn).execute(self._query, {"keys": wanted_keys}).fetchall()
             except psycopg.errors.InsufficientPrivilege as exc:
                 raise no_select(self.conn, self.source, exc) from exc
-            for key, text in rows:
-                found[key] = self._put(key, self.of_text(text))
+            # One call for the chunk's texts: tokenising and hashing run over the batch.
+            features = self.spec.features([text for _, text in rows])
+            for (key, _), hashes in zip(rows, features, strict=True):
+                found[key] = self._put(key, np.unique(hashes))
                 self.texts_read += 1
         return found
 
