@@ -37,7 +37,7 @@ def per_index_suffixes() -> set[str]:
         for node in ast.walk(ast.parse(path.read_text("utf-8"))):
             if isinstance(node, ast.JoinedStr):
                 text = "".join(
-                    part.value
+                    str(part.value)
                     if isinstance(part, ast.Constant)
                     else "{" + ast.unparse(part.value) + "}"
                     for part in node.values
