@@ -27,7 +27,10 @@ import fingerprint_makers as makers
 from fingerprint_makers import Timing, Work, batches, measure, timing_record
 from report import log
 
-from simindex.core.fingerprints import fingerprint_batch
+try:
+    from simindex.core.fingerprints import fingerprint_batch
+except ImportError:  # a baseline tree from before core.batch became core.fingerprints
+    from simindex.core.batch import fingerprint_batch  # type: ignore[no-redef,import-not-found]
 from simindex.core.spec import MinHash, SimHash, resolve
 
 DEFAULT_MINHASH = "MinHash(), the default"
