@@ -231,7 +231,7 @@ class Index:
         key; ``limit`` keeps the first rows only (a text inside a cluster of thousands of
         copies). A text with no features (None, empty) has no neighbours: ``[]``.
         """
-        with reading(self.bind, self.index_schema) as conn:
+        with reading(self.bind, self.index_schema, pin=False) as conn:  # see near_key
             info, store = self._simhash(conn, "similar()")
             return near_op.near(
                 conn,
@@ -248,7 +248,9 @@ class Index:
     ) -> list[Match]:
         """Rows within ``max_distance`` bits of the row with ``key`` (itself excluded), the
         nearest ``limit`` of them when given."""
-        with reading(self.bind, self.index_schema, pin=False) as conn:  # by_key pins if need be
+        # On the connection as the caller left it: the query's statements name every function,
+        # operator and type with its schema; by_key pins the path for anything else.
+        with reading(self.bind, self.index_schema, pin=False) as conn:
             _, rows = by_key_op.by_key(conn, self._kept, key, "distance", max_distance, limit)
         return [Match(found_key, distance) for found_key, distance in rows]
 
@@ -276,7 +278,9 @@ class Index:
                 info, rows = by_key_op.by_key(conn, self._kept, key, "similarity", threshold, limit)
             _warn_below_threshold(info, threshold)
             return [Similar(found_key, float(value)) for found_key, value in rows]
-        with reading(self.bind, self.index_schema) as conn:
+        # Verified by the estimate, the query is one statement that names every function,
+        # operator and type with its schema (see near_key); exact verification reads the source.
+        with reading(self.bind, self.index_schema, pin=mode == "exact") as conn:
             info, store = self._ready(conn)
             if not isinstance(store, MinHashStore):
                 raise TypeError(f"index {self.name!r} is a SimHash index: use near()")

@@ -16,7 +16,7 @@ from typing import Any
 from psycopg import sql
 
 from simindex.db.catalog import IndexInfo, Store, catalog, ready_index
-from simindex.db.connection import PgConnection
+from simindex.db.connection import PgConnection, pinned
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.statements import statement
 from simindex.db.triggers import Triggers
@@ -44,14 +44,16 @@ class KeptEntry:
 
     def ready(self, conn: PgConnection) -> Entry:
         """The entry, read again if its catalog row changed (one prepared statement when it
-        did not); IndexNotFoundError when there is no such index, IndexNotReadyError when it
-        cannot answer."""
+        did not, which may go out unpinned: see :meth:`token`; the entry is read again with
+        the path pinned); IndexNotFoundError when there is no such index, IndexNotReadyError
+        when it cannot answer."""
         token = self.token(conn)
         if token is None:
             self.entry = None
             raise IndexNotFoundError(f"no index named {self.name!r}")
         if self.entry is None or self.entry.token != token:
-            info, store = ready_index(conn, self.schema, self.name)
+            with pinned(conn):
+                info, store = ready_index(conn, self.schema, self.name)
             self.entry = Entry(token, info, store)
         return self.entry
 
