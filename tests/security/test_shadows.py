@@ -19,7 +19,6 @@ from __future__ import annotations
 import ast
 import re
 import subprocess
-import sys
 from importlib import resources
 from pathlib import Path
 
@@ -37,6 +36,7 @@ from simindex.db.statements import _blocks
 from simindex.errors import KeyNotIndexedError
 from simindex.index import create_index, get_index
 from simindex.sqlalchemy import index_changes
+from tests.commands import run_simindex
 from tests.security.conftest import MakeRole, Role, owned_table, scalar, superuser
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -237,13 +237,7 @@ def hostile(dsn: str) -> str:
 
 
 def cli(*args: str, dsn: str) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [sys.executable, "-m", "simindex", *args, "--dsn", dsn],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    result = run_simindex([*args, "--dsn", dsn], timeout=300)
     assert result.returncode == 0, f"simindex {' '.join(args)}:\n{result.stdout}{result.stderr}"
     return result
 

@@ -21,13 +21,17 @@ SELECT ctid FROM {queue} FOR UPDATE SKIP LOCKED
 -- The build's read: a server-side cursor over the key, in its text form (concat calls the
 -- type's output function, never a cast, and it round-trips in this session: COPY reads it back, and psycopg need not load
 -- values it cannot, such as dates past 9999 or 'infinity'), the text up to %(inline)s bytes
--- (a longer one is read alone, build_read_one), the row's version and ctid (build_dequeue),
--- and the text's size (which octet_length takes from the stored datum without reading it).
+-- (a longer one is read alone, build_read_one), the row's version (build_row_version, for
+-- build_dequeue; NULL when no key is queued, which spares every row its text) and ctid, and
+-- the text's size (which octet_length takes from the stored datum without reading it).
 SELECT pg_catalog.concat({key}),
        CASE WHEN pg_catalog.octet_length({text}::text) <= %(inline)s THEN {text} END,
-       pg_catalog.concat_ws('/', tableoid, ctid, xmin), ctid,
+       {version}, ctid,
        pg_catalog.octet_length({text}::text)
 FROM ONLY {table}
+
+-- name: build_row_version (a row's version as build_dequeue compares it: table, tuple, xmin)
+pg_catalog.concat_ws('/', tableoid, ctid, xmin)
 
 -- name: build_read_one
 -- A long text: of the row version build_read saw, by its ctid; when the row changed since, as
