@@ -294,11 +294,12 @@ def test_a_query_by_key_is_one_statement_on_a_pooled_connection(
 
 
 @pytest.mark.parametrize("method", [SimHash(), MinHash(threshold=0.5)], ids=["simhash", "minhash"])
-def test_a_query_by_text_on_a_callers_engine_pins_nothing(
+def test_a_query_by_text_on_a_callers_engine_is_one_statement(
     docs: str, method: SimHash | MinHash, tmp_path: Path
 ) -> None:
-    """On a caller's Engine, ``near(text)`` / ``similar(text, verify="estimate")`` send the
-    entry's check and the query: no round trips to pin the search_path and set it back."""
+    """On a caller's Engine, ``near(text)`` / ``similar(text, verify="estimate")`` send one
+    statement, the entry's check and the query together: no round trips to pin the
+    search_path and set it back, nor one for the check alone."""
     create_index(docs, "docs", "docs", "body", method=method).build()
     engine = create_engine("postgresql+psycopg://", creator=lambda: psycopg.connect(docs))
     index = Index(engine, "docs")
@@ -311,6 +312,7 @@ def test_a_query_by_text_on_a_callers_engine_pins_nothing(
     try:
         expected = query()  # reads the catalog entry
         assert 1 in expected
+        assert query() == expected  # prepares the statement (a round trip of its own)
         pooled = engine.raw_connection()
         traced = pooled.driver_connection
         pooled.close()
@@ -326,4 +328,4 @@ def test_a_query_by_text_on_a_callers_engine_pins_nothing(
     finally:
         engine.dispose()
     sent = _round_trips(path.read_text())
-    assert len(sent) == 2, sent
+    assert len(sent) == 1, sent
