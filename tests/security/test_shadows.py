@@ -35,7 +35,7 @@ from simindex.db.connection import raw_connection
 from simindex.db.statements import _blocks
 from simindex.errors import KeyNotIndexedError
 from simindex.index import create_index, get_index
-from simindex.sqlalchemy import index_changes
+from simindex.sqlalchemy import index_changes, near, near_key, similar, similar_key
 from tests.commands import run_simindex
 from tests.security.conftest import MakeRole, Role, owned_table, scalar, superuser
 
@@ -432,6 +432,11 @@ def test_a_query_on_a_callers_connection_as_it_is_resolves_nothing_there(
                     assert isinstance(fingerprint, int)
                     assert 101 in {m.key for m in simhash.near(fingerprint=fingerprint)}
                     assert 101 in {s.key for s in minhash.similar(said, verify="estimate")}
+                    # The selectables' checks of the index (their kept entries).
+                    near(bind, "by_key_sim", said)
+                    near_key(bind, "by_key_sim", 1)
+                    similar(bind, "by_key_min", said)
+                    similar_key(bind, "by_key_min", 1)
                     assert_no_shadow_ran(database_dsn, f"a query on {type(bind).__name__}")
                 connection.commit()
             with pytest.raises(ValueError, match="bad key"):  # in the caller's transaction
