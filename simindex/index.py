@@ -254,7 +254,9 @@ class Index:
         # On the connection as the caller left it: the query's statements name every function,
         # operator and type with its schema; by_key pins the path for anything else.
         with reading(self.bind, self.index_schema, pin=False) as conn:
-            _, rows = by_key_op.by_key(conn, self._kept, key, "distance", max_distance, limit)
+            _, rows = by_key_op.by_key(
+                conn, self._kept, key, measure="distance", bound=max_distance, limit=limit
+            )
         return [Match(found_key, distance) for found_key, distance in rows]
 
     def similar(
@@ -278,7 +280,9 @@ class Index:
         mode = similar_op.verify_mode(verify)
         if mode == "estimate" and key is not None and text is None:
             with reading(self.bind, self.index_schema, pin=False) as conn:  # see near_key
-                info, rows = by_key_op.by_key(conn, self._kept, key, "similarity", threshold, limit)
+                info, rows = by_key_op.by_key(
+                    conn, self._kept, key, measure="similarity", bound=threshold, limit=limit
+                )
             _warn_below_threshold(info, threshold)
             return [Similar(found_key, value) for found_key, value in rows]
         if mode == "estimate" and key is None:

@@ -43,6 +43,7 @@ def by_key(
     conn: PgConnection,
     kept: KeptEntry,
     key: Any,
+    *,
     measure: Measure,
     bound: float | None,
     limit: int | None,
