@@ -238,25 +238,32 @@ def _interleaved(
     items: Sequence[Any],
     warm: int,
     commit: Callable[[], None],
-) -> dict[str, list[float]]:
+) -> tuple[dict[str, list[float]], dict[str, float]]:
     """Each item through every path, the paths' order shuffled per item (a noisy moment of
     the machine hits all alike); the first ``warm`` items untimed."""
     seconds: dict[str, list[float]] = {path: [] for path in paths}
+    cpu: dict[str, float] = dict.fromkeys(paths, 0.0)
     order = list(paths.items())
     shuffler = random.Random(7)
     for turn, item in enumerate([*items[:warm], *items]):
         shuffler.shuffle(order)
         for path, call in order:
-            begin = time.perf_counter()
+            begin, begin_cpu = time.perf_counter(), time.process_time()
             call(item)
             if turn >= warm:
                 seconds[path].append(time.perf_counter() - begin)
+                cpu[path] += time.process_time() - begin_cpu
         if turn % 100 == 99:
             commit()  # a caller's transaction is not held for ever
-    return seconds
+    # The client's own CPU time a call (this process's, not the server's): what the Python
+    # layers cost whatever the machine's load does to the wall clock.
+    return seconds, {path: total / len(items) for path, total in cpu.items()}
 
 
-def _summary(seconds: dict[str, list[float]], floor: str) -> dict[str, Any]:
+def _summary(
+    measured: tuple[dict[str, list[float]], dict[str, float]], floor: str
+) -> dict[str, Any]:
+    seconds, client_cpu = measured
     latencies = {path: latency_ms(values) for path, values in seconds.items()}
     base = latencies[floor]
     # Each query's own difference from the floor in the same turn, then their median: a load
@@ -274,6 +281,12 @@ def _summary(seconds: dict[str, list[float]], floor: str) -> dict[str, Any]:
     return {
         "latency": latencies,
         "paired_p50_over_floor_ms": paired,
+        "client_cpu_ms_per_call": {
+            path: round(value * 1000, 4) for path, value in client_cpu.items()
+        },
+        "client_cpu_over_floor_ms": {
+            path: round((value - client_cpu[floor]) * 1000, 4) for path, value in client_cpu.items()
+        },
         "p50_over_floor_ms": {
             path: round(latency["p50_ms"] - base["p50_ms"], 4)
             for path, latency in latencies.items()
@@ -325,11 +338,16 @@ def layers(
             "connection": Index(connection, name),
         }
         fingerprinter = indexes["dsn"]
+        fingerprinter.near_key(keys[0]) if simhash else fingerprinter.similar(
+            key=keys[0], verify="estimate"
+        )
+        kept = fingerprinter._kept.entry  # the spec as the Index fingerprints with it
+        kept_info = info if kept is None else kept.info
 
         def arguments(text: str) -> tuple[Any, ...]:
             from simindex.index import SimilarArguments, _function_arguments
 
-            found = _function_arguments(info, text)
+            found = _function_arguments(kept_info, text)
             if isinstance(found, SimilarArguments):
                 return (found.sketch, list(found.band_keys), found.set_hash)
             return (found,)
@@ -485,6 +503,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                     f"  {path:32s} p50 {latency['p50_ms']:7.3f} ms  p99 {latency['p99_ms']:7.3f} ms"
                     f"  {found['p50_over_floor_ms'][path]:+.3f} ms p50"
                     f"  {found['paired_p50_over_floor_ms'][path]:+.3f} ms paired"
+                    f"  client CPU {found['client_cpu_ms_per_call'][path]:.3f} ms"
                 )
     print(f"\nwritten: {args.output}")
 

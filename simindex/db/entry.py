@@ -116,8 +116,8 @@ class KeptEntry:
             statement_, order, params = made
             text = self._checked_statement(conn, entry, kind, statement_, order)
             try:
-                rows = key_cursor(conn).execute(text, {**params, "name": self.name}, prepare=True)
-                found = rows.fetchall()
+                cursor = key_cursor(conn, entry.info.source.key_type)
+                found = cursor.execute(text, {**params, "name": self.name}, prepare=True).fetchall()
             except psycopg.Error:  # the index was dropped meanwhile: read the catalog again
                 found = []
             if found and tuple(found[0][:2]) == entry.token:
@@ -127,7 +127,8 @@ class KeptEntry:
         if made is None:
             return entry, []
         statement_, _, params = made
-        return entry, key_cursor(conn).execute(statement_, params).fetchall()
+        cursor = key_cursor(conn, entry.info.source.key_type)
+        return entry, cursor.execute(statement_, params).fetchall()
 
     def _checked_statement(
         self,
