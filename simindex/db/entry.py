@@ -35,8 +35,9 @@ class Entry:
     store: Store
 
 
-Query = tuple[sql.Composed, sql.Composable, dict[str, Any]]
-"""A query of an index's SQL functions: the statement, its ORDER BY (of ``q.``'s columns, for
+Query = tuple[Callable[[], sql.Composed], sql.Composable, dict[str, Any]]
+"""A query of an index's SQL functions: its statement (composed only when no kept one is at
+hand: composing costs more than the rest of a call), its ORDER BY (of ``q.``'s columns, for
 ``facade_checked``) and its parameters."""
 
 
@@ -113,8 +114,8 @@ class KeptEntry:
             made = query(entry)
             if made is None:
                 return entry, []
-            statement_, order, params = made
-            text = self._checked_statement(conn, entry, kind, statement_, order)
+            compose, order, params = made
+            text = self._checked_statement(conn, entry, kind, compose, order)
             try:
                 cursor = key_cursor(conn, entry.info.source.key_type)
                 found = cursor.execute(text, {**params, "name": self.name}, prepare=True).fetchall()
@@ -126,23 +127,23 @@ class KeptEntry:
         made = query(entry)
         if made is None:
             return entry, []
-        statement_, _, params = made
+        compose, _, params = made
         cursor = key_cursor(conn, entry.info.source.key_type)
-        return entry, cursor.execute(statement_, params).fetchall()
+        return entry, cursor.execute(compose(), params).fetchall()
 
     def _checked_statement(
         self,
         conn: PgConnection,
         entry: Entry,
         kind: str,
-        query: sql.Composable,
+        compose: Callable[[], sql.Composed],
         order: sql.Composable,
     ) -> bytes:
         kept = self._checked.get(kind)
         if kept is not None and kept[0] == entry.token:
             return kept[1]
         text = statement(
-            "facade_checked", catalog=catalog(self.schema), query=query, order=order
+            "facade_checked", catalog=catalog(self.schema), query=compose(), order=order
         ).as_bytes(conn)
         self._checked[kind] = (entry.token, text)
         return text

@@ -44,8 +44,8 @@ def near(
     )
     if made is None:
         return []
-    statement_, _, params = made
-    return [Match(key, distance) for key, distance in key_cursor(conn).execute(statement_, params)]
+    compose, _, params = made
+    return [Match(key, distance) for key, distance in key_cursor(conn).execute(compose(), params)]
 
 
 def query(
@@ -72,7 +72,7 @@ def query(
     else:
         stored = check_fingerprint(fingerprint)
     return (
-        statement("simhash_near", function=store.near_function),
+        lambda: statement("simhash_near", function=store.near_function),
         _ORDER,
         {
             "fingerprint": stored,

@@ -95,7 +95,7 @@ def similar(
         made = _by_text(store, info.spec, text, floor, fetch)
         if made is None:
             return []
-        rows = key_cursor(conn).execute(made[0], made[2]).fetchall()
+        rows = key_cursor(conn).execute(made[0](), made[2]).fetchall()
     if verify == "estimate":
         return [Similar(found_key, float(similarity)) for found_key, similarity, _ in rows]
     if not rows:
@@ -150,7 +150,7 @@ def _by_text(
         return None
     sketch, band_keys, set_hash = store.query_arguments(values[0])
     return (
-        statement("minhash_similar", function=store.similar_function),
+        lambda: statement("minhash_similar", function=store.similar_function),
         _ORDER,
         {
             "sketch": sketch,
