@@ -352,6 +352,7 @@ def layers() -> str:
         for part, label in (("by_key", "by key"), ("by_text", "by text")):
             found = data[method][part]
             paired = found.get("paired_p50_over_floor_ms", {})
+            cpu = found.get("client_cpu_over_floor_ms", {})
             for path, latency in found["latency"].items():
                 rows.append(
                     [
@@ -362,6 +363,7 @@ def layers() -> str:
                         ms(latency),
                         f"{found['p50_over_floor_ms'][path]:+.3f} ms",
                         f"{paired[path]:+.3f} ms" if path in paired else "–",
+                        f"{cpu[path]:+.3f} ms" if path in cpu else "–",
                     ]
                 )
     header = [
@@ -372,6 +374,7 @@ def layers() -> str:
         "p50 / p99",
         "p50 over the floor's",
         "median of each query's difference",
+        "client CPU over the floor's",
     ]
     return str(data.get("scale_note", "")) + "\n\n" + table(header, rows)
 
