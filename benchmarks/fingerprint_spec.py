@@ -2,9 +2,10 @@
 
     python benchmarks/fingerprint_spec.py [--long N] [--batch N] [--repeats N] [--cpu N]
 
-``simindex.core.batch.fingerprint_batch`` takes a stored spec (JSON) and a batch of texts, and
-is what ``build`` (in each worker process) and ``sync`` (per batch) call: these timings are
-the end-to-end rate of the product. Run as a script, it prints the timings as JSON on stdout:
+``simindex.core.fingerprints.fingerprint_batch`` takes a stored spec (JSON) and a batch of
+texts, and is what ``build`` (in each worker process) and ``sync`` (per batch) call: these
+timings are the end-to-end rate of the product. Run as a script, it prints the timings as JSON
+on stdout:
 ``fingerprint.py --baseline DIR`` runs it that way with another checkout of simindex first on
 ``sys.path`` (for instance main's tree from ``git archive``), so a before/after pair is
 measured in one run, on the same core, on the same texts.
@@ -26,7 +27,7 @@ import fingerprint_makers as makers
 from fingerprint_makers import Timing, Work, batches, measure, timing_record
 from report import log
 
-from simindex.core.batch import fingerprint_batch
+from simindex.core.fingerprints import fingerprint_batch
 from simindex.core.spec import MinHash, SimHash, resolve
 
 CLASSIC = "MinHash() classic, the default"

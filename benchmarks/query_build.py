@@ -19,8 +19,8 @@ from psycopg import sql
 from query_plan import MAX_DISTANCE
 from report import per_second, since
 
-from simindex.core.batch import fingerprint_batch
 from simindex.core.bits import to_signed_array
+from simindex.core.fingerprints import fingerprint_batch
 from simindex.core.spec import MinHash, SimHash
 from simindex.db.catalog import store_for
 from simindex.db.minhash_store import MinHashStore

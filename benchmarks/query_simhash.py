@@ -261,6 +261,45 @@ def run_reader_sql(
     return result
 
 
+def pk_and_functions(
+    dsn: str, name: str, fingerprints: Sequence[int], keys: Sequence[int]
+) -> dict[str, Any]:
+    """A primary-key lookup on the side table beside near_v1(fingerprint) and
+    near_key_v1(key), prepared on one connection, taking turns key by key (the issue's
+    target: a query by key at most twice the lookup's round trip)."""
+    table = sql.Identifier("simindex", f"{name}_simhash")
+    calls = {
+        "pk_lookup": sql.SQL("SELECT fingerprint FROM {} WHERE key = %s").format(table),
+        "near_v1": near_sql(name),
+        "near_key_v1": sql.SQL("SELECT key, distance FROM {}(%s)").format(
+            sql.Identifier("simindex", f"{name}_near_key_v1")
+        ),
+    }
+    seconds: dict[str, list[float]] = {label: [] for label in calls}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        texts = {label: query.as_bytes(conn) for label, query in calls.items()}
+        for turn, (fingerprint, key) in enumerate(zip(fingerprints, keys, strict=True)):
+            arguments = {
+                "pk_lookup": (key,),
+                "near_v1": (fingerprint, MAX_DISTANCE),
+                "near_key_v1": (key,),
+            }
+            for label, text in texts.items():
+                begin = time.perf_counter()
+                conn.execute(text, arguments[label], prepare=True).fetchall()
+                if turn >= 200:  # the first 200 keys warm every plan up
+                    seconds[label].append(time.perf_counter() - begin)
+    latency = {label: latency_ms(values) for label, values in seconds.items()}
+    base = latency["pk_lookup"]["p50_ms"]
+    return {
+        "latency": latency,
+        "p50_over_pk_lookup": {
+            label: round(latency[label]["p50_ms"] / base, 2) if base else None
+            for label in ("near_v1", "near_key_v1")
+        },
+    }
+
+
 def _near_call(conn: Conn, query: bytes, fingerprint: int) -> dict[int, int]:
     rows = conn.execute(query, (fingerprint, MAX_DISTANCE), prepare=True).fetchall()
     return {int(key): int(distance) for key, distance in rows}
@@ -417,6 +456,8 @@ def simhash_part(
     )
     log("simindex near and near_key through SQL as a reader (the source probe) and a superuser")
     as_reader = run_reader_sql(dsn, reader_dsn(dsn), "docs", queries, sample_keys)
+    log("a primary-key lookup beside near_v1 and near_key_v1, in turn")
+    pk_beside = pk_and_functions(dsn, "docs", queries, sample_keys)
     log("simindex near through the Python API")
     python_queries = queries[: plan.python_sample]
     python_seconds, python_found = run_near_python(dsn, "docs", python_queries)
@@ -490,6 +531,7 @@ def simhash_part(
             "candidate) and as the superuser (no probe), query by query in turn",
             **as_reader,
         },
+        "pk_lookup_beside_functions": pk_beside,
         "sql_candidates_query_direct": {
             "statement": "store.candidates_query(...) ORDER BY 2, 1, prepared by psycopg",
             "latency": latency_ms(raw_seconds),

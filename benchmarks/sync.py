@@ -61,10 +61,10 @@ from sync_overhead import overhead, print_overhead
 
 import simindex
 from simindex import sync
-from simindex.core.batch import fingerprint_batch
+from simindex.core.fingerprints import fingerprint_batch
 from simindex.embedded import apply_settings, embedded_postgres, local_postgres
 from simindex.index import create_index, drop_index
-from simindex.ops.batch import queue_counts
+from simindex.ops.queue import queue_counts
 from simindex.ops.sync import DEFAULT_BATCH_SIZE, DEFAULT_CONNECTIONS
 
 Conn = psycopg.Connection[tuple[Any, ...]]

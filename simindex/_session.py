@@ -7,13 +7,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import psycopg
-from psycopg import sql
 from sqlalchemy.engine import Connection
 
-from simindex.db.catalog import Store, catalog
-from simindex.db.connection import Bind, PgConnection, autocommit_connection, transaction
-from simindex.db.simhash_store import SimHashStore
-from simindex.db.statements import statement
+from simindex.db.connection import (
+    Bind,
+    PgConnection,
+    autocommit_connection,
+    in_transaction,
+    transaction,
+)
 from simindex.errors import SchemaNotMigratedError
 
 
@@ -28,15 +30,25 @@ def session(bind: Bind, index_schema: str) -> Iterator[PgConnection]:
 
 
 @contextmanager
-def reading(bind: Bind, index_schema: str) -> Iterator[PgConnection]:
+def reading(bind: Bind, index_schema: str, *, pin: bool = True) -> Iterator[PgConnection]:
     """A connection for queries: the caller's, in their transaction; else one from the pool
-    in autocommit (each statement reads committed data; no BEGIN or COMMIT to wait for)."""
+    in autocommit (each statement reads committed data; no BEGIN or COMMIT to wait for).
+    ``pin=False``: a caller's connection on its own search_path, for statements that
+    schema-qualify every name (the query by key; :func:`simindex.db.connection.pinned` for
+    the others)."""
     if isinstance(bind, Connection):
-        with session(bind, index_schema) as conn:
-            yield conn
+        if pin:
+            with session(bind, index_schema) as conn:
+                yield conn
+            return
+        try:
+            with in_transaction(bind) as conn:
+                yield conn
+        except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName) as exc:
+            raise unmigrated(exc, index_schema) from exc
         return
     try:
-        with autocommit_connection(bind) as conn:
+        with autocommit_connection(bind, pin=pin) as conn:
             yield conn
     except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName) as exc:
         raise unmigrated(exc, index_schema) from exc
@@ -47,21 +59,3 @@ def unmigrated(exc: psycopg.Error, index_schema: str) -> Exception:
     if f'"{index_schema}"' in missing or f'"{index_schema}.indexes"' in missing:
         return SchemaNotMigratedError.of(index_schema)
     return exc
-
-
-def by_key_statement(index_schema: str, store: Store) -> sql.Composed:
-    """The facade's query by key in one round trip: the kept catalog entry's check, whether
-    the key is indexed, and the index's query by key."""
-    if isinstance(store, SimHashStore):
-        query = statement("simhash_near_key", function=store.near_key_function)
-        order = sql.SQL("q.distance, q.key")
-    else:
-        query = statement("minhash_similar_key", function=store.similar_key_function)
-        order = sql.SQL("q.similarity DESC, q.key")
-    return statement(
-        "facade_by_key",
-        catalog=catalog(index_schema),
-        table=store.table(),
-        query=query,
-        order=order,
-    )

@@ -43,13 +43,13 @@ from sqlalchemy.sql.expression import ClauseElement, Executable
 from simindex.core.minhash import Scheme, SchemeName
 from simindex.core.spec import IndexSpec, Method, MinHash, SimHash, resolve
 from simindex.core.text import Shingling
-from simindex.db.catalog import DEFAULT_SCHEMA, check_name, check_schema, find_index
+from simindex.db.catalog import DEFAULT_SCHEMA, check_name, check_schema
 from simindex.db.connection import PgConnection, pinned
 from simindex.db.objects import create_statements, drop_statements
-from simindex.db.source import Source, describe
+from simindex.db.source import Source
 from simindex.db.statements import statement
-from simindex.db.triggers import event_triggers_on
-from simindex.errors import IndexExistsError, IndexNotFoundError, SimindexError, SourceError
+from simindex.errors import SimindexError
+from simindex.ops import create as create_op
 
 __all__ = ["CreateSimindexOp", "DropSimindexOp", "MethodOptions"]
 
@@ -253,22 +253,18 @@ class CreateSimindexOp(_SimindexOp):
             )
             return [check, *create_statements(self.index_schema, self.name, source, self.spec)]
         _check_catalog(conn, self.index_schema)
-        spec = self.spec.check_tokenizer()
-        source = describe(conn, self.table, self.column, schema=self.schema, key=self.key)
-        if self.key_type is not None:
-            same = conn.execute(
-                statement("source_same_type"),
-                {"given": self.key_type, "found": source.key_type, "column": source.key_type_id},
-            ).fetchone()
-            if not (same and same[0]):
-                raise SourceError(
-                    f"key_type {self.key_type!r} was given, but key column "
-                    f"{source.key_column!r} of {source.table} is {source.key_type}"
-                )
-        if find_index(conn, self.index_schema, self.name) is not None:
-            raise IndexExistsError(f"an index named {self.name!r} exists already")
-        trusted = event_triggers_on(conn, self.index_schema)
-        return create_statements(self.index_schema, self.name, source, spec, trusted=trusted)
+        return create_op.create_statements(
+            conn,
+            self.index_schema,
+            self.name,
+            self.table,
+            self.column,
+            self.spec.method,
+            key=self.key,
+            schema=self.schema,
+            key_type=self.key_type,
+            size_to_table=False,
+        )
 
 
 @Operations.register_operation("drop_simindex")
@@ -352,10 +348,7 @@ class DropSimindexOp(_SimindexOp):
             )
             return drop_statements(self.index_schema, self.name, source, self.spec)
         _check_catalog(conn, self.index_schema)
-        row = find_index(conn, self.index_schema, self.name)
-        if row is None:
-            raise IndexNotFoundError(f"no index named {self.name!r}")
-        return drop_statements(self.index_schema, self.name, row.source, row.spec)
+        return create_op.drop_statements(conn, self.index_schema, self.name)
 
 
 class _Verbatim(Executable, ClauseElement):

@@ -57,7 +57,7 @@ def _tables(conn: PgConnection, schema: str, name: str) -> IndexTables:
     """Index ``name`` with the tables that hold its rows (its clusters', once made)."""
     info = read_index(conn, schema, name)
     triggers = Triggers(schema, name, info.source, store_of(info))
-    tables = [triggers.queue, triggers.failed, *triggers.store.side_tables()]
+    tables = [*triggers.tables(), *triggers.store.side_tables()]
     clusters = ClusterStore(schema, name).table
     exists = conn.execute(
         statement("clusters_exists"), {"table": clusters.as_string(conn)}

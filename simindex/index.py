@@ -12,43 +12,34 @@ DSN a query runs in autocommit, without BEGIN and COMMIT round trips.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, Literal, overload
 
-import psycopg
-
-from simindex._advice import not_indexed, warn_below_threshold
-from simindex._arguments import SimilarArguments, function_arguments
-from simindex._session import by_key_statement, session
-from simindex._session import reading as _reading
-from simindex.core.spec import Method, SimHash, resolve
+from simindex._session import reading, session
+from simindex.core.bits import to_signed
+from simindex.core.spec import Method, SimHash
 from simindex.db.catalog import (
     DEFAULT_SCHEMA,
     IndexInfo,
     Store,
-    catalog,
     check_name,
     check_schema,
-    find_index,
     index_names,
     read_index,
-    ready_index,
+    store_of,
 )
 from simindex.db.connection import Bind, PgConnection
-from simindex.db.keys import key_cursor
+from simindex.db.entry import KeptEntry
 from simindex.db.minhash_store import MinHashStore
-from simindex.db.objects import create_statements, drop_statements, index_sql
+from simindex.db.objects import index_sql
 from simindex.db.simhash_store import SimHashStore
-from simindex.db.source import check_key, check_owner, describe, row_count, row_estimate
-from simindex.db.statements import run, statement
-from simindex.db.triggers import event_triggers_on
-from simindex.errors import (
-    IndexExistsError,
-    IndexNotFoundError,
-    KeyNotIndexedError,
-)
+from simindex.errors import KeyNotIndexedError, LowRecallWarning
 from simindex.ops import build as build_op
+from simindex.ops import by_key as by_key_op
 from simindex.ops import clusters as clusters_op
+from simindex.ops import create as create_op
 from simindex.ops import near as near_op
 from simindex.ops import pairs as pairs_op
 from simindex.ops import similar as similar_op
@@ -104,20 +95,12 @@ def create_index(
         method: ``SimHash(...)`` (default) or ``MinHash(...)``.
         index_schema: the schema simindex was migrated into.
     """
+    check_schema(index_schema)
     check_name(name)
     chosen = method if method is not None else SimHash()
-    # Bad arguments fail before any database work; the tokenizer's version is recorded.
-    chosen = resolve(chosen).check_tokenizer().method
+    create_op.checked_spec(chosen)  # bad arguments fail before any database work
     with session(bind, index_schema) as conn:
-        source = describe(conn, table, column, schema=schema, key=key)
-        check_owner(conn, source)
-        # The planner's count when the table was analyzed, else a real one.
-        rows = row_estimate(conn, source)
-        spec = resolve(chosen, row_count(conn, source) if rows is None else rows)
-        if find_index(conn, index_schema, name) is not None:
-            raise IndexExistsError(f"an index named {name!r} exists already")
-        trusted = event_triggers_on(conn, index_schema)
-        run(conn, create_statements(index_schema, name, source, spec, trusted=trusted))
+        create_op.create(conn, index_schema, name, table, column, chosen, key=key, schema=schema)
     return Index(bind, name, index_schema=index_schema)
 
 
@@ -133,12 +116,7 @@ def drop_index(
 ) -> None:
     """Remove an index: its side tables, functions and catalog row (the source is untouched)."""
     with session(bind, index_schema) as conn:
-        row = find_index(conn, index_schema, name)
-        if row is None:
-            if missing_ok:
-                return
-            raise IndexNotFoundError(f"no index named {name!r}")
-        run(conn, drop_statements(index_schema, name, row.source, row.spec))
+        create_op.drop(conn, index_schema, name, missing_ok=missing_ok)
 
 
 def list_indexes(bind: Bind, *, index_schema: str = DEFAULT_SCHEMA) -> list[str]:
@@ -155,8 +133,7 @@ class Index:
         self.bind = bind
         self.name = check_name(name)
         self.index_schema = check_schema(index_schema)
-        self._entry: tuple[tuple[Any, ...], IndexInfo, Store] | None = None
-        self._by_key_sql: dict[tuple[tuple[Any, ...], str], bytes] = {}
+        self._kept = KeptEntry(self.index_schema, self.name)
 
     def __repr__(self) -> str:
         return f"Index({self.name!r}, index_schema={self.index_schema!r})"
@@ -182,91 +159,10 @@ class Index:
             return index_sql(conn, self.index_schema, self.name)
 
     def _ready(self, conn: PgConnection) -> tuple[IndexInfo, Store]:
-        """The catalog entry and store, from the last call's while the catalog row is the
-        same (a prepared statement: one short round trip); an index not built raises."""
-        token = conn.execute(
-            statement("catalog_token", catalog=catalog(self.index_schema)),
-            {"name": self.name},
-            prepare=True,
-        ).fetchone()
-        return self._entry_for(conn, token)
-
-    def _entry_for(self, conn: PgConnection, token: Any) -> tuple[IndexInfo, Store]:
-        if token is None:
-            self._entry = None
-            raise IndexNotFoundError(f"no index named {self.name!r}")
-        if self._entry is None or self._entry[0] != tuple(token[:2]):
-            info, store = ready_index(conn, self.index_schema, self.name)
-            self._entry = (tuple(token[:2]), info, store)
-        return self._entry[1], self._entry[2]
-
-    def _ready_for_key(self, conn: PgConnection, key: Any) -> tuple[IndexInfo, Store, bool | None]:
-        """:meth:`_ready`, and whether ``key`` is in the index (None: not asked), in the same
-        round trip when the entry is known and the connection is in autocommit (a dropped
-        index's missing table then fails one statement, not the caller's transaction)."""
-        entry = self._entry
-        if entry is None or not conn.autocommit:
-            return *self._ready(conn), None
-        store = entry[2]
-        table = store.table()
-        try:
-            row = conn.execute(
-                statement("catalog_token_and_key", catalog=catalog(self.index_schema), table=table),
-                {"name": self.name, "key": key},
-                prepare=True,
-            ).fetchone()
-        except psycopg.Error:  # the index was dropped meanwhile, or the key is of a wrong type
-            return *self._ready(conn), None
-        info, current = self._entry_for(conn, row)
-        if row is None or current is not store:  # (None raised already) a new entry
-            return info, current, None
-        return info, current, bool(row[2])
-
-    def _by_key(
-        self,
-        conn: PgConnection,
-        key: Any,
-        measure: str,
-        limit: int | float | None,
-        max_rows: int | None = None,
-    ) -> list[tuple[Any, Any]] | None:
-        """A query by key in one round trip with the check of the kept entry (autocommit
-        only); None when that cannot answer (no entry yet, the catalog row changed, an error),
-        and the caller goes the long way, which says what is wrong."""
-        entry = self._entry
-        if entry is None or not conn.autocommit:
-            return None
-        token, info, store = entry
-        if isinstance(store, SimHashStore) != (measure == "distance"):
-            return None
-        if isinstance(store, SimHashStore):
-            params: dict[str, Any] = {
-                "max_distance": near_op.check_distance(store, limit)  # type: ignore[arg-type]
-            }
-        else:
-            params = {"threshold": similar_op.check_threshold(info.spec, limit)}
-        text = self._by_key_sql.get((token, measure))
-        if text is None:  # composed once per kept entry
-            text = by_key_statement(self.index_schema, store).as_bytes(conn)
-            self._by_key_sql = {(token, measure): text}
-        try:
-            rows = (
-                key_cursor(conn)
-                .execute(
-                    text,
-                    {"name": self.name, "key": key, "limit": max_rows, **params},
-                    prepare=True,
-                )
-                .fetchall()
-            )
-        except psycopg.Error:  # the index was dropped meanwhile, or the key is of a wrong type
-            return None
-        if not rows or tuple(rows[0][:2]) != token:
-            return None
-        if not rows[0][2]:
-            raise not_indexed(conn, info, key)
-        warn_below_threshold(info, None if measure == "distance" else limit)
-        return [(row[3], row[4]) for row in rows if row[3] is not None]
+        """The catalog entry and store, kept from the last call's while the catalog row is
+        the same; an index not built raises."""
+        entry = self._kept.ready(conn)
+        return entry.info, entry.store
 
     def fingerprint(self, text: str | None) -> int | SimilarArguments | None:
         """What this index's SQL functions take for ``text``, computed as the index computes
@@ -276,7 +172,8 @@ class Index:
         for MinHash the two arrays ``<name>_similar_v1(signature, band_keys)`` takes.
         None for a text with no features (NULL, empty, punctuation only)."""
         with session(self.bind, self.index_schema) as conn:
-            return function_arguments(read_index(conn, self.index_schema, self.name), text)
+            info = read_index(conn, self.index_schema, self.name)
+        return _function_arguments(info, text)
 
     def _simhash(self, conn: PgConnection, other: str) -> tuple[IndexInfo, SimHashStore]:
         info, store = self._ready(conn)
@@ -334,7 +231,7 @@ class Index:
         key; ``limit`` keeps the first rows only (a text inside a cluster of thousands of
         copies). A text with no features (None, empty) has no neighbours: ``[]``.
         """
-        with _reading(self.bind, self.index_schema) as conn:
+        with reading(self.bind, self.index_schema) as conn:
             info, store = self._simhash(conn, "similar()")
             return near_op.near(
                 conn,
@@ -351,20 +248,9 @@ class Index:
     ) -> list[Match]:
         """Rows within ``max_distance`` bits of the row with ``key`` (itself excluded), the
         nearest ``limit`` of them when given."""
-        check_key(key)
-        near_op.check_limit(limit)
-        with _reading(self.bind, self.index_schema) as conn:
-            fast = self._by_key(conn, key, "distance", max_distance, limit)
-            if fast is not None:
-                return [Match(found_key, distance) for found_key, distance in fast]
-            info, found, indexed = self._ready_for_key(conn, key)
-            store = self._simhash_store(found, "similar(key=...)")
-            try:
-                return near_op.near_key(
-                    conn, info, store, key, max_distance, limit, indexed=indexed
-                )
-            except KeyNotIndexedError:
-                raise not_indexed(conn, info, key) from None
+        with reading(self.bind, self.index_schema, pin=False) as conn:  # by_key pins if need be
+            _, rows = by_key_op.by_key(conn, self._kept, key, "distance", max_distance, limit)
+        return [Match(found_key, distance) for found_key, distance in rows]
 
     def similar(
         self,
@@ -385,21 +271,16 @@ class Index:
         with 128 values). ``limit`` keeps the most similar rows only.
         """
         mode = similar_op.verify_mode(verify)
-        near_op.check_limit(limit)
-        with _reading(self.bind, self.index_schema) as conn:
-            fast = None
-            if mode == "estimate" and key is not None and text is None:
-                fast = self._by_key(conn, key, "similarity", threshold, limit)
-            if fast is not None:
-                return [Similar(found_key, float(value)) for found_key, value in fast]
-            if key is None:
-                info, store = self._ready(conn)
-                indexed = None
-            else:
-                info, store, indexed = self._ready_for_key(conn, key)
+        if mode == "estimate" and key is not None and text is None:
+            with reading(self.bind, self.index_schema, pin=False) as conn:  # see near_key
+                info, rows = by_key_op.by_key(conn, self._kept, key, "similarity", threshold, limit)
+            _warn_below_threshold(info, threshold)
+            return [Similar(found_key, float(value)) for found_key, value in rows]
+        with reading(self.bind, self.index_schema) as conn:
+            info, store = self._ready(conn)
             if not isinstance(store, MinHashStore):
                 raise TypeError(f"index {self.name!r} is a SimHash index: use near()")
-            warn_below_threshold(info, threshold)
+            _warn_below_threshold(info, threshold)
             try:
                 return similar_op.similar(
                     conn,
@@ -409,11 +290,10 @@ class Index:
                     key=key,
                     threshold=threshold,
                     verify=mode,
-                    indexed=indexed,
                     limit=limit,
                 )
             except KeyNotIndexedError:
-                raise not_indexed(conn, info, key) from None
+                raise by_key_op.why_not_indexed(conn, info, key) from None
 
     @overload
     def pairs(
@@ -464,7 +344,7 @@ class Index:
         """
         with session(self.bind, self.index_schema) as conn:
             info, store = self._ready(conn)
-            warn_below_threshold(info, threshold)
+            _warn_below_threshold(info, threshold)
             yield from pairs_op.pairs(
                 conn,
                 info,
@@ -499,7 +379,7 @@ class Index:
         """
         with session(self.bind, self.index_schema) as conn:
             info, store = self._ready(conn)
-            warn_below_threshold(info, threshold)
+            _warn_below_threshold(info, threshold)
             return clusters_op.clusters(
                 conn,
                 info,
@@ -537,3 +417,45 @@ class Index:
     def drop(self) -> None:
         """Remove this index (see :func:`drop_index`)."""
         drop_index(self.bind, self.name, index_schema=self.index_schema)
+
+
+@dataclass(frozen=True, slots=True)
+class SimilarArguments:
+    """A text's MinHash as ``<name>_similar_v1(sketch, band_keys, threshold, max_rows,
+    set_hash)`` takes it: the sketch as a bit string's hexadecimal input (``X...``)."""
+
+    sketch: str
+    band_keys: tuple[int, ...]
+    set_hash: int
+
+
+def _function_arguments(info: IndexInfo, text: str | None) -> int | SimilarArguments | None:
+    """The signed fingerprint (SimHash) or the sketch, band keys and set hash (MinHash) of
+    ``text``; None for a text with no features."""
+    spec = info.spec
+    if isinstance(spec.method, SimHash):
+        values, present = spec.simhash_values([text])
+        return to_signed(int(values[0])) if present[0] else None
+    store = store_of(info)
+    assert isinstance(store, MinHashStore)
+    signatures, lengths = spec.minhash_values([text])
+    if not lengths[0]:
+        return None
+    sketch, band_keys, set_hash = store.query_arguments(signatures[0])
+    return SimilarArguments(sketch, tuple(band_keys), set_hash)
+
+
+def _warn_below_threshold(info: IndexInfo, threshold: float | None) -> None:
+    """A LowRecallWarning for a MinHash threshold below the one the index's bands are tuned
+    for (the caller's caller is the line warned about)."""
+    method = info.spec.method
+    valid = isinstance(threshold, int | float) and not isinstance(threshold, bool)
+    if not valid or isinstance(method, SimHash) or not 0 <= threshold < method.threshold:  # type: ignore[operator]
+        return  # nothing to warn of, or a wrong threshold that its check refuses
+    warnings.warn(
+        f"threshold {threshold} is below the {method.threshold} index {info.name!r} was tuned "
+        "for: its LSH bands find pairs that are similar only by chance (recall falls fast below "
+        "the tuned threshold); create an index with a lower threshold instead",
+        LowRecallWarning,
+        stacklevel=3,
+    )

@@ -80,13 +80,14 @@ CREATE TABLE {schema}.indexes (
 -- typed function, so near_key_v1('docs', 42) answers with keys of the argument's type
 -- (cast by OID: format_type(oid, -1) names the argument's own type without a typmod, bpchar
 -- rather than character = char(1), with its schema unless it is on the pinned search_path),
--- at most max_rows of them (NULL: every row), the nearest first.
+-- at most max_rows of them (NULL: every row), the nearest first. VOLATILE, so the typed
+-- function's query takes its snapshot after its wait for a rebuild's swap (see query_ready_v1).
 CREATE FUNCTION {schema}.near_key_v1(
     index_name text, row_key anyelement, max_distance integer DEFAULT NULL,
     max_rows integer DEFAULT 1000
 )
 RETURNS TABLE (key anyelement, distance integer)
-LANGUAGE plpgsql STABLE
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $body$
 DECLARE
@@ -123,7 +124,7 @@ BEGIN
     RETURN QUERY EXECUTE
         'SELECT n.key::' || format_type(pg_typeof(row_key), -1) || ', n.distance FROM '
         || quote_ident({schema_literal}) || '.' || quote_ident(index_name || '_near_key_v1')
-        || '($1::' || entry.key_type || ', $2) AS n ORDER BY 2, 1 LIMIT $3'
+        || '($1::' || entry.key_type || ', $2, $3) AS n ORDER BY 2, 1 LIMIT $3'
     USING row_key, COALESCE(max_distance, highest), max_rows;
 END
 $body$
@@ -362,11 +363,138 @@ BEGIN
 END
 $body$
 
+-- name: minhash_similarity_v1
+-- The Jaccard similarity two MinHash sketches estimate (simindex.core.packing): each of their
+-- n one-bit values agrees with probability (1 + J) / 2, so J is 1 - 2 d / n from the number d
+-- of differing bits, and no less than 0. The score of a MinHash query function's candidates,
+-- LEAKPROOF where a superuser migrates, as within_distance_v1 and for the same reasons (it
+-- never fails: a table's sketches and a query function's argument have one length).
+CREATE FUNCTION {schema}.minhash_similarity_v1(a bit varying, b bit varying)
+RETURNS double precision LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE COST 1
+AS $body$
+BEGIN
+    -- OPERATOR() spellings share one precedence, left to right: the parentheses are needed.
+    RETURN GREATEST(0.0::double precision, 1.0::double precision
+        OPERATOR(pg_catalog.-) (2.0::double precision
+        OPERATOR(pg_catalog.*) pg_catalog.bit_count(a OPERATOR(pg_catalog.#) b)
+        OPERATOR(pg_catalog./) pg_catalog.length(a)));
+END
+$body$
+
+-- name: minhash_pairs_v1
+-- Every pair of a MinHash index's table (side) whose similarity reaches threshold, each once
+-- (left < right): per band, the rows of equal band keys, scored only in the first band they
+-- share (later bands skip pairs an earlier band key of which agrees); identical shingle sets
+-- score 1. The self-join reads only keys and band keys, so its hash table stays small;
+-- sketches are read for the candidate pairs alone. key_type: a NULL of the key's type.
+CREATE FUNCTION {schema}.minhash_pairs_v1(
+    side regclass, key_type anyelement, num_bands integer, threshold double precision
+)
+RETURNS TABLE (left_key anyelement, right_key anyelement, similarity double precision)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $body$
+DECLARE
+    band integer;
+    earlier text := '';
+BEGIN
+    FOR band IN 0 .. num_bands - 1 LOOP
+        RETURN QUERY EXECUTE format(
+            'SELECT a.key, b.key, CASE WHEN a.set_hash = b.set_hash THEN 1.0::float8 '
+            'ELSE %1$s(a.sketch, b.sketch) END FROM ('
+            'SELECT x.key AS l, y.key AS r FROM %2$s AS x JOIN %2$s AS y '
+            'ON y.%3$I = x.%3$I AND x.key OPERATOR(pg_catalog.<) y.key OFFSET 0) AS c '
+            'JOIN %2$s AS a ON a.key OPERATOR(pg_catalog.=) c.l '
+            'JOIN %2$s AS b ON b.key OPERATOR(pg_catalog.=) c.r '
+            'WHERE (a.set_hash = b.set_hash OR %1$s(a.sketch, b.sketch) >= $1)%4$s',
+            quote_ident({schema_literal}) || '.minhash_similarity_v1', side, 'b' || band,
+            earlier)
+        USING threshold;
+        earlier := earlier || format(' AND a.%1$I <> b.%1$I', 'b' || band);
+    END LOOP;
+END
+$body$
+
+-- name: simhash_distance_v1
+-- The Hamming distance of two stored SimHash fingerprints: the score of every SimHash query
+-- and pairs function. SQL, IMMUTABLE and without a SET clause, so the planner inlines it into
+-- the query that calls it (no call per row). The body is read where it is inlined, on the
+-- caller's search_path: every name in it is qualified.
+CREATE FUNCTION {schema}.simhash_distance_v1(a bigint, b bigint)
+RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $body$
+SELECT pg_catalog.bit_count((a OPERATOR(pg_catalog.#) b)::pg_catalog.bit(64))::integer
+$body$
+
+-- name: distance_allowed_v1
+-- A query function's check of its max_distance argument against the index's k (highest):
+-- true, or an error (22023). IMMUTABLE: the planner computes it once when both are constants.
+-- No SET clause (a GUC saved and restored per call would cost more than the test): every name
+-- in it is qualified.
+CREATE FUNCTION {schema}.distance_allowed_v1(max_distance integer, highest integer)
+RETURNS boolean LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+AS $body$
+BEGIN
+    IF max_distance IS NULL OR max_distance OPERATOR(pg_catalog.<) 0
+       OR max_distance OPERATOR(pg_catalog.>) highest THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = pg_catalog.concat('max_distance must be from 0 to ', highest, ', got ',
+                                        coalesce(max_distance::text, '<NULL>'));
+    END IF;
+    RETURN true;
+END
+$body$
+
+-- name: query_ready_v1
+-- The guard of every query function, run once per call in the query's own snapshot (a one-time
+-- filter of its plan, after the plan took the side table's lock): true, or an error.
+-- A rebuild swaps new side tables in (DROP and RENAME, in its transaction). A query that meets
+-- the swap waits for the table's lock; a statement that takes its snapshot after that wait (any
+-- statement under READ COMMITTED, a VOLATILE function's too) sees the rebuilt table whole. One
+-- whose snapshot is older (a REPEATABLE READ or SERIALIZABLE transaction, or a STABLE caller's
+-- snapshot) would read the new table as empty: the side table it locked (side_table, the plan's
+-- constant, by OID) is not in its snapshot, and it fails as a serialization failure (40001), to
+-- be retried like one. An index whose source table was dropped answers nothing (55000).
+-- No SET clause (a GUC saved and restored per call would cost more than the lookups): every
+-- name in it is qualified.
+CREATE FUNCTION {schema}.query_ready_v1(index_name text, side_table regclass)
+RETURNS boolean LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $body$
+DECLARE
+    current boolean;
+    usable boolean;
+BEGIN
+    SELECT EXISTS (SELECT FROM pg_catalog.pg_class AS c
+                   WHERE c.oid OPERATOR(pg_catalog.=) side_table::pg_catalog.oid),
+           (SELECT i.state OPERATOR(pg_catalog.<>) 'source_dropped'
+                   AND EXISTS (SELECT FROM pg_catalog.pg_class AS c
+                               WHERE c.oid OPERATOR(pg_catalog.=) i.source::pg_catalog.oid)
+            FROM {schema}.indexes AS i WHERE i.name OPERATOR(pg_catalog.=) index_name)
+    INTO current, usable;
+    IF NOT current THEN
+        RAISE EXCEPTION USING ERRCODE = '40001',
+            MESSAGE = pg_catalog.concat('simindex: index ', index_name,
+                                        ' was rebuilt after this transaction''s snapshot was taken'),
+            HINT = 'Run the transaction again.';
+    END IF;
+    IF NOT usable THEN
+        RAISE EXCEPTION USING ERRCODE = '55000',
+            MESSAGE = pg_catalog.concat('simindex: the source table of index ',
+                                        pg_catalog.quote_literal(index_name),
+                                        ' was dropped; drop the index'),
+            HINT = pg_catalog.concat('simindex drop ', index_name);
+    END IF;
+    RETURN true;
+END
+$body$
+
 -- name: leakproof_within
 BEGIN
     IF (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname = current_user) THEN
         EXECUTE 'ALTER FUNCTION ' || quote_ident({schema_literal})
             || '.within_distance_v1(bigint, bigint, integer) LEAKPROOF';
+        EXECUTE 'ALTER FUNCTION ' || quote_ident({schema_literal})
+            || '.minhash_similarity_v1(bit varying, bit varying) LEAKPROOF';
     END IF;
 END
 

@@ -139,7 +139,7 @@ def add_fingerprint(commands: Subparsers, common: argparse.ArgumentParser) -> No
         description="Compute the fingerprint of a text (TEXT, --file, or stdin with '-') as "
         "index NAME computes it, in the form its SQL functions take: SimHash as a signed "
         "bigint (the unsigned 64-bit value minus 2**63) for <NAME>_near_v1(fingerprint => ...); "
-        "MinHash as the signature and band_keys arrays of <NAME>_similar_v1.",
+        "MinHash as the sketch, band_keys and set_hash arguments of <NAME>_similar_v1.",
     )
     parser.add_argument("name", metavar="NAME", help="the index")
     parser.add_argument(
@@ -165,11 +165,13 @@ def run_fingerprint(args: argparse.Namespace) -> int:
         return OK
     result = {
         "index": args.name,
-        "signature": list(value.signature),
+        "sketch": value.sketch,
         "band_keys": list(value.band_keys),
+        "set_hash": value.set_hash,
     }
-    text = "\n".join(
-        f"{name} {{{','.join(map(str, result[name]))}}}" for name in ("signature", "band_keys")
+    text = (
+        f"sketch {value.sketch}\nband_keys {{{','.join(map(str, value.band_keys))}}}\n"
+        f"set_hash {value.set_hash}"
     )
     emit(args, result, text)
     return OK

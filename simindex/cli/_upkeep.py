@@ -223,7 +223,7 @@ def _stopped_early(dsn: str, schema: str, names: list[str] | None) -> int:
     (a cron job must not take it for a drained queue)."""
     from simindex.db.catalog import index_names
     from simindex.db.connection import transaction
-    from simindex.ops.batch import queue_counts
+    from simindex.ops.queue import queue_counts
 
     if names is None:
         with transaction(dsn) as conn:
@@ -331,8 +331,8 @@ def add_repair(commands: Subparsers, common: argparse.ArgumentParser) -> None:
 
 
 def run_repair(args: argparse.Namespace) -> int:
-    from simindex.ops.batch import queue_counts
     from simindex.ops.check import repair
+    from simindex.ops.queue import queue_counts
 
     dsn, schema = database(args)
     report = repair(dsn, args.name, batch_size=args.batch_size, index_schema=schema)

@@ -18,7 +18,6 @@ _HEAP_HEADER = 24
 _INDEX_HEADER = 8
 _LINE_POINTER = 4
 _LEAF_FILL = 0.9
-_ARRAY_HEADER = 24  # varlena, dimensions, data offset, element type, length, lower bound
 
 
 def _aligned(size: int) -> int:
@@ -53,8 +52,9 @@ def simhash_cost(design: MankuDesign) -> Cost:
     return Cost(tables, row + indexes)
 
 
-def minhash_cost(design: LshDesign, num_perm: int) -> Cost:
-    """One row (key, 32-bit signature, one 32-bit band key per band), a btree per band."""
+def minhash_cost(design: LshDesign, sketch_bits: int) -> Cost:
+    """One row (key, shingle set hash, one-bit sketch, one 32-bit band key per band), a btree
+    per band."""
     bands = design.num_bands
-    row = _heap(_KEY + _ARRAY_HEADER + 4 * num_perm + 4 * bands)
+    row = _heap(_KEY + 8 + 8 + sketch_bits // 8 + 4 * bands)
     return Cost(bands, row + bands * _btree(4) + _btree(_KEY))

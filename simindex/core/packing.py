@@ -1,21 +1,28 @@
-"""The stored form of MinHash signatures: 32 bits of each value in an ``integer[]``, and the
-band keys as 32-bit ``integer`` columns of the same row, each with its own btree (about half
-the bytes of ``bigint`` values and a ``(band, hash, key)`` row per band).
+"""The stored form of a MinHash row (one per document, :mod:`simindex.db.minhash_store`):
 
-Why 32 bits are enough: the ``classic`` scheme's values are below ``2**31`` already (they are
-taken modulo the Mersenne prime ``2**31 - 1``), so nothing is lost. For ``one_permutation``
-the low 32 bits of each 64-bit value are kept (b-bit minwise hashing with b = 32: Li and König,
-"b-Bit Minwise Hashing", WWW 2010): two different minima then agree by chance with probability
-``2**-32``, which moves an estimated Jaccard similarity by about ``num_perm * 2**-32`` slots --
-nothing next to its own standard error (0.035 at J = 0.8 with 128 values).
+* ``set_hash``: xxh3-64 of the shingle set (:func:`simindex.core.minhash.set_hash`), as a
+  signed ``bigint``: rows of the same set are identical, scored 1 without their sketches,
+  and exact verification knows them without reading their texts;
+* ``b0``, ``b1``, ...: one 32-bit key per LSH band. A band key is xxh3-64, seeded with the
+  band's number, of the little-endian bytes of the band's values (the low 32 bits of each
+  signature value), cut to its low 32 bits. Two unrelated rows share a band key with
+  probability ``2**-32``: at a million rows, a query meets about one spurious candidate in
+  4,000 per band, and every candidate is scored anyway;
+* ``sketch``: ``bit(sketch_bits)``, one bit of each of ``sketch_bits`` one-permutation bins
+  (:func:`simindex.core.minhash.sketch`), written as PostgreSQL's hexadecimal bit-string
+  input (``X`` and the hex digits). Two rows' bins agree with probability ``(1 + J) / 2``, so
+  ``J`` is estimated as ``1 - 2 d / sketch_bits`` from the number ``d`` of differing bits,
+  ``bit_count(a # b)`` (Li and König, "b-Bit Minwise Hashing", WWW 2010, with b = 1).
+  ``benchmarks/minhash_format.py`` measured the bits against 32-bit values: 2,048 one-bit
+  values (264 bytes) estimate with about half the error of 128 32-bit values (536 bytes).
 
-A band key is xxh3-64, seeded with the band's number, of its 32-bit values' little-endian
-bytes, cut to its low 32 bits. Two unrelated rows then share a band key with probability
-``2**-32``: at a million rows, a query meets about one spurious candidate in 4,000 per band,
-and every candidate is verified anyway.
+A stored row comes from :meth:`simindex.core.minhash.MinHasher.rows`: the signature's
+``num_perm`` values, then the sketch as 64-bit words, then the set hash.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import xxhash
@@ -26,8 +33,17 @@ from simindex.core.design import LshDesign
 _LOW_32 = np.uint64(0xFFFFFFFF)
 
 
+@dataclass(frozen=True, slots=True)
+class StoredRows:
+    """The columns of MinHash rows as the table stores them."""
+
+    set_hashes: NDArray[np.int64]
+    bands: NDArray[np.int32]
+    sketches: list[str]
+
+
 def packed_signatures(values: NDArray[np.uint64]) -> NDArray[np.int32]:
-    """Signature values as stored ``integer`` values: their low 32 bits, two's complement."""
+    """Signature values as 32-bit ``integer`` values: their low 32 bits, two's complement."""
     low = np.bitwise_and(np.asarray(values, dtype=np.uint64), _LOW_32).astype(np.uint32)
     return low.view(np.int32)
 
@@ -53,3 +69,22 @@ def band_keys(design: LshDesign, packed: NDArray[np.int32]) -> NDArray[np.int32]
         len(packed) * design.num_bands,
     )
     return keys.view(np.int32).reshape(len(packed), design.num_bands)
+
+
+def stored_rows(design: LshDesign, rows: NDArray[np.uint64], sketch_bits: int) -> StoredRows:
+    """The stored columns of (documents x (num_perm + sketch_bits / 64 + 1)) rows."""
+    words = sketch_bits // 64
+    num_perm = rows.shape[1] - words - 1
+    if num_perm < design.num_perm:
+        raise ValueError(f"expected rows of at least {design.num_perm + words + 1} values")
+    sketch = np.ascontiguousarray(rows[:, num_perm : num_perm + words], dtype=">u8")
+    return StoredRows(
+        rows[:, -1].astype(np.uint64).view(np.int64),
+        band_keys(design, packed_signatures(rows[:, :num_perm])),
+        ["X" + line.hex() for line in map(bytes, sketch)],
+    )
+
+
+def sketch_digits(sketch: str) -> str:
+    """A sketch's hexadecimal input (``X...``) as PostgreSQL prints the bit string: binary."""
+    return "".join(f"{int(digit, 16):04b}" for digit in sketch[1:])

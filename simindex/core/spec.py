@@ -72,8 +72,11 @@ class MinHash:
 
     Parameters:
         threshold: the similarity the LSH bands are tuned for, in (0, 1).
-        num_perm: values per signature.
-        scheme: ``"classic"`` or ``"one_permutation"`` (bottom-k has no aligned slots to band).
+        num_perm: values per signature: the LSH bands are cut from them.
+        scheme: ``"one_permutation"`` or ``"classic"`` (bottom-k has no aligned slots to
+            band): how the band values are made.
+        sketch_bits: one-bit values of the sketch the similarity is estimated from in SQL
+            (:func:`simindex.core.minhash.sketch`), a multiple of 64.
         seed: selects the hash functions.
         shingling: how text becomes features.
         num_bands: overrides the bands chosen for ``threshold`` (with ``rows_per_band``).
@@ -84,12 +87,13 @@ class MinHash:
 
     threshold: float = 0.8
     num_perm: int = 128
-    scheme: Scheme | SchemeName = Scheme.CLASSIC
+    scheme: Scheme | SchemeName = Scheme.ONE_PERMUTATION
     seed: int = 1
     shingling: Shingling = field(default_factory=Shingling)
     num_bands: int | None = None
     rows_per_band: int | None = None
     ignore_common: float | None = None
+    sketch_bits: int = 1792
 
 
 Method = SimHash | MinHash
@@ -138,7 +142,7 @@ class IndexSpec:
         if isinstance(self.design, MankuDesign):
             return simhash_cost(self.design)
         assert isinstance(self.method, MinHash)
-        return minhash_cost(self.design, self.method.num_perm)
+        return minhash_cost(self.design, self.method.sketch_bits)
 
     @property
     def kind(self) -> str:
@@ -195,8 +199,11 @@ class IndexSpec:
     def minhash_values(
         self, texts: Sequence[str | None]
     ) -> tuple[NDArray[np.uint64], NDArray[np.int64]]:
-        """(texts x num_perm) signatures and their lengths (0: no features)."""
-        return self.hasher.signature_matrix(self.features(texts))
+        """The stored rows of ``texts`` (:meth:`~simindex.core.minhash.MinHasher.rows`: the
+        signature, the sketch's words and the shingle set's hash) and their lengths (0: no
+        features)."""
+        assert isinstance(self.method, MinHash)
+        return self.hasher.rows(self.features(texts), self.method.sketch_bits)
 
     def to_json(self) -> str:
         """The stored form: stable key order, with the spec version."""
@@ -251,6 +258,7 @@ class IndexSpec:
                 data["num_bands"],
                 data["rows_per_band"],
                 common,
+                data["sketch_bits"],
             )
         else:
             raise ValueError(f"unknown index kind {data['kind']!r}")
@@ -299,6 +307,7 @@ def _as_dict(spec: IndexSpec) -> dict[str, Any]:
             "seed": method.seed,
             "num_bands": spec.design.num_bands,
             "rows_per_band": spec.design.rows_per_band,
+            "sketch_bits": method.sketch_bits,
         }
     return data
 
@@ -344,6 +353,7 @@ def resolve(method: Method, rows: int | None = None) -> IndexSpec:
         hasher = MinHasher(method.scheme, method.num_perm, method.seed)
         if hasher.scheme is Scheme.BOTTOM_K:
             raise ValueError("a MinHash index needs scheme 'classic' or 'one_permutation'")
+        check_sketch_bits(method.sketch_bits)
         given = (method.num_bands, method.rows_per_band)
         if given == (None, None):
             lsh = choose_lsh(method.threshold, method.num_perm)
@@ -360,6 +370,14 @@ def resolve(method: Method, rows: int | None = None) -> IndexSpec:
             raise ValueError(f"threshold must be between 0 and 1, got {method.threshold}")
         return IndexSpec(method, lsh)
     raise TypeError(f"method must be SimHash(...) or MinHash(...), got {type(method).__name__}")
+
+
+def check_sketch_bits(value: object) -> None:
+    """A MinHash ``sketch_bits``: a multiple of 64 from 64 to 8192."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"sketch_bits must be an int, got {type(value).__name__}")
+    if not 64 <= value <= 8192 or value % 64:
+        raise ValueError(f"sketch_bits must be a multiple of 64 from 64 to 8192, got {value}")
 
 
 def _check_max_distance(value: object) -> None:

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 from psycopg import sql
 
+from simindex.db.connection import PgConnection
 from simindex.db.source import Source
 from simindex.db.statements import statement
 
@@ -49,6 +50,18 @@ def visible_statements(schema: str, name: str, source: Source) -> list[sql.Compo
             key=sql.Identifier(source.key_column),
         )
     ]
+
+
+def visible_is_current(conn: PgConnection, schema: str, name: str, source: Source) -> bool:
+    """Whether the probe function names ``source`` as it is now. Without event triggers a
+    rename of the table or its key is not written into it until a sync or build notices."""
+    function = visible_function(schema, name)
+    signature = sql.SQL("{}({})").format(function, sql.SQL(source.key_type)).as_string(conn)
+    row = conn.execute(statement("answers_visible_body"), {"signature": signature}).fetchone()
+    probe = sql.SQL("{} AS s WHERE s.{} ").format(
+        source.identifier, sql.Identifier(source.key_column)
+    )
+    return row is not None and probe.as_string(conn) in str(row[0])
 
 
 def protect_statements(

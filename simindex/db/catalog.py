@@ -145,6 +145,7 @@ def store_for(schema: str, name: str, source: Source, spec: IndexSpec) -> Store:
         spec.design,  # type: ignore[arg-type]
         spec.method.num_perm,
         spec.method.threshold,
+        spec.method.sketch_bits,
     )
 
 

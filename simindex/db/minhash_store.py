@@ -1,19 +1,20 @@
 """A MinHash index: one table, ``<name>_minhash``, one row per document, and its SQL functions.
 
-The row holds the key, the signature's 32-bit values (``integer[]``) and one ``integer`` band
-key column per LSH band (``b0``, ``b1``, ...), each with a plain btree -- the same shape as a
-SimHash side table's permuted-prefix columns. A query is one BitmapOr over the band indexes,
-so each candidate row is read once, then verified by estimated Jaccard in SQL. See
-:mod:`simindex.core.packing` for the stored values and why 32 bits are enough.
+The row holds the key, the hash of the shingle set (``set_hash``), one ``integer`` band key
+column per LSH band (``b0``, ``b1``, ...), each with a plain btree -- the same shape as a SimHash
+side table's permuted-prefix columns -- and a one-bit sketch (``bit(sketch_bits)``). A query is
+one BitmapOr over the band indexes, so each candidate row is read once, then scored in SQL by
+``bit_count`` of the XOR of two sketches (``minhash_similarity_v1``). See
+:mod:`simindex.core.packing` for the stored values.
 
 Leskovec, Rajaraman, Ullman, *Mining of Massive Datasets*, ch. 3.4: documents sharing any
-band (all ``rows_per_band`` values equal) are candidates; each candidate is then verified by
-the estimated Jaccard similarity of the stored signatures.
+band (all ``rows_per_band`` values equal) are candidates; Li and König, "b-Bit Minwise
+Hashing", WWW 2010: each candidate is scored from one bit of many more values.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,8 +23,8 @@ from numpy.typing import NDArray
 from psycopg import sql
 
 from simindex.core.design import LshDesign
-from simindex.core.packing import band_keys, packed_signatures
-from simindex.db.answers import max_rows, protect_statements
+from simindex.core.packing import StoredRows, sketch_digits, stored_rows
+from simindex.db.answers import max_rows, protect_statements, visible_function
 from simindex.db.connection import PgConnection
 from simindex.db.copytext import field
 from simindex.db.pg_array import BigintArray, key_array, register
@@ -41,6 +42,7 @@ class MinHashStore:
     design: LshDesign
     num_perm: int
     threshold: float
+    sketch_bits: int
 
     def _name(self, kind: str, staging: bool) -> str:
         return f"{self.name}_{kind}" + ("_staging" if staging else "")
@@ -57,6 +59,11 @@ class MinHashStore:
     def pairs_function(self) -> sql.Identifier:
         return sql.Identifier(self.schema, f"{self.name}_pairs_v1")
 
+    @property
+    def similarity(self) -> sql.Identifier:
+        """The schema-level scoring function (the baseline migration's)."""
+        return sql.Identifier(self.schema, "minhash_similarity_v1")
+
     def _key_type(self) -> sql.Composable:
         # format_type output from the catalog: a type name PostgreSQL itself quoted.
         return sql.SQL(self.key_type)
@@ -67,23 +74,25 @@ class MinHashStore:
     def create_functions(self, conn: PgConnection) -> None:
         run(conn, self.function_statements())
 
+    def _usable(self) -> dict[str, sql.Composable]:
+        return {
+            "usable": sql.Identifier(self.schema, "source_usable_v1"),
+            "index_name": sql.Literal(self.name),
+            "visible": visible_function(self.schema, self.name),
+        }
+
     def pairs_function_statement(self) -> sql.Composed:
+        parts = (self.schema, self._name("minhash", False))
+        quoted = ".".join('"' + part.replace('"', '""') + '"' for part in parts)
         return statement(
-            "pairs_function",
-            usable=sql.Identifier(self.schema, "source_usable_v1"),
-            index_name=sql.Literal(self.name),
+            "minhash_pairs_function",
+            **self._usable(),
             function=self.pairs_function,
-            parameter=sql.SQL("threshold"),
-            parameter_type=sql.SQL("double precision"),
-            default=sql.Literal(self.threshold),
-            lowest=sql.Literal(0),
-            highest=sql.Literal(1),
+            threshold=sql.Literal(self.threshold),
             key_type=self._key_type(),
-            score=sql.SQL("similarity"),
-            score_type=sql.SQL("double precision"),
-            query=sql.SQL("\nUNION ALL\n").join(
-                self.pairs_query(band, sql.SQL("$1")) for band in range(self.design.num_bands)
-            ),
+            pairs=sql.Identifier(self.schema, "minhash_pairs_v1"),
+            table_name=sql.Literal(quoted),
+            num_bands=sql.Literal(self.design.num_bands),
         )
 
     def finish(self, conn: PgConnection, staging: bool = False) -> None:
@@ -124,6 +133,7 @@ class MinHashStore:
                 table=self.table(staging),
                 key_type=self._key_type(),
                 band_columns=band_columns,
+                sketch_bits=sql.Literal(self.sketch_bits),
             ),
             *protect_statements(self.schema, self.name, self._name("minhash", staging)),
         ]
@@ -133,29 +143,26 @@ class MinHashStore:
             sql.SQL("c.{} = $2[{}]").format(column, sql.Literal(band + 1))
             for band, column in enumerate(self.columns)
         )
-        usable = {
-            "usable": sql.Identifier(self.schema, "source_usable_v1"),
-            "index_name": sql.Literal(self.name),
-        }
         return [
             statement(
                 "minhash_similar_function",
-                **usable,
+                **self._usable(),
                 guard=swap_guard(
-                    self.schema, self._name("minhash", False), self.similar_function, 4, self.name
+                    self.schema, self._name("minhash", False), self.similar_function, 5, self.name
                 ),
                 function=self.similar_function,
                 key_type=self._key_type(),
                 max_rows=max_rows(),
                 threshold=sql.Literal(self.threshold),
                 table=self.table(),
-                num_perm=sql.Literal(float(self.num_perm)),
+                sketch_bits=sql.Literal(self.sketch_bits),
                 num_bands=sql.Literal(self.design.num_bands),
+                similarity=self.similarity,
                 any_band=any_band,
             ),
             statement(
                 "minhash_similar_key_function",
-                **usable,
+                **self._usable(),
                 function=self.similar_key_function,
                 key_type=self._key_type(),
                 max_rows=max_rows(),
@@ -176,37 +183,27 @@ class MinHashStore:
         threshold: sql.Composable,
         signatures: sql.Composable | None = None,
     ) -> sql.Composed:
-        """All pairs that band ``band`` finds and no earlier band does, verified; ``signatures``
+        """All pairs that band ``band`` finds and no earlier band does, scored; ``signatures``
         names another table of the same columns (the representatives of identical rows)."""
-
-        def values(of: int) -> tuple[sql.Composable, sql.Composable]:
-            start = of * self.design.rows_per_band
-            return sql.Literal(start + 1), sql.Literal(start + self.design.rows_per_band)
-
-        earlier = [
-            sql.SQL("\n  AND a.signature[{0}:{1}] <> b.signature[{0}:{1}]").format(*values(b))
-            for b in range(band)
-        ]
-        low, high = values(band)
+        earlier = [sql.SQL("\n  AND a.{0} <> b.{0}").format(self.columns[b]) for b in range(band)]
         return statement(
             "minhash_pairs",
             table=signatures if signatures is not None else self.table(),
             column=self.columns[band],
-            num_perm=sql.Literal(float(self.num_perm)),
-            low=low,
-            high=high,
+            similarity=self.similarity,
             earlier=sql.Composed(earlier),
             threshold=threshold,
         )
 
-    def stored(self, values: NDArray[np.uint64]) -> tuple[NDArray[np.int32], NDArray[np.int32]]:
-        """(signatures, band keys) as stored, for (documents x num_perm) signature values."""
-        packed = packed_signatures(np.atleast_2d(values))
-        return packed, band_keys(self.design, packed)
+    def stored(self, values: NDArray[np.uint64]) -> StoredRows:
+        """What the table holds of (documents x row width) stored rows
+        (:meth:`~simindex.core.minhash.MinHasher.rows`)."""
+        return stored_rows(self.design, np.atleast_2d(values), self.sketch_bits)
 
-    def query_arguments(self, values: NDArray[np.uint64]) -> tuple[list[int], list[int]]:
-        packed, keys = self.stored(values[None, :])
-        return packed[0].tolist(), keys[0].tolist()
+    def query_arguments(self, values: NDArray[np.uint64]) -> tuple[str, list[int], int]:
+        """(sketch, band keys, set hash) of one stored row, as the query function takes them."""
+        rows = self.stored(values[None, :])
+        return rows.sketches[0], rows.bands[0].tolist(), int(rows.set_hashes[0])
 
     def copy(
         self,
@@ -215,16 +212,27 @@ class MinHashStore:
         values: NDArray[np.uint64],
         staging: bool = False,
     ) -> None:
-        packed, bands = self.stored(values)
-        lines = "".join(
-            f"{field(key)}\t{{{','.join(map(str, signature))}}}\t{chr(9).join(map(str, row))}\n"
-            for key, signature, row in zip(keys, packed.tolist(), bands.tolist(), strict=True)
+        self.copy_text(conn, [self.copy_lines(keys, values)], staging)
+
+    def copy_lines(self, keys: Sequence[object], values: NDArray[np.uint64]) -> str:
+        """The rows of ``keys`` as COPY text (:meth:`copy_text` writes it); a pure function of
+        its arguments, so build's worker processes make it."""
+        rows = self.stored(values)
+        return "".join(
+            f"{field(key)}\t{set_hash}\t{chr(9).join(map(str, bands))}\t{sketch}\n"
+            for key, set_hash, bands, sketch in zip(
+                keys, rows.set_hashes.tolist(), rows.bands.tolist(), rows.sketches, strict=True
+            )
         )
+
+    def copy_text(self, conn: PgConnection, chunks: Iterable[str], staging: bool = False) -> None:
+        """One COPY of rows made by :meth:`copy_lines`."""
         query = statement(
             "minhash_copy", table=self.table(staging), columns=sql.SQL(", ").join(self.columns)
         )
         with conn.cursor().copy(query) as copy:
-            copy.write(lines)
+            for chunk in chunks:
+                copy.write(chunk)
 
     def side_tables(self) -> list[sql.Identifier]:
         return [self.table()]
@@ -234,12 +242,17 @@ class MinHashStore:
     ) -> list[dict[str, object]]:
         """The side table's rows of ``keys`` as JSON objects (the writer's function takes
         them, ``db/sql/session.sql``)."""
-        rows: list[dict[str, object]] = []
-        for key, (signature, bands) in zip(keys, self.stored_form(values), strict=True):
-            row: dict[str, object] = {"key": key, "signature": signature}
+        result: list[dict[str, object]] = []
+        if not keys:
+            return result
+        rows = self.stored(values)
+        for key, set_hash, bands, sketch in zip(
+            keys, rows.set_hashes.tolist(), rows.bands.tolist(), rows.sketches, strict=True
+        ):
+            row: dict[str, object] = {"key": key, "set_hash": set_hash, "sketch": sketch}
             row.update((f"b{band}", value) for band, value in enumerate(bands))
-            rows.append(row)
-        return rows
+            result.append(row)
+        return result
 
     def upsert(
         self, conn: PgConnection, keys: Sequence[object], values: NDArray[np.uint64]
@@ -249,7 +262,7 @@ class MinHashStore:
             return
         self.delete(conn, keys)
         register(conn)
-        packed, bands = self.stored(values)
+        rows = self.stored(values)
         num_bands = self.design.num_bands
         band_values = sql.SQL(", ").join(
             sql.SQL("h.b[(u.n - 1) * {} + {}]::integer").format(
@@ -263,13 +276,13 @@ class MinHashStore:
                 table=self.table(),
                 key_type=self._key_type(),
                 columns=sql.SQL(", ").join(self.columns),
-                num_perm=sql.Literal(self.num_perm),
                 band_values=band_values,
             ),
             {
                 "keys": key_array(conn, keys),
-                "values": BigintArray(packed.astype(np.int64)),
-                "bands": BigintArray(bands.astype(np.int64)),
+                "set_hashes": rows.set_hashes.tolist(),
+                "sketches": rows.sketches,
+                "bands": BigintArray(rows.bands.astype(np.int64)),
             },
         )
 
@@ -331,7 +344,15 @@ class MinHashStore:
         )
 
     def stored_form(self, values: NDArray[np.uint64]) -> list[tuple[Any, ...]]:
+        """Rows as :meth:`check_query` reads them back: (set hash, band keys, sketch)."""
         if not len(values):
             return []
-        packed, bands = self.stored(values)
-        return list(zip(packed.tolist(), bands.tolist(), strict=True))
+        rows = self.stored(values)
+        return list(
+            zip(
+                rows.set_hashes.tolist(),
+                rows.bands.tolist(),
+                [sketch_digits(sketch) for sketch in rows.sketches],
+                strict=True,
+            )
+        )

@@ -1,11 +1,14 @@
-"""A SimHash index's side table, its permuted-prefix indexes and its SQL functions.
+"""A SimHash index's side table, its prefix indexes and its SQL functions.
 
-One row per document: the key (in the source key's type), the fingerprint and one permuted
-copy per Manku table, all as ``bigint`` through :mod:`simindex.core.bits`. Each permuted column has
-a covering btree index, so a query is, per table, one index-only range scan on the query's
-prefix plus a ``bit_count`` filter -- exact, by the pigeonhole argument of
-:mod:`simindex.core.design`. The query lives in a typed plpgsql function per index (plans cached,
-key returned in its own type); Python calls the same function.
+One row per document: the fingerprint (``bigint`` through :mod:`simindex.core.bits`), the
+prefix of every Manku table but the first, packed into the smallest integer type that holds
+it, and the key (in the source key's type). The first table's prefix is the fingerprint's top
+bits, so its covering btree index is on the fingerprint itself; every other table has a
+covering index on its prefix column. A query is, per table, one index-only scan on the query's
+prefix plus a distance filter -- exact, by the pigeonhole argument of :mod:`simindex.core.design`.
+The query lives in a typed plpgsql function per index (plans cached, key returned in its own
+type, its side table named so the planner sees its indexes); its checks and scoring are the
+static functions of simindex's schema. Python calls the same function.
 """
 
 from __future__ import annotations
@@ -20,14 +23,14 @@ from psycopg.adapt import PyFormat
 
 from simindex.core.bits import BITS, MAX_UNSIGNED, to_signed_array
 from simindex.core.design import MankuDesign, MankuTable
-from simindex.db.answers import max_rows, protect_statements
+from simindex.db.answers import max_rows, protect_statements, visible_function
 from simindex.db.connection import PgConnection
 from simindex.db.copytext import field
 from simindex.db.pg_array import BigintArray, key_array, register
 from simindex.db.statements import run, statement
-from simindex.db.swap_guard import swap_guard
 
 _TOP_BIT = 1 << (BITS - 1)
+_PREFIX_TYPES = ((16, "smallint"), (32, "integer"), (64, "bigint"))
 
 
 def _bigint(bits: int) -> sql.Composable:
@@ -36,16 +39,48 @@ def _bigint(bits: int) -> sql.Composable:
     return sql.SQL("{}::bigint").format(sql.Literal(str(value)))
 
 
-def _permuted_sql(table: MankuTable, fingerprint: sql.Composable) -> sql.Composable:
-    """SQL computing ``table.permute`` of a stored (order-mapped) fingerprint, order-mapped."""
+def prefix_type(table: MankuTable) -> tuple[int, str]:
+    """The width and name of the smallest integer type holding ``table``'s prefix bits."""
+    return next((width, name) for width, name in _PREFIX_TYPES if table.prefix_bits <= width)
+
+
+def _prefix_moves(table: MankuTable) -> list[tuple[int, int, int]]:
+    """(source shift, mask, destination shift) of the prefix blocks, packed at the bottom."""
+    low = BITS - table.prefix_bits
+    return [(src, mask, dst - low) for src, mask, dst in table.moves[: table.prefix_blocks]]
+
+
+def prefix_array(table: MankuTable, fingerprints: NDArray[np.uint64]) -> NDArray[np.int64]:
+    """The stored prefix of each (unsigned) fingerprint: its prefix bits packed, less half
+    the type's range, so that it fits the signed type of :func:`prefix_type`."""
+    packed = np.zeros(len(fingerprints), dtype=np.uint64)
+    for src, mask, dst in _prefix_moves(table):
+        packed |= ((fingerprints >> np.uint64(src)) & np.uint64(mask)) << np.uint64(dst)
+    return packed.astype(np.int64) - _offset(table)
+
+
+def _offset(table: MankuTable) -> int:
+    width, _ = prefix_type(table)
+    return 1 << (width - 1) if width < BITS else 0  # 33 to 63 bits: a bigint holds them
+
+
+def _prefix_sql(table: MankuTable, fingerprint: sql.Composable) -> sql.Composable:
+    """SQL of :func:`prefix_array` for a stored (order-mapped) fingerprint."""
     unsigned = sql.SQL("({} # {})").format(fingerprint, _bigint(_TOP_BIT))
     parts = [
         sql.SQL("((({} >> {}) & {}) << {})").format(
             unsigned, sql.Literal(src), _bigint(mask), sql.Literal(dst)
         )
-        for src, mask, dst in table.moves
+        for src, mask, dst in _prefix_moves(table)
     ]
-    return sql.SQL("(({}) # {})").format(sql.SQL(" | ").join(parts), _bigint(_TOP_BIT))
+    return sql.SQL("(({}) - {})::{}").format(
+        sql.SQL(" | ").join(parts), sql.Literal(_offset(table)), sql.SQL(prefix_type(table)[1])
+    )
+
+
+def _lines(rows: Iterable[tuple[object, ...]]) -> str:
+    """(key, integer, ...) rows as COPY text."""
+    return "".join(field(row[0]) + "\t" + "\t".join(map(str, row[1:])) + "\n" for row in rows)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +103,16 @@ class SimHashStore:
 
     @property
     def columns(self) -> list[sql.Identifier]:
-        return [sql.Identifier(f"p{i}") for i in range(self.design.table_count)]
+        """The prefix columns: one per Manku table but the first (whose prefix is the
+        fingerprint's top bits, its index on the fingerprint itself)."""
+        return [sql.Identifier(f"p{i}") for i in range(1, self.design.table_count)]
+
+    def _prefix_column(self, position: int) -> sql.Identifier:
+        return sql.Identifier("fingerprint") if position == 0 else self.columns[position - 1]
+
+    def _static(self, name: str) -> sql.Identifier:
+        """One of the static functions of simindex's schema (the baseline migration)."""
+        return sql.Identifier(self.schema, name)
 
     @property
     def near_function(self) -> sql.Identifier:
@@ -91,8 +135,11 @@ class SimHashStore:
         run(conn, self.create_statements(staging))
 
     def create_statements(self, staging: bool = False) -> list[sql.Composed]:
-        prefix_columns = sql.SQL(",\n    ").join(
-            sql.SQL("{} bigint NOT NULL").format(column) for column in self.columns
+        prefix_columns = sql.Composed(
+            [
+                sql.SQL("{} {} NOT NULL,\n    ").format(column, sql.SQL(prefix_type(table)[1]))
+                for table, column in zip(self.design.tables[1:], self.columns, strict=True)
+            ]
         )
         return [
             statement(
@@ -108,34 +155,33 @@ class SimHashStore:
         run(conn, self.function_statements())
 
     def function_statements(self) -> list[sql.Composed]:
-        usable = {
-            "usable": sql.Identifier(self.schema, "source_usable_v1"),
-            "index_name": sql.Literal(self.name),
+        common = {
+            "key_type": self._key_type(),
+            "max_rows": max_rows(),
+            "default_distance": sql.Literal(self.design.max_distance),
         }
         return [
             statement(
                 "simhash_near_function",
-                **usable,
-                guard=swap_guard(self.schema, self._table_name(), self.near_function, 3, self.name),
                 function=self.near_function,
-                key_type=self._key_type(),
-                max_rows=max_rows(),
-                default_distance=sql.Literal(self.design.max_distance),
-                query=self.candidates_query(sql.SQL("$1"), sql.SQL("$2")),
+                query=self.query(sql.SQL("$1")),
+                **common,
             ),
             statement(
                 "simhash_near_key_function",
-                **usable,
                 function=self.near_key_function,
-                key_type=self._key_type(),
-                max_rows=max_rows(),
-                default_distance=sql.Literal(self.design.max_distance),
                 table=self.table(),
-                near=self.near_function,
+                query=self.query(
+                    sql.SQL("found"),
+                    sql.SQL("\n  AND NOT c.key OPERATOR(pg_catalog.=) row_key"),
+                ),
+                **common,
             ),
             statement(
                 "pairs_function",
-                **usable,
+                usable=self._static("source_usable_v1"),
+                index_name=sql.Literal(self.name),
+                visible=visible_function(self.schema, self.name),
                 function=self.pairs_function,
                 parameter=sql.SQL("max_distance"),
                 parameter_type=sql.SQL("integer"),
@@ -153,58 +199,104 @@ class SimHashStore:
             statement("pairs_revoke_function", function=self.pairs_function),
         ]
 
+    def query(
+        self, fingerprint: sql.Composable, also: sql.Composable | None = None
+    ) -> sql.Composed:
+        """A query function's one statement: its checks, then the arms by ``fingerprint``
+        ($2 is max_distance, max_rows the limit; ``also``, more conditions on the rows)."""
+        quoted = ".".join(
+            '"' + part.replace('"', '""') + '"' for part in (self.schema, self._table_name())
+        )
+        return statement(
+            "simhash_query",
+            arms=self.candidates_query(fingerprint, sql.SQL("$2")),
+            ready=self._static("query_ready_v1"),
+            index_name=sql.Literal(self.name),
+            side=sql.Literal(quoted),
+            allowed=self._static("distance_allowed_v1"),
+            max_distance=sql.SQL("$2"),
+            highest=sql.Literal(self.design.max_distance),
+            # Only keys the source holds: a deleted row's index rows stay until the worker's
+            # sweep (ops.queue.sweep).
+            also=sql.Composed(
+                [
+                    also if also is not None else sql.SQL(""),
+                    sql.SQL("\n  AND {}(c.key)").format(visible_function(self.schema, self.name)),
+                ]
+            ),
+            limit=sql.SQL("max_rows"),
+        )
+
+    def _earlier(self, position: int, left: sql.Composable, right: sql.Composable) -> sql.Composed:
+        """Conditions that rule out what an earlier Manku table finds: the two fingerprints
+        differ on each earlier table's prefix bits."""
+        return sql.Composed(
+            [
+                sql.SQL("\n  AND (({} # {}) & {}) <> 0").format(
+                    left, right, _bigint(other.prefix_mask)
+                )
+                for other in self.design.tables[:position]
+            ]
+        )
+
     def candidates_query(
         self, fingerprint: sql.Composable, max_distance: sql.Composable
     ) -> sql.Composed:
-        """The UNION of one indexed range scan per Manku table."""
+        """One indexed scan per Manku table, appended (the arms never overlap)."""
         arms = []
-        for table, column in zip(self.design.tables, self.columns, strict=True):
-            suffix = (1 << (BITS - table.prefix_bits)) - 1
-            low = sql.SQL("({} & {})").format(
-                _permuted_sql(table, fingerprint), _bigint(MAX_UNSIGNED ^ suffix)
-            )
-            high = sql.SQL("({} | {})").format(low, _bigint(suffix))
+        for position, table in enumerate(self.design.tables):
+            if position == 0:  # the fingerprint's top bits: a range of the fingerprint
+                suffix = (1 << (BITS - table.prefix_bits)) - 1
+                match = sql.SQL("t.fingerprint BETWEEN ({0} & {1}) AND ({0} | {2})").format(
+                    fingerprint, _bigint(MAX_UNSIGNED ^ suffix), _bigint(suffix)
+                )
+            else:
+                match = sql.SQL("t.{} = {}").format(
+                    self._prefix_column(position), _prefix_sql(table, fingerprint)
+                )
             arms.append(
                 statement(
                     "simhash_candidates",
                     table=self.table(),
-                    column=column,
+                    distance=self._static("simhash_distance_v1"),
                     fingerprint=fingerprint,
-                    low=low,
-                    high=high,
+                    match=match,
                     max_distance=max_distance,
-                    within=sql.Identifier(self.schema, "within_distance_v1"),
+                    within=self._static("within_distance_v1"),
+                    earlier=self._earlier(position, sql.SQL("t.fingerprint"), fingerprint),
                 )
             )
-        return sql.SQL("\nUNION\n").join(arms)
+        return sql.SQL("\nUNION ALL\n").join(arms)
 
     def pairs_query(
         self, position: int, max_distance: sql.Composable, table: sql.Composable | None = None
     ) -> sql.Composed:
         """All pairs that Manku table ``position`` finds and no earlier table does."""
-        tables = self.design.tables
-        earlier = [
-            sql.SQL("\n  AND ((a.fingerprint # b.fingerprint) & {}) <> 0").format(
-                _bigint(other.prefix_mask)
-            )
-            for other in tables[:position]
-        ]
+        if position == 0:
+            shift = sql.Literal(BITS - self.design.tables[0].prefix_bits)
+            same = sql.SQL("(a.fingerprint >> {0}) = (b.fingerprint >> {0})").format(shift)
+        else:
+            same = sql.SQL("a.{0} = b.{0}").format(self._prefix_column(position))
         return statement(
             "simhash_pairs",
             table=table if table is not None else self.table(),
-            column=self.columns[position],
-            shift=sql.Literal(BITS - tables[position].prefix_bits),
+            distance=self._static("simhash_distance_v1"),
+            same_prefix=same,
             max_distance=max_distance,
-            earlier=sql.Composed(earlier),
+            earlier=self._earlier(position, sql.SQL("a.fingerprint"), sql.SQL("b.fingerprint")),
         )
 
     def rows(
         self, keys: Sequence[object], fingerprints: NDArray[np.uint64]
     ) -> Iterable[tuple[object, ...]]:
-        """Side-table rows (key, fingerprint, p0, p1, ...) as stored ``bigint`` values."""
+        """Side-table rows (key, fingerprint, p1, p2, ...) as stored values."""
         columns = [to_signed_array(fingerprints)]
-        columns += [to_signed_array(t.permute_array(fingerprints)) for t in self.design.tables]
+        columns += [prefix_array(t, fingerprints) for t in self.design.tables[1:]]
         return zip(keys, *(column.tolist() for column in columns), strict=True)
+
+    def _column_list(self) -> sql.Composable:
+        """``, p1, p2, ...``: the prefix columns after key and fingerprint."""
+        return sql.Composed([sql.SQL(", {}").format(column) for column in self.columns])
 
     def copy(
         self,
@@ -212,12 +304,23 @@ class SimHashStore:
         rows: Iterable[tuple[object, ...]],
         staging: bool = False,
     ) -> None:
-        query = statement(
-            "simhash_copy", table=self.table(staging), columns=sql.SQL(", ").join(self.columns)
-        )
-        lines = "".join(field(row[0]) + "\t" + "\t".join(map(str, row[1:])) + "\n" for row in rows)
+        self.copy_text(conn, [_lines(rows)], staging)
+
+    def copy_lines(self, keys: Sequence[object], fingerprints: NDArray[np.uint64]) -> str:
+        """The side-table rows of ``keys`` as COPY text (:meth:`copy_text` writes it); a pure
+        function of its arguments, so build's worker processes make it."""
+        columns = [to_signed_array(fingerprints)]
+        columns += [prefix_array(t, fingerprints) for t in self.design.tables[1:]]
+        line = "\t".join(["%s"] * (1 + len(columns))) + "\n"
+        values = zip(map(field, keys), *(column.tolist() for column in columns), strict=True)
+        return "".join(map(line.__mod__, values))
+
+    def copy_text(self, conn: PgConnection, chunks: Iterable[str], staging: bool = False) -> None:
+        """One COPY of rows made by :meth:`copy_lines`."""
+        query = statement("simhash_copy", table=self.table(staging), columns=self._column_list())
         with conn.cursor().copy(query) as copy:
-            copy.write(lines)
+            for chunk in chunks:
+                copy.write(chunk)
 
     def side_tables(self) -> list[sql.Identifier]:
         """The live tables holding this index's rows (what a delete or truncate touches)."""
@@ -229,8 +332,8 @@ class SimHashStore:
         """The side table's rows of ``keys`` as JSON objects (the writer's function takes
         them, ``db/sql/session.sql``)."""
         columns = {"fingerprint": to_signed_array(values).tolist()}
-        for i, table in enumerate(self.design.tables):
-            columns[f"p{i}"] = to_signed_array(table.permute_array(values)).tolist()
+        for i, table in enumerate(self.design.tables[1:], start=1):
+            columns[f"p{i}"] = prefix_array(table, values).tolist()
         return [
             {"key": key, **{column: each[n] for column, each in columns.items()}}
             for n, key in enumerate(keys)
@@ -247,22 +350,22 @@ class SimHashStore:
             "keys": key_array(conn, keys),
             "fingerprints": BigintArray(to_signed_array(values)),
         }
-        for i, table in enumerate(self.design.tables):
-            params[f"p{i}"] = BigintArray(to_signed_array(table.permute_array(values)))
+        for i, table in enumerate(self.design.tables[1:], start=1):
+            params[f"p{i}"] = BigintArray(prefix_array(table, values))
         conn.execute(
             statement(
                 "simhash_upsert",
                 table=self.table(),
                 key_type=self._key_type(),
-                columns=sql.SQL(", ").join(self.columns),
-                arrays=sql.SQL(", ").join(
+                columns=self._column_list(),
+                arrays=sql.Composed(
                     [
-                        sql.SQL("{}::bigint[]").format(sql.Placeholder(f"p{i}", PyFormat.BINARY))
-                        for i in range(self.design.table_count)
+                        sql.SQL(", {}::bigint[]").format(sql.Placeholder(f"p{i}", PyFormat.BINARY))
+                        for i in range(1, self.design.table_count)
                     ]
                 ),
-                updates=sql.SQL(", ").join(
-                    sql.SQL("{0} = EXCLUDED.{0}").format(column) for column in self.columns
+                updates=sql.Composed(
+                    [sql.SQL(", {0} = EXCLUDED.{0}").format(column) for column in self.columns]
                 ),
             ),
             params,
@@ -286,9 +389,10 @@ class SimHashStore:
                 "simhash_create_prefix_index",
                 index=sql.Identifier(self._index_name(position, staging)),
                 table=self.table(staging),
-                column=column,
+                column=self._prefix_column(position),
+                included=sql.SQL("key" if position == 0 else "fingerprint, key"),
             )
-            for position, column in enumerate(self.columns)
+            for position in range(self.design.table_count)
         ]
         return [*statements, statement("analyze", table=self.table(staging))]
 

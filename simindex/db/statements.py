@@ -37,7 +37,14 @@ class _PercentDoubled(sql.Composable):
         return bytes(self._obj.as_bytes(context)).replace(b"%", b"%%")
 
 
+class _WithValues(sql.Composed):
+    """A statement whose ``%(name)s`` placeholders are its values: filled into another
+    statement run with values, it stays as it is (its names were doubled already)."""
+
+
 def _doubled(part: sql.Composable) -> sql.Composable:
+    if isinstance(part, _WithValues):
+        return part
     if isinstance(part, sql.Composed):
         return sql.Composed([_doubled(each) for each in part._obj])
     if isinstance(part, (sql.Identifier, sql.Literal, sql.SQL)):
@@ -87,7 +94,8 @@ def statement(block: str, /, **parts: sql.Composable) -> sql.Composed:
     """The named block with its placeholders filled by identifiers or composed SQL; its
     dollar-quoted parts quoted afresh (see :class:`DollarQuoted`)."""
     text = _blocks()[block]
-    if _VALUES.search(text):
+    values = _VALUES.search(text) is not None
+    if values:
         parts = {name: _doubled(part) for name, part in parts.items()}
     pieces: list[sql.Composable] = []
     end = 0
@@ -97,7 +105,7 @@ def statement(block: str, /, **parts: sql.Composable) -> sql.Composed:
         pieces.append(DollarQuoted(sql.SQL(match.group(2)).format(**parts), tag))
         end = match.end()
     pieces.append(sql.SQL(text[end:]).format(**parts))
-    return sql.Composed(pieces)
+    return _WithValues(pieces) if values else sql.Composed(pieces)
 
 
 def run(conn: PgConnection, statements: Iterable[sql.Composed]) -> None:

@@ -1,16 +1,17 @@
 """What keeps an index in step with its source table: triggers, a queue and failed items.
 
-Each index gets, in simindex's schema, a queue ``<name>_queue`` (one entry per key to recompute)
-and ``<name>_failed`` (keys a worker could not process, with the error), and on the source
-table four statement-level triggers with transition tables, all calling the index's one
-function ``<name>_trigger_v1``:
+Each index gets, in simindex's schema, a queue ``<name>_queue`` (one entry per key to recompute),
+``<name>_failed`` (keys a worker could not process, with the error) and ``<name>_deletes``
+(that deletes happened, without keys), and on the source table four statement-level triggers,
+all calling the index's one function ``<name>_trigger_v1``:
 
 =========  ===============================================================
 event      effect
 =========  ===============================================================
 INSERT     queue the new keys, NOTIFY
 UPDATE     queue the keys whose text changed (and both keys of a changed key), NOTIFY
-DELETE     delete the index rows at once; queue the keys too, NOTIFY
+DELETE     record that a delete happened (no transition table), NOTIFY; the worker
+           removes the index rows whose source row is gone (a sweep)
 TRUNCATE   truncate the index's side tables
 =========  ===============================================================
 
@@ -19,7 +20,7 @@ apply, which fires row triggers only, or a session set so) three row triggers en
 queue each row's key instead (see ``db/sql/sync.sql``); the statement triggers are enabled
 ALWAYS and, in that mode, leave INSERT, UPDATE and DELETE to them.
 
-Statement-level otherwise: one INSERT ... SELECT per statement, however many rows, and no
+Statement-level otherwise: one INSERT per statement, however many rows, and no
 trigger depends on a column, so the app may rename, retype or drop any column (see the
 function's own comment in ``db/sql/sync.sql`` for how it follows the source by column number).
 
@@ -47,7 +48,7 @@ EVENTS = ("insert", "update", "delete", "truncate")
 _TRANSITION_TABLES = {
     "insert": "REFERENCING NEW TABLE AS new_rows",
     "update": "REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows",
-    "delete": "REFERENCING OLD TABLE AS old_rows",
+    "delete": "",
     "truncate": "",
 }
 ROW_EVENTS = ("insert", "update", "delete")
@@ -56,6 +57,9 @@ ROW_EVENTS = ("insert", "update", "delete")
 _ALIASES_MARK = "\0aliases\0"
 BUILD_LOCK_CLASS = 0x53494D58
 """The first half of the two-key advisory lock a build holds (``'SIMX'``)."""
+BATCH_LOCK_CLASS = 0x53494D42
+"""The first half of the two-key advisory lock every batch holds shared and a sweep exclusively
+(``'SIMB'``)."""
 
 
 def event_triggers_on(conn: PgConnection, schema: str) -> bool:
@@ -106,6 +110,15 @@ class Triggers:
         return sql.Identifier(self.schema, f"{self.name}_failed")
 
     @property
+    def deletes(self) -> sql.Identifier:
+        return sql.Identifier(self.schema, f"{self.name}_deletes")
+
+    def tables(self) -> list[sql.Identifier]:
+        """The queue, the failed items and the record of deletes (what the worker right
+        writes besides the side tables)."""
+        return [self.queue, self.failed, self.deletes]
+
+    @property
     def function(self) -> sql.Identifier:
         return sql.Identifier(self.schema, f"{self.name}_trigger_v1")
 
@@ -135,6 +148,7 @@ class Triggers:
         return [
             statement("sync_create_queue", queue=self.queue, key_type=self.key_type),
             statement("sync_create_failed", failed=self.failed, key_type=self.key_type),
+            statement("sync_create_deletes", deletes=self.deletes),
             *protect_statements(self.schema, self.name, f"{self.name}_queue"),
             *protect_statements(self.schema, self.name, f"{self.name}_failed"),
         ]
@@ -290,6 +304,7 @@ class Triggers:
             "key": key,
             "text": text,
             "equals": self.equals,
+            "deletes": self.deletes,
         }
 
         def run(block: str, **more: sql.Composable) -> sql.Composable:
@@ -299,26 +314,25 @@ class Triggers:
             return statement("sync_trigger_dynamic", statement=_FormatString(one))
 
         if event == "insert":
-            return run("sync_trigger_insert")
+            replaced = [
+                run("sync_trigger_insert_replaced", table=table)
+                for table in self.store.side_tables()
+            ]
+            return sql.SQL(";\n").join(
+                [
+                    statement(
+                        "sync_trigger_if_deleted",
+                        deletes=self.deletes,
+                        statement=sql.SQL(";\n").join(replaced),
+                    ),
+                    run("sync_trigger_insert"),
+                ]
+            )
         if event == "update":
             return run("sync_trigger_update")
         if event == "truncate":
             return sql.SQL("NULL")
-        return sql.SQL(";\n").join(
-            [
-                run("sync_trigger_delete_entries"),
-                statement(
-                    "sync_trigger_if_building",
-                    lock_class=sql.Literal(BUILD_LOCK_CLASS),
-                    lock_key=sql.Literal(self.build_lock_key),
-                    statement=run("sync_trigger_delete_queue"),
-                ),
-                *(
-                    run("sync_trigger_delete_rows", table=table)
-                    for table in self.store.side_tables()
-                ),
-            ]
-        )
+        return statement("sync_trigger_delete", deletes=self.deletes)
 
     @property
     def build_lock_key(self) -> int:
@@ -328,8 +342,8 @@ class Triggers:
         return int.from_bytes(digest, "big", signed=True)
 
     def build_lock(self, conn: PgConnection) -> None:
-        """Take the lock that makes deletes queue their keys while a build reads the source
-        (for this transaction; it waits for deletes in flight)."""
+        """Take the lock that keeps sweeps away while a build reads the source (for this
+        transaction; it waits for a sweep in flight)."""
         conn.execute(
             statement("sync_build_lock"), {"class": BUILD_LOCK_CLASS, "key": self.build_lock_key}
         )
@@ -347,4 +361,5 @@ class Triggers:
             statement("session_drop_own_function", function=self.own_function),
             statement("drop_table", table=self.queue),
             statement("drop_table", table=self.failed),
+            statement("drop_table", table=self.deletes),
         ]

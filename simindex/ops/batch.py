@@ -1,9 +1,9 @@
 """One sync batch: take queued keys, re-read their rows, fingerprint, write, record failures.
 
-A batch runs in the caller's transaction. It takes up to ``limit`` queue entries (``FOR UPDATE
-SKIP LOCKED``, so any number of workers share the work and never take the same key), re-reads
-those rows of the source *as they are now*, recomputes their fingerprints, writes them (or
-deletes the index rows of keys whose row is gone or has no features) and removes the entries.
+A batch runs in the caller's transaction. Given the keys it took off the queue
+(:mod:`simindex.ops.queue`), it re-reads those rows of the source *as they are now*,
+recomputes their fingerprints, writes them (or deletes the index rows of keys whose row is gone
+or has no features) and removes the entries.
 What happens to each kind of row:
 
 * row gone, text NULL, empty or without features (whitespace, punctuation only): its index rows
@@ -37,27 +37,14 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
-from simindex.core.batch import fingerprint_batch
+from simindex.core.fingerprints import fingerprint_batch
 from simindex.core.spec import IndexSpec
-from simindex.db.catalog import (
-    DEFAULT_SCHEMA,
-    Health,
-    catalog,
-    find_index,
-    lock_source,
-    read_index,
-    record_health,
-    store_for,
-)
-from simindex.db.cluster_store import ClusterStore
-from simindex.db.connection import Bind, PgConnection, transaction
-from simindex.db.minhash_store import MinHashStore
+from simindex.db.connection import PgConnection
 from simindex.db.pg_array import key_array
-from simindex.db.simhash_store import SimHashStore
-from simindex.db.source import Source, lenient_keys, unfiltered
+from simindex.db.source import unfiltered
 from simindex.db.statements import statement
-from simindex.db.triggers import Triggers
-from simindex.errors import IndexNotFoundError
+from simindex.db.triggers import BATCH_LOCK_CLASS
+from simindex.ops.queue import Target, fail, note
 
 DEFAULT_MAX_TEXT_BYTES = 16 * 1024 * 1024
 BATCH_BYTES = 32 * 1024 * 1024
@@ -78,71 +65,6 @@ class BatchResult:
     failed: int
     # (key, error) of each row that failed, for the worker's log.
     failures: tuple[tuple[Any, str], ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """An index as a batch needs it: source, spec, side tables, queue."""
-
-    name: str
-    source: Source
-    spec: IndexSpec
-    store: SimHashStore | MinHashStore
-    triggers: Triggers
-    # Set while the index keeps leader clusters: each written row joins its nearest cluster.
-    leader_clusters: ClusterStore | None = None
-    # Whether the catalog marks the index broken: a batch that succeeds clears the mark.
-    broken: bool = False
-
-
-def load_target(conn: PgConnection, schema: str, name: str) -> Target | None:
-    """The index ``name`` as a batch needs it: its catalog row share-locked and its source
-    table locked and checked (:func:`~simindex.db.catalog.lock_source`) for this transaction;
-    None while a build or drop holds it.
-
-    Raises IndexNotFoundError if there is no such index, IndexNotReadyError when its source
-    drifted (the index needs a rebuild, or its table is gone), SourceChangedError when the
-    source changed a moment ago."""
-    info = find_index(conn, schema, name, share_lock=True)
-    if info is None:
-        exists = conn.execute(
-            statement("sync_catalog_exists", catalog=catalog(schema)), {"name": name}
-        ).fetchone()
-        if exists is None:
-            raise IndexNotFoundError(f"no index named {name!r}")
-        return None
-    source = lock_source(conn, info)
-    store = store_for(schema, name, source, info.spec)
-    clusters = ClusterStore(schema, name) if info.clustering == "leader" else None
-    triggers = Triggers(schema, name, source, store)
-    return Target(name, source, info.spec, store, triggers, clusters, broken=info.broken)
-
-
-def take(conn: PgConnection, target: Target, limit: int) -> list[Any]:
-    """Remove up to ``limit`` entries no other transaction holds; their keys, in their text
-    form (any key PostgreSQL can store, read back by the key type's input function)."""
-    rows = conn.execute(
-        statement("sync_take", queue=target.triggers.queue), {"limit": limit}
-    ).fetchall()
-    return [key for (key,) in rows]
-
-
-def take_keys(conn: PgConnection, target: Target, keys: Sequence[Any]) -> list[Any]:
-    """Remove the entries of ``keys`` (waiting for any other transaction holding one); their
-    keys in their text form, as :func:`take`."""
-    rows = conn.execute(
-        statement("sync_take_keys", queue=target.triggers.queue, key_type=target.triggers.key_type),
-        {"keys": key_array(conn, keys)},
-    ).fetchall()
-    return [key for (key,) in rows]
-
-
-def requeue(conn: PgConnection, target: Target, keys: Sequence[Any]) -> None:
-    """Queue ``keys`` (again); for repair and tests."""
-    conn.execute(
-        statement("sync_requeue", queue=target.triggers.queue, key_type=target.triggers.key_type),
-        {"keys": key_array(conn, keys)},
-    )
 
 
 def process(
@@ -194,7 +116,12 @@ def prepare(
     max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
 ) -> Prepared:
     """Read the rows of ``keys`` as this transaction sees them and fingerprint them (see
-    :func:`process`), writing nothing."""
+    :func:`process`), writing nothing yet; a sweep (:func:`~simindex.ops.queue.sweep`) waits
+    for this transaction from here on."""
+    conn.execute(
+        statement("sync_batch_lock"),
+        {"class": BATCH_LOCK_CLASS, "key": target.triggers.build_lock_key},
+    )
     rows, failures = _read(conn, target, keys, max_text_bytes, BATCH_BYTES)
     # An unreadable row changed (it was queued): its old fingerprint is wrong now.
     unread: list[Any] = [key for key, _ in failures]
@@ -281,37 +208,10 @@ class _Computed:
         return self.keys, np.concatenate(self.parts)
 
 
-def fail(conn: PgConnection, target: Target, keys: Sequence[Any], error: str) -> None:
-    """Record ``keys`` as failed items with ``error``."""
-    for key in keys:
-        conn.execute(
-            statement("sync_fail", failed=target.triggers.failed), {"key": key, "error": error}
-        )
-
-
 def probe(conn: PgConnection, target: Target) -> None:
     """Read no row of the source, as a batch reads: raises if the table, a column or the right
     to read them is missing (the check of an index marked broken whose queue is empty)."""
     _read(conn, target, [], 0, 0)
-
-
-def note(conn: PgConnection, target: Target, health: Health, error: str | None = None) -> None:
-    """Update the index's health in the catalog (:func:`~simindex.db.catalog.record_health`),
-    in a savepoint: a worker role without the right to do so still syncs."""
-    try:
-        with conn.transaction():
-            record_health(
-                conn,
-                target.triggers.schema,
-                target.name,
-                health,
-                error,
-                failed=target.triggers.failed,
-            )
-    except psycopg.OperationalError:
-        raise
-    except psycopg.Error:
-        pass
 
 
 def _read(
@@ -487,41 +387,3 @@ def _write_rows(
 def _describe(exc: psycopg.Error) -> str:
     state = f" [{exc.sqlstate}]" if exc.sqlstate else ""
     return f"{type(exc).__name__}{state}: {exc}".strip()
-
-
-def queue_counts(bind: Bind, name: str, *, index_schema: str = DEFAULT_SCHEMA) -> tuple[int, int]:
-    """(queued keys, failed items) of an index."""
-    with transaction(bind) as conn:
-        target = target_unlocked(conn, index_schema, name)
-        row = conn.execute(
-            statement("sync_counts", queue=target.triggers.queue, failed=target.triggers.failed)
-        ).fetchone()
-    assert row is not None
-    return int(row[0]), int(row[1])
-
-
-def failed_items(
-    bind: Bind, name: str, *, index_schema: str = DEFAULT_SCHEMA
-) -> list[tuple[Any, str, int, Any]]:
-    """The failed items of an index: (key, error, attempts, failed_at), by key."""
-    with transaction(bind) as conn:
-        target = target_unlocked(conn, index_schema, name)
-        cursor = conn.cursor()
-        lenient_keys(cursor)  # a key Python cannot hold comes as its text
-        rows = cursor.execute(
-            statement("sync_failed_items", failed=target.triggers.failed)
-        ).fetchall()
-    return [(row[0], row[1], row[2], row[3]) for row in rows]
-
-
-def target_unlocked(
-    conn: PgConnection, schema: str, name: str, *, lock_table: bool = False
-) -> Target:
-    """The index ``name`` as a batch needs it, without locking its catalog row; with
-    ``lock_table``, its source locked and checked, for reading
-    (:func:`~simindex.db.catalog.lock_source`)."""
-    info = read_index(conn, schema, name)
-    source = lock_source(conn, info) if lock_table else info.source
-    store = store_for(schema, name, source, info.spec)
-    triggers = Triggers(schema, name, source, store)
-    return Target(name, source, info.spec, store, triggers, broken=info.broken)

@@ -25,7 +25,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from simindex.core.batch import fingerprint_batch
+from simindex.core.fingerprints import fingerprint_batch
 from simindex.db.catalog import DEFAULT_SCHEMA, check_name, read_index
 from simindex.db.connection import Bind, PgConnection, transaction
 from simindex.db.minhash_store import MinHashStore
@@ -33,7 +33,7 @@ from simindex.db.privileges import superuser_warning_off
 from simindex.db.source import key_texts, lenient_keys, refuse_policies
 from simindex.db.statements import statement
 from simindex.errors import IndexBrokenError
-from simindex.ops.batch import Target, requeue, target_unlocked
+from simindex.ops.queue import Target, requeue, target_unlocked
 from simindex.ops.sync import DEFAULT_BATCH_SIZE, sync
 
 _FETCH_ROWS = 2000

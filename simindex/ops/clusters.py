@@ -25,15 +25,17 @@ from typing import Any, Literal
 import psycopg
 from psycopg import sql
 
+from simindex.core import validators
 from simindex.core.bits import to_signed
 from simindex.core.minhash import bottom_k_key
+from simindex.db.answers import visible_function
 from simindex.db.catalog import IndexInfo, Store, catalog, lock_source, store_of
 from simindex.db.cluster_store import ClusterStore
 from simindex.db.connection import PgConnection
 from simindex.db.copytext import field
 from simindex.db.keys import install
 from simindex.db.minhash_store import MinHashStore
-from simindex.db.privileges import back_to_caller, become_owner
+from simindex.db.privileges import OWNER, back_to_caller, become_owner
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.source import refuse_policies
 from simindex.db.statements import run, statement
@@ -100,8 +102,7 @@ def clusters(
     if method == "bottom_k":
         if max_distance is not None or threshold is not None:
             raise TypeError("bottom_k clusters take no max_distance or threshold")
-        if isinstance(bottom_k, bool) or not isinstance(bottom_k, int) or bottom_k < 1:
-            raise ValueError(f"bottom_k must be a positive int, got {bottom_k!r}")
+        validators.positive("bottom_k", bottom_k)
         reader = _source_reader(conn, info)
     # Clusters are simindex's tables: made and written as its owner role (the source, above,
     # is read with the caller's rights).
@@ -134,7 +135,7 @@ def clusters(
         )
         conn.execute(statement("clusters_truncate", table=target.table))
         if isinstance(store, MinHashStore) and exact:
-            members = statement("clusters_minhash_members", side=store.table())
+            members = statement("clusters_minhash_members")
         else:
             members = statement("clusters_collapsed_members")
         rows = conn.execute(
@@ -184,15 +185,19 @@ class Survivor:
 
 def members(conn: PgConnection, info: IndexInfo, *, min_size: int = 2) -> Iterator[ClusterMember]:
     """See :meth:`simindex.index.Index.cluster_members`."""
-    if isinstance(min_size, bool) or not isinstance(min_size, int) or min_size < 1:
-        raise ValueError(f"min_size must be a positive int, got {min_size!r}")
+    validators.positive("min_size", min_size)
     target, store = _existing(conn, info)
     side = store.table()
     with conn.cursor(name="simindex_cluster_members") as cursor:
         cursor.itersize = _READ_ROWS
         install(cursor.adapters)
         cursor.execute(
-            statement("clusters_members", table=target.table, side=side),
+            statement(
+                "clusters_members",
+                table=target.table,
+                side=side,
+                visible=visible_function(info.index_schema, info.name),
+            ),
             {"min_size": min_size},
         )
         for cluster_id, key, size in cursor:
@@ -284,7 +289,7 @@ def _components(
             store,
             max_distance=max_distance,
             threshold=threshold,
-            side=collapse(conn, store),
+            side=_collapse_as_caller(conn, info, store),
         )
     conn.execute(statement("clusters_edges", key_type=key_type))
     rank = sql.SQL("p.distance" if isinstance(store, SimHashStore) else "-p.similarity")
@@ -318,6 +323,21 @@ def _components(
         progress("components", rounds, None)
         if not changed:
             return edges, rounds
+
+
+def _collapse_as_caller(conn: PgConnection, info: IndexInfo, store: Store) -> sql.Identifier:
+    """:func:`~simindex.ops.pairs.collapse` as the caller, who reads the source (the owner
+    role may not), its tables shown to the owner role, which writes the clusters from them."""
+    run(conn, back_to_caller())
+    side = collapse(conn, info, store)
+    _share_grouping(conn)
+    run(conn, become_owner())
+    return side
+
+
+def _share_grouping(conn: PgConnection) -> None:
+    """Let the owner role read the caller's temporary tables of :func:`collapse`."""
+    conn.execute(statement("clusters_share_grouping", owner=sql.Identifier(OWNER)))
 
 
 def _source_reader(conn: PgConnection, info: IndexInfo) -> psycopg.ServerCursor[Any]:
@@ -366,6 +386,7 @@ def _exact_edges(
             flush()
     if lines:
         flush()
+    _share_grouping(conn)  # the members are the collapsed rows (clusters_minhash_members)
     run(conn, become_owner())
     return edges
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import psycopg
 
+from simindex.core import validators
 from simindex.core.spec import IndexSpec, MinHash
 from simindex.db.catalog import IndexInfo, lock_source
 from simindex.db.connection import PgConnection
@@ -15,7 +16,6 @@ from simindex.db.minhash_store import MinHashStore
 from simindex.db.source import key_errors
 from simindex.db.statements import statement
 from simindex.errors import KeyNotIndexedError
-from simindex.ops.near import check_limit
 from simindex.ops.verify import (
     DEFAULT_VERIFY,
     ShingleSets,
@@ -37,14 +37,9 @@ class Similar:
 
 
 def check_threshold(spec: IndexSpec, threshold: float | None) -> float:
+    """``threshold``, or the index's when None."""
     assert isinstance(spec.method, MinHash)
-    if threshold is None:
-        return spec.method.threshold
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
-        raise TypeError(f"threshold must be a number, got {type(threshold).__name__}")
-    if not 0.0 <= threshold <= 1.0:
-        raise ValueError(f"threshold must be from 0 to 1, got {threshold}")
-    return float(threshold)
+    return validators.threshold(threshold, spec.method.threshold)
 
 
 def verify_mode(verify: Verify | None) -> Verify:
@@ -68,11 +63,11 @@ def similar(
     by_key = key is not None
     if by_key == (text is not None):
         raise TypeError("give exactly one of text= or key=")
-    check_limit(limit)
+    validators.limit(limit)
     # Exact verification may reorder: it takes every candidate and cuts afterwards.
     fetch = limit if verify == "estimate" else None
     lowest = check_threshold(info.spec, threshold)
-    floor = exact_floor(lowest, store.num_perm) if verify == "exact" else lowest
+    floor = exact_floor(lowest) if verify == "exact" else lowest
     if by_key:
         if indexed is False:
             raise KeyNotIndexedError.of(info.name, key)
@@ -89,7 +84,7 @@ def similar(
                 not rows
                 and indexed is None
                 and not conn.execute(
-                    statement("minhash_signature_of_key", table=store.table()),
+                    statement("minhash_key_indexed", table=store.table()),
                     {"key": key},
                 ).fetchone()
             ):
@@ -98,22 +93,23 @@ def similar(
         values, lengths = info.spec.minhash_values([text])
         if not lengths[0]:
             return []
-        signature, band_keys = store.query_arguments(values[0])
+        sketch, band_keys, set_hash = store.query_arguments(values[0])
         rows = (
             key_cursor(conn)
             .execute(
                 statement("minhash_similar", function=store.similar_function),
                 {
-                    "signature": signature,
+                    "sketch": sketch,
                     "band_keys": band_keys,
                     "threshold": floor,
                     "limit": fetch,
+                    "set_hash": set_hash,
                 },
             )
             .fetchall()
         )
     if verify == "estimate":
-        return [Similar(found_key, float(similarity)) for found_key, similarity in rows]
+        return [Similar(found_key, float(similarity)) for found_key, similarity, _ in rows]
     if not rows:
         return []
     # The texts are read with the source locked and checked (lock_source), which holds until
@@ -130,7 +126,10 @@ def similar(
                 return []
         else:
             query = sets.of_text(text)
-        scored = exact_scores(sets, query, [row[0] for row in rows])
+        # Rows of the query's own shingle set (the stored set hash) score 1 unread.
+        same = [found for found, _, identical in rows if identical]
+        scored = [(found, 1.0) for found in same]
+        scored += exact_scores(sets, query, [row[0] for row in rows if not row[2]])
     kept = [Similar(found, score) for found, score in scored if score >= lowest]
     try:
         return sorted(kept, key=lambda match: (-match.similarity, match.key))[:limit]

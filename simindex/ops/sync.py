@@ -22,16 +22,16 @@ import signal
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
-from typing import Protocol
 
 import psycopg
 import sqlalchemy.exc
 from psycopg import sql
 from sqlalchemy.engine import Connection
 
+from simindex.core import validators
 from simindex.db.catalog import (
     DEFAULT_SCHEMA,
     check_name,
@@ -39,31 +39,37 @@ from simindex.db.catalog import (
     index_names,
     record_health,
 )
-from simindex.db.connection import Bind, PgConnection, connect, raw_connection
+from simindex.db.connection import Bind, PgConnection
 from simindex.db.privileges import check_worker, warn_if_superuser
 from simindex.db.statements import statement
 from simindex.db.triggers import channel
 from simindex.errors import IndexNotFoundError
-from simindex.ops.batch import (
-    DEFAULT_MAX_TEXT_BYTES,
-    BatchResult,
+from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES, BatchResult, probe, process
+from simindex.ops.build import MAX_BATCH_SIZE
+from simindex.ops.queue import (
+    Target,
+    deletes_pending,
     fail,
+    follow_renames,
     load_target,
     note,
-    probe,
-    process,
+    sweep,
     take,
     take_keys,
 )
-from simindex.ops.build import MAX_BATCH_SIZE
+from simindex.ops.sync_connections import (
+    Connections,
+    StopFlag,
+    WorkerBind,
+    sleep,
+    wait_for_notification,
+)
 from simindex.ops.sync_report import SyncReport, describe, fields, log_batch
 
 # Large enough that a worker's two connections overlap well (each batch costs a few round
 # trips, and after each the thread waits for the GIL); benchmarks/sync.py measured the choice.
 DEFAULT_BATCH_SIZE = 2000
 DEFAULT_CONNECTIONS = 2
-# How long a --follow worker waits between checks of its stop flag.
-_STOP_POLL_SECONDS = 0.25
 _RECONNECT_DELAYS = (0.1, 0.5, 1.0, 2.0, 5.0)
 # Seconds before a --follow worker tries a broken index again, after each failure in a row.
 # Single-entry batches cancelled in a row (each made a failed item) before the index is
@@ -75,12 +81,6 @@ _log = logging.getLogger(__name__)
 
 class BatchCancelledError(RuntimeError):
     """A batch of a single entry was cancelled by the server (a statement_timeout)."""
-
-
-class StopFlag(Protocol):
-    """What ``stop`` must offer: ``threading.Event`` and ``multiprocessing.Event`` both do."""
-
-    def is_set(self) -> bool: ...
 
 
 def sync(
@@ -122,17 +122,11 @@ def sync(
 
     Returns what was done; ``report.ok`` is false when rows failed or an index is broken.
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int):
-        raise TypeError(f"batch_size must be an int, got {type(batch_size).__name__}")
-    if not 1 <= batch_size <= MAX_BATCH_SIZE:
-        raise ValueError(f"batch_size must be from 1 to {MAX_BATCH_SIZE:,}, got {batch_size}")
-    limit = max_text_bytes
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise ValueError(f"max_text_bytes must be a non-negative int or None, got {limit!r}")
+    validators.integer("batch_size", batch_size, low=1, high=MAX_BATCH_SIZE)
+    validators.text_bytes(max_text_bytes)
     if not heartbeat > 0:
         raise ValueError(f"heartbeat must be a positive number of seconds, got {heartbeat!r}")
-    if isinstance(connections, bool) or not isinstance(connections, int) or connections < 1:
-        raise ValueError(f"connections must be a positive int, got {connections!r}")
+    validators.positive("connections", connections)
     if follow and isinstance(bind, Connection):
         raise ValueError(
             "follow=True commits batch by batch: give an Engine or a DSN, not a Connection"
@@ -177,7 +171,7 @@ class _Worker:
         schema: str,
         report: SyncReport,
     ) -> None:
-        self.bind = bind
+        self.where = WorkerBind(bind)
         self.names = names
         self.batch_size = batch_size
         self.stop = stop
@@ -191,7 +185,6 @@ class _Worker:
         self.broken: dict[str, _Broken] = {}
         self._role_checked = False
         self._rights_checked = False
-        self._isolation_checked = False
         # Batch sizes of indexes whose batches were cancelled (see _batch).
         self.sizes: dict[str, int] = {}
         self.cancelled_in_row: dict[str, int] = {}
@@ -200,7 +193,7 @@ class _Worker:
     def run(self, *, follow: bool, retry_failed: bool) -> None:
         self.follow = follow
         if not follow:
-            with self._session() as (conns, _):
+            with self.where.session() as (conns, _):
                 if retry_failed:
                     self._requeue_failed(conns.first)
                 self._drain(conns)
@@ -208,7 +201,7 @@ class _Worker:
         failures = 0
         while not self.stop.is_set():
             try:
-                with self._session(listen=True) as (conns, listener):
+                with self.where.session(listen=True) as (conns, listener):
                     assert listener is not None
                     self.listening.clear()
                     if retry_failed:
@@ -218,7 +211,9 @@ class _Worker:
                         self._listen(conns.first, listener)
                         self._drain(conns)
                         failures = 0
-                        self._wait(listener)
+                        wait_for_notification(
+                            listener, self.stop, min(self.heartbeat, self._next_retry())
+                        )
             except (psycopg.OperationalError, sqlalchemy.exc.OperationalError) as exc:
                 delay = _RECONNECT_DELAYS[min(failures, len(_RECONNECT_DELAYS) - 1)]
                 failures += 1
@@ -229,56 +224,10 @@ class _Worker:
                     delay,
                     extra=fields("reconnect", error=" ".join(str(exc).split()), retry_in=delay),
                 )
-                self._sleep(delay)
-
-    @contextmanager
-    def _session(
-        self, *, listen: bool = False
-    ) -> Iterator[tuple[_Connections, PgConnection | None]]:
-        with ExitStack() as stack:
-            connection = stack.enter_context(connect(self.bind))
-            if isinstance(self.bind, Connection) and not connection.in_transaction():
-                connection.begin()  # so that the caller's commit() commits our work
-            conns = _Connections(self.bind, stack, raw_connection(connection))
-            listener = None
-            if listen:
-                second = stack.enter_context(connect(self.bind))
-                # Reset when the connection goes back to an Engine's pool.
-                listener = raw_connection(second.execution_options(isolation_level="AUTOCOMMIT"))
-            yield conns, listener
-            if listener is not None and not listener.closed:
-                # A pooled connection must not go back still listening: notifications would
-                # pile up in it for whoever takes it next.
-                listener.execute(statement("sync_unlisten"))
-
-    @contextmanager
-    def _unit(self, conn: PgConnection) -> Iterator[None]:
-        """A READ COMMITTED transaction of our own; on a caller's Connection, a savepoint in
-        its transaction (so that a broken index leaves the caller's transaction usable), which
-        must be READ COMMITTED."""
-        idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-        if isinstance(self.bind, Connection):
-            if idle:  # in the caller's transaction, or transaction() would commit
-                conn.execute("SELECT")
-            if not self._isolation_checked:
-                (isolation,) = conn.execute(statement("sync_isolation")).fetchone() or ("",)
-                if isolation != "read committed":
-                    raise ValueError(
-                        f"sync runs in a READ COMMITTED transaction, and this Connection's is "
-                        f"{isolation.upper()}: a batch must see the rows as they are when it "
-                        "takes their entries"
-                    )
-                self._isolation_checked = True
-            with conn.transaction():
-                yield
-            return
-        with conn.transaction():
-            if idle:
-                conn.execute(statement("sync_read_committed"))
-            yield
+                sleep(self.stop, delay)
 
     def _indexes(self, conn: PgConnection) -> list[str]:
-        with self._unit(conn):
+        with self.where.unit(conn):
             if not self._rights_checked:
                 check_worker(conn, self.schema)
                 self._rights_checked = True
@@ -295,7 +244,7 @@ class _Worker:
     def _requeue_failed(self, conn: PgConnection) -> None:
         for name in self._indexes(conn):
             try:
-                with self._unit(conn):
+                with self.where.unit(conn):
                     target = load_target(conn, self.schema, name)
                     if target is None:
                         self.report.held(name)
@@ -312,7 +261,7 @@ class _Worker:
             except Exception as exc:
                 self._broke(conn, name, exc)
 
-    def _drain(self, conns: _Connections) -> None:
+    def _drain(self, conns: Connections) -> None:
         """Batches until every queue is empty (or stop): on the first connection alone while
         batches come back part-full, on all of them at once from the first full one."""
         names = self._indexes(conns.first)
@@ -380,7 +329,7 @@ class _Worker:
         size = self.sizes.get(name, self.batch_size)
         keys: list[object] = []
         try:
-            with self._unit(conn):
+            with self.where.unit(conn):
                 try:
                     target = load_target(conn, self.schema, name)
                 except IndexNotFoundError:
@@ -393,6 +342,7 @@ class _Worker:
                     return 0
                 with self._report_lock:
                     self.report.released(name)
+                follow_renames(conn, target)
                 keys = take(conn, target, size)
                 if keys:
                     result = process(conn, target, keys, max_text_bytes=self.max_text_bytes)
@@ -402,6 +352,8 @@ class _Worker:
                 elif target.broken:
                     probe(conn, target)  # raises while the source is still unreadable
                     result = BatchResult(0, 0, 0, 0)
+                elif (swept := self._sweep(conn, target)) is not None:
+                    result = BatchResult(0, 0, swept, 0)
                 elif name not in self.broken:
                     return 0
                 else:  # made again meanwhile (a rebuild): nothing queued, nothing broken
@@ -420,7 +372,7 @@ class _Worker:
         if size < self.batch_size and len(keys) == size:
             self.sizes[name] = min(size * 2, self.batch_size)  # grow back while it succeeds
         with self._report_lock:
-            if keys:
+            if keys or result.removed:
                 self.report.add_batch(name, result)
             known = self.broken.pop(name, None)
             self.report.broken.pop(name, None)
@@ -432,9 +384,17 @@ class _Worker:
                 attempts,
                 extra=fields("index_recovered", index=name, attempts=attempts),
             )
-        if keys:
+        if keys or result.removed:
             log_batch(name, result, time.perf_counter() - started)
         return len(keys)
+
+    def _sweep(self, conn: PgConnection, target: Target) -> int | None:
+        """Once the queue is empty: the index rows of deleted source rows removed (see
+        :func:`~simindex.ops.queue.sweep`); how many, or None when no delete was recorded or
+        a build runs."""
+        if not deletes_pending(conn, target):
+            return None
+        return sweep(conn, target)
 
     def _cancelled(
         self,
@@ -470,7 +430,7 @@ class _Worker:
             self._broke(conn, name, BatchCancelledError(f"a batch of one entry was {error}"))
             return 0
         try:
-            with self._unit(conn):
+            with self.where.unit(conn):
                 target = load_target(conn, self.schema, name)
                 if target is not None:
                     fail(conn, target, take_keys(conn, target, keys), error)
@@ -494,7 +454,7 @@ class _Worker:
             self.broken[name] = _Broken(attempts, retry_at, error)
             self.report.broken[name] = error
         try:
-            with self._unit(conn):
+            with self.where.unit(conn):
                 record_health(conn, self.schema, name, "broken", error)
         except psycopg.OperationalError:
             raise
@@ -518,42 +478,6 @@ class _Worker:
         with self._report_lock:
             due = min((entry.retry_at for entry in self.broken.values()), default=float("inf"))
         return max(due - time.monotonic(), 0.0)
-
-    def _wait(self, listener: PgConnection) -> None:
-        """Until a notification, the heartbeat or stop."""
-        deadline = time.monotonic() + min(self.heartbeat, self._next_retry())
-        while not self.stop.is_set():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return
-            # stop_after=1 still takes every notification that arrived together: one drain
-            # answers them all.
-            if list(listener.notifies(timeout=min(remaining, _STOP_POLL_SECONDS), stop_after=1)):
-                return
-
-    def _sleep(self, seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        while not self.stop.is_set() and time.monotonic() < deadline:
-            time.sleep(min(_STOP_POLL_SECONDS, max(deadline - time.monotonic(), 0)))
-
-
-class _Connections:
-    """A worker's connections: the first at once, the others when a backlog first needs them
-    (a worker that only ever sees a trickle of changes holds one)."""
-
-    def __init__(self, bind: Bind, stack: ExitStack, first: PgConnection) -> None:
-        self.bind = bind
-        self.stack = stack
-        self.opened = [first]
-
-    @property
-    def first(self) -> PgConnection:
-        return self.opened[0]
-
-    def up_to(self, count: int) -> list[PgConnection]:
-        while len(self.opened) < count:
-            self.opened.append(raw_connection(self.stack.enter_context(connect(self.bind))))
-        return self.opened
 
 
 @contextmanager

@@ -26,8 +26,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sqlalchemy import BigInteger, Double, Integer, cast, column, literal, null
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy import BigInteger, Double, Integer, String, cast, column, literal, null
+from sqlalchemy.dialects.postgresql import ARRAY, BIT
 from sqlalchemy.dialects.postgresql.base import PGDialect
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.compiler import compiles
@@ -40,6 +40,7 @@ from sqlalchemy.sql.sqltypes import NullType
 from sqlalchemy.sql.visitors import InternalTraversal
 from sqlalchemy.types import TypeEngine, UserDefinedType
 
+from simindex.core import validators
 from simindex.core.bits import check_fingerprint, to_signed
 from simindex.db.catalog import DEFAULT_SCHEMA, IndexInfo, check_name, check_schema, ready_index
 from simindex.db.connection import transaction
@@ -111,11 +112,7 @@ def _max_rows(limit: int | None) -> list[ColumnElement[Any]]:
     given, since the function's own default is a bound for SQL callers."""
     if limit is None:
         return [_Named("max_rows", cast(null(), Integer()))]
-    if isinstance(limit, bool) or not isinstance(limit, int):
-        raise TypeError(f"limit must be an int or None, got {type(limit).__name__}")
-    if limit < 1:
-        raise ValueError(f"limit must be at least 1, got {limit}")
-    return [_Named("max_rows", literal(limit, Integer()))]
+    return [_Named("max_rows", literal(validators.limit(limit), Integer()))]
 
 
 def near(
@@ -156,7 +153,7 @@ def near(
     info, store = _ready(_required(bind, "near"), name, index_schema)
     if not isinstance(store, SimHashStore):
         raise TypeError(f"index {name!r} is a MinHash index: use similar()")
-    distance = _distance(max_distance, store.design.max_distance)
+    distance = validators.distance(max_distance, store.design.max_distance)
     stored: int | None = None  # NULL: a text without features has no neighbours
     if fingerprint is not None:
         stored = fingerprint
@@ -207,7 +204,7 @@ def near_key(
         if not isinstance(store, SimHashStore):
             raise TypeError(f"index {name!r} is a MinHash index: use similar_key()")
         largest = store.design.max_distance
-    distance = _distance(max_distance, largest)
+    distance = validators.distance(max_distance, largest)
     return _by_key(
         _function(index_schema, name, "near_key"),
         key,
@@ -251,20 +248,21 @@ def similar(
     info, store = _ready(_required(bind, "similar"), name, index_schema)
     if not isinstance(store, MinHashStore):
         raise TypeError(f"index {name!r} is a SimHash index: use near()")
-    floor = _threshold(threshold, store.threshold)
-    signature: list[int] | None = None  # NULLs: a text without features has no neighbours
+    floor = validators.threshold(threshold, store.threshold)
+    sketch: str | None = None  # NULLs: a text without features has no neighbours
     band_keys: list[int] | None = None
+    set_hash: int | None = None
     values, lengths = info.spec.minhash_values([text])
     if lengths[0]:
-        signature, band_keys = store.query_arguments(values[0])
-    arguments = [
-        literal(signature, ARRAY(Integer())),
+        sketch, band_keys, set_hash = store.query_arguments(values[0])
+    arguments: list[ColumnElement[Any]] = [
+        cast(literal(sketch, String()), BIT(varying=True)),
         literal(band_keys, ARRAY(Integer())),
         literal(floor, Double()),
     ]
     return _call(
         _function(index_schema, name, "similar"),
-        arguments + _max_rows(limit),
+        [*arguments, *_max_rows(limit), _Named("set_hash", literal(set_hash, BigInteger()))],
         _key_type(key_type, info),
         column("similarity", Double()),
     )
@@ -305,7 +303,7 @@ def similar_key(
         if not isinstance(store, MinHashStore):
             raise TypeError(f"index {name!r} is a SimHash index: use near_key()")
         default = store.threshold
-    floor = _threshold(threshold, default)
+    floor = validators.threshold(threshold, default)
     return _by_key(
         _function(index_schema, name, "similar_key"),
         key,
@@ -338,29 +336,6 @@ def _ready(
     check_schema(index_schema)
     with transaction(bind) as conn:
         return ready_index(conn, index_schema, name)
-
-
-def _distance(max_distance: int | None, limit: int | None) -> int | None:
-    """A checked ``max_distance``, the index's ``limit`` for None (None: the SQL default)."""
-    if max_distance is None:
-        return limit
-    if isinstance(max_distance, bool) or not isinstance(max_distance, int):
-        raise TypeError(f"max_distance must be an int, got {type(max_distance).__name__}")
-    if limit is None and max_distance < 0:
-        raise ValueError(f"max_distance must be at least 0, got {max_distance}")
-    if limit is not None and not 0 <= max_distance <= limit:
-        raise ValueError(f"max_distance must be from 0 to the index's {limit}, got {max_distance}")
-    return max_distance
-
-
-def _threshold(threshold: float | None, default: float | None) -> float | None:
-    if threshold is None:
-        return default
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
-        raise TypeError(f"threshold must be a number, got {type(threshold).__name__}")
-    if not 0.0 <= threshold <= 1.0:
-        raise ValueError(f"threshold must be from 0 to 1, got {threshold}")
-    return float(threshold)
 
 
 def _by_key(

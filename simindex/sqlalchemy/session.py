@@ -33,12 +33,14 @@ from psycopg.types.json import Jsonb
 from sqlalchemy import event
 from sqlalchemy.orm import Session, scoped_session, sessionmaker
 
+from simindex.core import validators
 from simindex.db.catalog import DEFAULT_SCHEMA, catalog, check_schema
 from simindex.db.connection import PgConnection, pinned
 from simindex.db.pg_array import key_array
 from simindex.db.statements import statement
 from simindex.errors import IndexNotFoundError, IndexNotReadyError, SourceChangedError
-from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES, Target, load_target, prepare
+from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES, prepare
+from simindex.ops.queue import Target, load_target
 
 Tracked = TypeVar(
     "Tracked", bound="Session | sessionmaker[Any] | scoped_session[Any] | type[Session]"
@@ -87,9 +89,9 @@ def track(
     raises ValueError (call :func:`untrack` first).
     """
     check_schema(index_schema)
-    limit = max_text_bytes
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-        raise ValueError(f"max_text_bytes must be a non-negative int, got {limit!r}")
+    if max_text_bytes is None:
+        raise ValueError("max_text_bytes must be a non-negative int, got None")
+    validators.text_bytes(max_text_bytes)
     _check_target(target)
     existing = _listeners.get(target)
     if existing is not None:

@@ -13,7 +13,7 @@ import urllib.request
 import psycopg
 
 from simindex.index import Index
-from simindex.ops.batch import failed_items, queue_counts
+from simindex.ops.queue import failed_items, queue_counts
 from tests.acceptance.test_cli import (
     TEXTS,
     TIMEOUT,

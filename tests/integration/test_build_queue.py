@@ -8,7 +8,7 @@ import pytest
 
 from simindex import check, sync
 from simindex.index import Index, create_index
-from simindex.ops.batch import queue_counts
+from simindex.ops.queue import queue_counts
 
 ROWS = 300
 

@@ -42,6 +42,11 @@ def write_fingerprints(index: Index, dsn: str, values: dict[int, int]) -> None:
     info = index.info()
     store = SimHashStore(index.index_schema, index.name, info.source.key_type, info.spec.design)  # type: ignore[arg-type]
     with psycopg.connect(dsn) as conn:
+        # Rows of the source too: answers name only keys the table holds.
+        conn.execute(
+            "INSERT INTO documents (id) SELECT unnest(%s::bigint[]) ON CONFLICT DO NOTHING",
+            (list(values),),
+        )
         store.upsert(conn, list(values), np.array(list(values.values()), dtype=np.uint64))
 
 
@@ -173,20 +178,29 @@ def band_sharing_pairs(
     keys: list[Any], signatures: np.ndarray[Any, Any], design: LshDesign, threshold: float
 ) -> list[tuple[Any, Any]]:
     """Brute force: pairs that share a whole band (the same values, compared as values, not
-    as band hashes) and whose signatures agree on at least ``threshold`` of their values."""
+    as band hashes) and whose stored rows (simindex.core.packing) estimate at least
+    ``threshold``: 1 for the same set hash, else ``1 - 2 d / bits`` from their sketches."""
+    num_perm = design.num_perm
+    sketches = signatures[:, 128:-1]  # the default num_perm: 128 values, then the sketch
+    bits = 64 * sketches.shape[1]
+
+    def estimate(a: int, b: int) -> float:
+        if signatures[a, -1] == signatures[b, -1]:
+            return 1.0
+        differ = int(np.bitwise_count(sketches[a] ^ sketches[b]).sum())
+        return float(max(0.0, 1.0 - 2.0 * differ / bits))
+
     width = design.rows_per_band
     sharing: set[tuple[int, int]] = set()
     for band in range(design.num_bands):
         groups: dict[tuple[int, ...], list[int]] = defaultdict(list)
-        for row, signature in enumerate(signatures[:, band * width : (band + 1) * width]):
+        for row, signature in enumerate(
+            signatures[:, :num_perm][:, band * width : (band + 1) * width]
+        ):
             groups[tuple(signature.tolist())].append(row)
         for rows in groups.values():
             sharing.update(itertools.combinations(rows, 2))
-    return [
-        (keys[a], keys[b])
-        for a, b in sorted(sharing)
-        if (signatures[a] == signatures[b]).sum() / signatures.shape[1] >= threshold
-    ]
+    return [(keys[a], keys[b]) for a, b in sorted(sharing) if estimate(a, b) >= threshold]
 
 
 def test_minhash_clusters_are_the_components_of_brute_force_pairs(database_dsn: str) -> None:

@@ -22,7 +22,7 @@ from psycopg import sql
 
 from simindex import check, sync
 from simindex.index import Index, create_index
-from simindex.ops.batch import queue_counts
+from simindex.ops.queue import queue_counts
 
 WRITERS = 2
 KEYS = range(1, 9)  # writer w owns the keys k with k % WRITERS == w

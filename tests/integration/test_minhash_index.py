@@ -154,12 +154,13 @@ def test_band_keys_are_read_by_index_scans(database_dsn: str) -> None:
         created = store.function_statements()[0].as_string(conn)
         body = created.split("$body$")[1].split("RETURN QUERY")[-1].split(";\nEND")[0]
         conn.execute(
-            f"PREPARE similar_query(integer[], integer[], double precision, integer) AS {body}"
+            "PREPARE similar_query(bit varying, integer[], double precision, integer, bigint)"
+            f" AS {body}"
         )
-        signature, band_keys = store.query_arguments(values[0])
+        sketch, band_keys, set_hash = store.query_arguments(values[0])
         plan = conn.execute(
-            sql.SQL("EXPLAIN (FORMAT JSON) EXECUTE similar_query({}, {}, 0.8, NULL)").format(
-                sql.Literal(signature), sql.Literal(band_keys)
+            sql.SQL("EXPLAIN (FORMAT JSON) EXECUTE similar_query({}, {}, 0.8, NULL, {})").format(
+                sql.Literal(sketch), sql.Literal(band_keys), sql.Literal(set_hash)
             )
         ).fetchone()[0]  # type: ignore[index]
     nodes = list(plan_nodes(plan[0]["Plan"]))

@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from simindex import sync
+from simindex.core.packing import sketch_digits
 from simindex.core.spec import SPEC_VERSION, MinHash
 from simindex.db.catalog import store_of
 from simindex.db.minhash_store import MinHashStore
@@ -116,14 +117,16 @@ def test_compact_rows_round_trip_and_stay_under_a_kilobyte(database_dsn: str) ->
     store = store_of(info)
     assert isinstance(store, MinHashStore)
     values, _ = info.spec.minhash_values(corpus)
-    signatures, band_keys = store.stored(values)
+    held = store.stored(values)
     with psycopg.connect(database_dsn) as conn:
         columns = ", ".join(f"b{band}" for band in range(store.design.num_bands))
         rows = conn.execute(
-            f"SELECT key, signature, ARRAY[{columns}] FROM simindex.notes_minhash ORDER BY key"
+            f"SELECT key, set_hash, ARRAY[{columns}], sketch::text"
+            " FROM simindex.notes_minhash ORDER BY key"
         ).fetchall()
         size = conn.execute("SELECT pg_total_relation_size('simindex.notes_minhash')").fetchone()
-    assert [row[1] for row in rows] == signatures.tolist()
-    assert [row[2] for row in rows] == band_keys.tolist()
+    assert [row[1] for row in rows] == held.set_hashes.tolist()
+    assert [row[2] for row in rows] == held.bands.tolist()
+    assert [row[3] for row in rows] == [sketch_digits(sketch) for sketch in held.sketches]
     assert size is not None
     assert size[0] / len(corpus) < 1024

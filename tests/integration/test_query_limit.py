@@ -94,13 +94,17 @@ def test_minhash_limit_on_every_path(database_dsn: str, engine: Engine) -> None:
     exact = index.similar(TEMPLATE, verify="exact")
     assert index.similar(TEMPLATE, verify="exact", limit=3) == exact[:3]
     assert (
-        rows(database_dsn, "SELECT * FROM simindex.tmpl_similar_key_v1(%s, 0.8, 5)", member)
+        rows(
+            database_dsn,
+            "SELECT key, similarity FROM simindex.tmpl_similar_key_v1(%s, 0.8, 5)",
+            member,
+        )
         == by_key[:5]
     )
     assert (
         rows(
             database_dsn,
-            "SELECT * FROM simindex.similar_key_v1('tmpl', %s, max_rows => 5)",
+            "SELECT key, similarity FROM simindex.similar_key_v1('tmpl', %s, max_rows => 5)",
             member,
         )
         == by_key[:5]
@@ -124,3 +128,15 @@ def assert_bad_limits(index: Index, dsn: str, dispatcher: str) -> None:
         rows(dsn, f"SELECT * FROM simindex.{dispatcher}")
     with pytest.raises(ValueError, match="limit must be at least 1"):
         near_key(None, "tmpl", 1, limit=0)
+
+
+def test_the_dispatcher_returns_more_than_the_default_bound_when_asked(database_dsn: str) -> None:
+    """simindex.near_key_v1 passes max_rows on to the typed function: 1,200 copies of a text
+    answer 1,199 rows with max_rows => 1500 (and 1,000, the default bound, without)."""
+    load(database_dsn, [TEMPLATE] * 1200)
+    create_index(database_dsn, "many", "notes", "body", method=SimHash(max_distance=3)).build()
+    asked = "SELECT count(*) FROM simindex.near_key_v1('many', 0, max_rows => %s)"
+    assert rows(database_dsn, asked, 1500) == [(1199,)]
+    assert rows(database_dsn, asked, None) == [(1199,)]
+    default = "SELECT count(*) FROM simindex.near_key_v1('many', 0)"
+    assert rows(database_dsn, default) == [(1000,)]

@@ -144,6 +144,18 @@ def load_synthetic(
         assert isinstance(store, SimHashStore)
         if keys is None:
             keys = list(range(len(fingerprints)))
+        # Rows of the source too: answers name only keys the table holds.
+        conn.execute(
+            sql.SQL("INSERT INTO {} ({}) SELECT unnest(%s::{}[]) ON CONFLICT DO NOTHING").format(
+                info.source.identifier,
+                sql.Identifier(info.source.key_column),
+                sql.SQL(info.source.key_type),
+            ),
+            (keys,),
+        )
+        # Not for a worker: the chosen fingerprints stand for these rows.
+        queue = sql.Identifier(index.index_schema, f"{index.name}_queue")
+        conn.execute(sql.SQL("DELETE FROM {}").format(queue))
         store.copy(conn, store.rows(keys, np.array(fingerprints, dtype=np.uint64)))
         conn.execute(statement("analyze", table=store.table()))
         conn.execute(

@@ -209,15 +209,21 @@ def brute_similar(corpus: Corpus, query: str | None, threshold: float) -> dict[A
     spec = corpus.spec
     assert isinstance(spec.design, LshDesign)
     values, lengths = corpus.signatures
-    bands = spec.design.band_hashes(values)
-    signatures, (length,) = spec.minhash_values([query])
+    assert isinstance(spec.method, MinHash)
+    num_perm, bits = spec.method.num_perm, spec.method.sketch_bits
+    bands = spec.design.band_hashes(values[:, : spec.design.num_perm])
+    rows, (length,) = spec.minhash_values([query])
     if not length:
         return {}
-    (query_bands,) = spec.design.band_hashes(signatures)
+    (query_bands,) = spec.design.band_hashes(rows[:, : spec.design.num_perm])
     found = {}
     for position, key in enumerate(corpus.keys):
         if lengths[position] and (bands[position] == query_bands).any():
-            similarity = np.count_nonzero(values[position] == signatures[0]) / values.shape[1]
+            # The stored sketch's estimate (simindex.core.packing); 1 for the same set.
+            sketch, other = values[position, num_perm:-1], rows[0, num_perm:-1]
+            differ = int(np.bitwise_count(sketch ^ other).sum())
+            same = values[position, -1] == rows[0, -1]
+            similarity = 1.0 if same else max(0.0, 1.0 - 2.0 * differ / bits)
             if similarity >= threshold:
                 found[key] = similarity
     return found

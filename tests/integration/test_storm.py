@@ -12,7 +12,7 @@ from simindex import check
 from simindex.core.bits import hamming_distance
 from simindex.core.spec import IndexSpec, SimHash
 from simindex.index import create_index
-from simindex.ops.batch import queue_counts
+from simindex.ops.queue import queue_counts
 from tests.integration import sync_processes
 
 SPAWN = multiprocessing.get_context("spawn")

@@ -22,7 +22,8 @@ from simindex.db.connection import engine_for
 from simindex.db.schema import migrate
 from simindex.embedded import find_local_bindir, local_postgres, restart_local_postgres
 from simindex.index import Index, create_index, drop_index
-from simindex.ops.batch import failed_items, load_target, process, queue_counts, take
+from simindex.ops.batch import process
+from simindex.ops.queue import failed_items, load_target, queue_counts, take
 from tests.integration import sync_processes
 
 METHODS: dict[str, Method] = {"simhash": SimHash(max_distance=3), "minhash": MinHash(0.7)}
@@ -124,15 +125,17 @@ def test_changes_are_queued_and_sync_applies_them(database_dsn: str, index: Inde
     assert sync(database_dsn).taken == 0
 
 
-def test_a_delete_reaches_the_index_at_once(database_dsn: str, index: Index) -> None:
+def test_a_delete_leaves_its_index_rows_to_the_worker(database_dsn: str, index: Index) -> None:
     run(database_dsn, "DELETE FROM documents WHERE id <= 10")
+    assert len(indexed_keys(database_dsn, index)) == 100  # the app's DELETE wrote no index row
+    report = sync(database_dsn)
+    assert (report.taken, report.removed) == (0, 10)  # the sweep: nothing queued
     assert indexed_keys(database_dsn, index).isdisjoint(range(1, 11))
     assert len(indexed_keys(database_dsn, index)) == 90
     assert_in_step(database_dsn, index)
-    assert sync(database_dsn).taken == 0  # nothing left for a worker
 
 
-def test_a_delete_waits_for_a_worker_that_read_the_row_and_removes_what_it_wrote(
+def test_a_delete_never_waits_for_a_worker_that_read_the_row(
     database_dsn: str, index: Index
 ) -> None:
     run(database_dsn, "UPDATE documents SET body = 'a text changed once more' WHERE id = 5")
@@ -140,22 +143,16 @@ def test_a_delete_waits_for_a_worker_that_read_the_row_and_removes_what_it_wrote
         target = load_target(worker, "simindex", "docs")
         assert target is not None
         assert take(worker, target, 10) == ["5"]  # keys in their text form
-        deleted = threading.Thread(
-            target=run, args=(database_dsn, "DELETE FROM documents WHERE id = 5")
-        )
-        deleted.start()
-        time.sleep(0.3)  # the delete is done but waits, at its trigger, for the worker's entry
-        assert deleted.is_alive()
-        assert process(worker, target, ["5"]).indexed == 1  # the row it still sees
+        assert process(worker, target, ["5"]).indexed == 1  # the row as it is now
+        run(database_dsn, "DELETE FROM documents WHERE id = 5")  # does not wait for it
         worker.commit()
-    deleted.join(timeout=10)
+    assert 5 in indexed_keys(database_dsn, index)
+    sync(database_dsn)  # the sweep removes what the worker wrote back
     assert 5 not in indexed_keys(database_dsn, index)
     assert_in_step(database_dsn, index)
 
 
-def test_a_delete_during_a_build_is_queued_and_removed_after_it(
-    database_dsn: str, index: Index
-) -> None:
+def test_a_delete_during_a_build_is_removed_after_it(database_dsn: str, index: Index) -> None:
     deleted: list[int] = []
 
     def delete_once(done: int, total: int | None) -> None:
@@ -165,8 +162,8 @@ def test_a_delete_during_a_build_is_queued_and_removed_after_it(
 
     index.build(batch_size=10, progress=delete_once)
     assert 7 in indexed_keys(database_dsn, index)  # from the build's snapshot
-    assert queue_counts(database_dsn, "docs") == (1, 0)
-    assert sync(database_dsn).removed == 1
+    assert queue_counts(database_dsn, "docs") == (0, 0)  # recorded as a delete, no key
+    assert sync(database_dsn).removed == 1  # the sweep, after the build
     assert 7 not in indexed_keys(database_dsn, index)
     assert_in_step(database_dsn, index)
 
@@ -203,9 +200,9 @@ def test_the_writers_role_needs_no_rights_on_simindex(database_dsn: str, index: 
         run(database_dsn, as_app + "UPDATE documents SET body = 'changed by the app' WHERE id = 1")
         run(database_dsn, as_app + "DELETE FROM documents WHERE id = 2")
         assert queued_keys(database_dsn) == {300, 1}
-        assert 2 not in indexed_keys(database_dsn, index)  # a delete reaches the index at once
+        assert 2 in indexed_keys(database_dsn, index)  # until the worker's sweep
         report = sync(database_dsn)
-        assert (report.taken, report.indexed, report.removed, report.failed) == (2, 2, 0, 0)
+        assert (report.taken, report.indexed, report.removed, report.failed) == (2, 2, 1, 0)
         assert_in_step(database_dsn, index)
         run(database_dsn, as_app + "TRUNCATE documents")
         assert indexed_keys(database_dsn, index) == set()
@@ -646,7 +643,7 @@ def test_follow_reconnects_after_a_server_restart() -> None:
 def test_check_finds_and_repair_fixes(database_dsn: str, index: Index) -> None:
     simhash = index.info().spec.kind == "simhash"
     side = "docs_simhash" if simhash else "docs_minhash"
-    stored = "fingerprint = fingerprint # 1" if simhash else "signature[1] = signature[1] + 1"
+    stored = "fingerprint = fingerprint # 1" if simhash else "sketch = ~sketch"
     run(
         database_dsn,
         # Behind the queue's back: what a bug, a restore or a manual edit could leave (a
@@ -663,7 +660,8 @@ def test_check_finds_and_repair_fixes(database_dsn: str, index: Index) -> None:
     assert report.checked == 100
     assert report.missing == [500]
     assert sorted(report.stale) == ([7] if simhash else [6, 7])
-    assert sorted(report.orphaned) == [8]  # a delete reaches the side tables in its statement
+    # 9: deleted, its index rows wait for the worker's sweep.
+    assert sorted(report.orphaned) == [8, 9]
     assert not report.ok
     sampled = check(database_dsn, "docs", sample=0.5)
     assert 20 < sampled.checked < 80

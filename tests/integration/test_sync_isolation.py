@@ -23,7 +23,7 @@ from psycopg.conninfo import make_conninfo
 from simindex import check, sync
 from simindex.db.schema import migrate
 from simindex.index import Index, create_index
-from simindex.ops.batch import failed_items, queue_counts
+from simindex.ops.queue import failed_items, queue_counts
 from tests.postgres import Server
 
 _roles = itertools.count(1)

@@ -19,7 +19,8 @@ from sqlalchemy import Engine, create_engine, text
 
 from simindex import BuildReport, check, sync
 from simindex.index import create_index, get_index
-from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES, failed_items, queue_counts
+from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES
+from simindex.ops.queue import failed_items, queue_counts
 
 # Letters of two bytes, a separator of three and one of four (so characters are never bytes).
 UNIT = "é" * 40 + "€" + "😀" + "a" * 30 + " "

@@ -21,7 +21,7 @@ from simindex import check, sync
 from simindex.db.connection import dispose_engines
 from simindex.errors import IndexBusyError
 from simindex.index import Index, create_index
-from simindex.ops.batch import failed_items, queue_counts
+from simindex.ops.queue import failed_items, queue_counts
 
 
 def run(dsn: str, *statements: str | sql.Composed) -> None:

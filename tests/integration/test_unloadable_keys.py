@@ -15,7 +15,7 @@ from sqlalchemy import Engine
 from simindex import IdenticalGroup, check, repair, sync
 from simindex.core.spec import MinHash
 from simindex.index import Index, create_index
-from simindex.ops.batch import failed_items, queue_counts
+from simindex.ops.queue import failed_items, queue_counts
 
 # (key type, keys psycopg cannot load, an ordinary key)
 CASES = {

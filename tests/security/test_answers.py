@@ -160,9 +160,10 @@ def _answers(role: Role, method: SimHash | MinHash, guess: Any) -> list[object]:
         attempt(
             lambda: _rows(
                 role,
-                "SELECT key FROM simindex.docs_similar_v1(%s, %s, 0.0)",
-                list(guess.signature),
+                "SELECT key FROM simindex.docs_similar_v1(%s::bit varying, %s, 0.0, 1000, %s)",
+                guess.sketch,
                 list(guess.band_keys),
+                guess.set_hash,
             )
         )
         for key in ROWS:

@@ -11,7 +11,7 @@ import simindex
 from simindex import sync
 from simindex.errors import MissingRightError
 from simindex.index import Index, create_index
-from simindex.ops.batch import queue_counts
+from simindex.ops.queue import queue_counts
 from tests.commands import run_simindex
 from tests.security.conftest import MakeRole, scalar, superuser
 

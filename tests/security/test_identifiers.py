@@ -82,7 +82,8 @@ def test_every_command_works_with_the_name(
         ),
         sql.SQL("DELETE FROM {}.{} WHERE {} = 2").format(schema, table, key),
     )
-    assert sync(dsn).taken == 1  # row 3; row 2's entry went with its delete
+    report = sync(dsn)  # row 3 indexed; row 2 queued by its update, then deleted
+    assert (report.indexed, report.removed) == (1, 1)
     assert [m.key for m in index.near_key(1)] == [3]
     assert scalar(dsn, "SELECT array_agg(key) FROM simindex.near_key_v1('odd', 1)") == [3]
     assert check(dsn, "odd").ok

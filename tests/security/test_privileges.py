@@ -22,7 +22,7 @@ from simindex.db import privileges
 from simindex.db.privileges import OWNER
 from simindex.errors import IndexNotReadyError, SourceError
 from simindex.index import Index, create_index, drop_index, get_index
-from simindex.ops.batch import queue_counts
+from simindex.ops.queue import queue_counts
 from simindex.ops.sync_report import SyncReport
 from simindex.sqlalchemy import index_changes
 from tests.security.conftest import (

@@ -19,7 +19,7 @@ import simindex
 from simindex import check, repair, sync
 from simindex.errors import SourceError
 from simindex.index import Index, create_index
-from simindex.ops.batch import queue_counts
+from simindex.ops.queue import queue_counts
 from tests.security.conftest import MakeRole, Role, owned_table, scalar, superuser
 
 DOCS = "CREATE TABLE docs (id integer PRIMARY KEY, body text)"

@@ -19,7 +19,7 @@ import simindex
 from simindex import sync
 from simindex.core.spec import MinHash
 from simindex.index import Index, create_index
-from simindex.ops.batch import queue_counts
+from simindex.ops.queue import queue_counts
 from simindex.sqlalchemy import index_changes
 from tests.security.conftest import MakeRole, Role, scalar, superuser
 

@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 import xxhash
 
-from simindex.core.batch import fingerprint_batch
 from simindex.core.bits import to_signed
 from simindex.core.design import LshDesign, MankuDesign
+from simindex.core.fingerprints import fingerprint_batch
 from simindex.core.frequency import count_shingles
-from simindex.core.minhash import MinHasher
+from simindex.core.minhash import MinHasher, _mixed, set_hash, sketch
 from simindex.core.packing import band_keys, packed_signatures
 from simindex.core.simhash import simhash
 from simindex.core.spec import IndexSpec, MinHash, SimHash, resolve
@@ -113,8 +113,8 @@ OTHER_HASHERS: dict[str, tuple[str, MinHasher]] = {
 
 # Index specs whose values build and sync store, computed for all inputs in one batch by the
 # function they call (fingerprint_batch), and pinned in their stored form: bigint values
-# (unsigned - 2**63), SimHash's permuted-prefix columns, MinHash's 32-bit signatures and band
-# keys (simindex.core.packing).
+# (unsigned - 2**63), SimHash's permuted-prefix columns, MinHash's set hash, band keys and
+# one-bit sketch (simindex.core.packing).
 _ONE_PERMUTATION = MinHash(
     0.5, 64, "one_permutation", 9, Shingling(size=2, with_characters=True, seed=11)
 )
@@ -190,16 +190,17 @@ def stored(spec: IndexSpec, texts: list[str | None]) -> list[Any]:
     assert isinstance(spec.method, MinHash)
     minhash = store_for("simindex", "golden", Source(0, "s", "t", "k", "bigint", "b"), spec)
     assert isinstance(minhash, MinHashStore)
-    signatures, bands = minhash.stored(values)
+    held = minhash.stored(values)
     for i in range(len(texts)):
         if not present[i]:
             rows.append(None)
             continue
-        signature = signatures[i]
+        sketch = held.sketches[i]
         rows.append(
             {
-                "signature": [len(signature), signature[:4].tolist(), stored_digest(signature)],
-                "bands": bands[i].tolist(),
+                "set_hash": int(held.set_hashes[i]),
+                "bands": held.bands[i].tolist(),
+                "sketch": [len(sketch), sketch[:17], xxhash.xxh3_64_hexdigest(sketch.encode())],
             }
         )
     return rows
@@ -247,6 +248,13 @@ def compute() -> dict[str, Any]:
                 if scheme == "classic":
                     keys = band_keys(LshDesign(9, 13), packed)
                     entry["word3.band_keys_9x13"] = keys[0].tolist()
+        # The one-bit sketch a MinHash index stores (simindex.core.minhash.sketch).
+        if len(hashes):
+            distinct = np.unique(hashes)
+            ordered = np.sort(_mixed(distinct, 1))
+            bits = sketch(ordered, 2048, 1, 1)
+            entry["word3.sketch_2048_seed1"] = [len(bits), bits[:8].tolist(), digest(bits)]
+            entry["word3.set_hash"] = f"{set_hash(distinct):016x}"
         fingerprint = simhash(hashes)
         if fingerprint is not None:
             tables = MankuDesign(3, 6).tables

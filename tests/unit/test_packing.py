@@ -10,6 +10,7 @@ from simindex.core.packing import band_keys, packed_signatures
 from simindex.core.spec import (
     DEFAULT_EXPECTED_ROWS,
     IndexSpec,
+    MinHash,
     SimHash,
     refreshed,
     resolve,
@@ -85,9 +86,11 @@ def test_a_simhash_spec_of_fixed_rows_keeps_its_design() -> None:
 
 
 def test_cost_of_a_design() -> None:
-    cost = minhash_cost(LshDesign(9, 13), 128)
+    cost = minhash_cost(LshDesign(9, 13), 2048)
     assert cost.tables == 9
-    assert 500 < cost.bytes_per_row < 1000
+    assert 400 < cost.bytes_per_row < 700
+    # The default design: 15 bands and a 1,792-bit sketch, within 700 bytes a row.
+    assert 500 < resolve(MinHash()).cost.bytes_per_row <= 700
     assert simhash_cost(MankuDesign(8, 10)).tables == 45
     assert resolve(SimHash(max_distance=8), 853).cost.tables == 9
     assert resolve(SimHash(max_distance=8), 1_000_000).cost.bytes_per_row > 2000

@@ -50,10 +50,11 @@ STORED = {
     "shingling": {"unit": "word", "size": 3, "with_characters": False, "seed": 0},
     "threshold": 0.8,
     "num_perm": 128,
-    "scheme": "classic",
+    "scheme": "one_permutation",
     "seed": 1,
     "num_bands": 9,
     "rows_per_band": 13,
+    "sketch_bits": 1792,
 }
 
 

@@ -32,10 +32,8 @@ COMPUTED: dict[str, tuple[str, frozenset[str]]] = {
         frozenset(
             {
                 "sync_trigger_insert",
+                "sync_trigger_insert_replaced",
                 "sync_trigger_update",
-                "sync_trigger_delete_entries",
-                "sync_trigger_delete_queue",
-                "sync_trigger_delete_rows",
             }
         ),
     ),

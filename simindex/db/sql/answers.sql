@@ -42,3 +42,8 @@ CREATE POLICY simindex_read_v1 ON {table} FOR SELECT
 CREATE POLICY simindex_insert_v1 ON {table} FOR INSERT WITH CHECK (true);
 CREATE POLICY simindex_update_v1 ON {table} FOR UPDATE USING (true) WITH CHECK (true);
 CREATE POLICY simindex_delete_v1 ON {table} FOR DELETE USING (true)
+
+-- name: answers_visible_body
+-- The body of an index's probe function, to see whether it names the source as it is now.
+SELECT p.prosrc FROM pg_catalog.pg_proc AS p
+WHERE p.oid OPERATOR(pg_catalog.=) pg_catalog.to_regprocedure(%(signature)s)

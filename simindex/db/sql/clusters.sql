@@ -94,7 +94,13 @@ LEFT JOIN (
 SELECT key, node FROM simindex_node_of
 
 -- name: clusters_minhash_members
-SELECT s.key, s.key AS node FROM {side} AS s
+-- Every row the source holds (the collapsed rows' table lists them), each its own node.
+SELECT n.key, n.key AS node FROM simindex_node_of AS n
+
+-- name: clusters_share_grouping
+-- The caller made the tables of the collapsed rows (reading the source, which the owner role
+-- may not); the owner role writes the clusters from them.
+GRANT SELECT ON simindex_node_of, simindex_distinct TO {owner}
 
 -- name: clusters_bottom_k_keys
 CREATE TEMP TABLE simindex_bottom_k (key {key_type} NOT NULL, bottom_k bigint NOT NULL)
@@ -154,12 +160,14 @@ FROM (SELECT cluster_id, count(*) OVER (PARTITION BY cluster_id) AS size FROM {t
 
 -- name: clusters_members
 -- Rows in clusters of at least min_size, a cluster's rows together; rows deleted from the
--- index since the clusters were made are left out.
+-- index or from the source since the clusters were made are left out (a deleted row's index
+-- rows stay until the worker's sweep).
 SELECT cluster_id, key, size
 FROM (
     SELECT c.cluster_id, c.key, count(*) OVER (PARTITION BY c.cluster_id) AS size
     FROM {table} AS c
     WHERE EXISTS (SELECT FROM {side} AS s WHERE s.key OPERATOR(pg_catalog.=) c.key)
+      AND {visible}(c.key)
 ) AS c
 WHERE size >= %(min_size)s
 ORDER BY size DESC, cluster_id, key

@@ -1,30 +1,36 @@
--- A MinHash index (simindex.core.packing): one table, one row per document.
+-- A MinHash index (simindex.core.packing): one table, one row per document. What is the same
+-- for every index (scoring, all pairs) is in the baseline migration: minhash_similarity_v1 and
+-- minhash_pairs_v1; what names the index's table and band columns is generated here.
 
 -- name: minhash_create_table
--- The 32-bit signature, to verify candidates, and one 32-bit key per LSH band.
+-- The shingle set's hash (identical sets), one 32-bit key per LSH band, and the one-bit
+-- sketch the similarity is estimated from (last: the one column of variable width).
 CREATE TABLE {table} (
     key {key_type} PRIMARY KEY,
-    signature integer[] NOT NULL,
-    {band_columns}
+    set_hash bigint NOT NULL,
+    {band_columns},
+    sketch bit({sketch_bits}) NOT NULL
 )
 
 -- name: minhash_create_band_index
 CREATE INDEX {index} ON {table} ({column})
 
 -- name: minhash_copy
-COPY {table} (key, signature, {columns}) FROM STDIN
+COPY {table} (key, set_hash, {columns}, sketch) FROM STDIN
 
 -- name: minhash_similar_function
 -- Candidates share a band key with the query (a BitmapOr of the band indexes: each row is read
--- once); each is verified by its share of equal slots, identical signatures without a count.
--- A text without features has NULL arrays: no candidates.
+-- once); each is scored by minhash_similarity_v1 (leakproof: applied before the row-level
+-- security probe), a row of the same shingle set (set_hash) by 1 exactly. A text without
+-- features has NULL arguments: no candidates.
 CREATE FUNCTION {function}(
-    signature integer[],
+    sketch bit varying,
     band_keys integer[],
     threshold double precision DEFAULT {threshold},
-    max_rows integer DEFAULT {max_rows}
+    max_rows integer DEFAULT {max_rows},
+    set_hash bigint DEFAULT NULL
 )
-RETURNS TABLE (key {key_type}, similarity double precision)
+RETURNS TABLE (key {key_type}, similarity double precision, identical boolean)
 LANGUAGE plpgsql VOLATILE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $body$
@@ -39,28 +45,27 @@ BEGIN
             USING ERRCODE = '22023';
     END IF;
     IF ($1 IS NULL) <> ($2 IS NULL)
-       OR cardinality($1) <> {num_perm}::integer OR cardinality($2) <> {num_bands} THEN
-        RAISE EXCEPTION 'a signature of % values and % band keys are needed (both NULL: a '
-            'text without features), got % and %', {num_perm}::integer, {num_bands},
-            coalesce(cardinality($1)::text, 'NULL'), coalesce(cardinality($2)::text, 'NULL')
+       OR length($1) <> {sketch_bits} OR cardinality($2) <> {num_bands} THEN
+        RAISE EXCEPTION 'a sketch of % bits and % band keys are needed (both NULL: a '
+            'text without features), got % and %', {sketch_bits}, {num_bands},
+            coalesce(length($1)::text, 'NULL'), coalesce(cardinality($2)::text, 'NULL')
             USING ERRCODE = '22023';
     END IF;
     IF $4 < 1 THEN
         RAISE EXCEPTION 'max_rows must be at least 1, got %', $4 USING ERRCODE = '22023';
     END IF;
-    IF $1 IS NULL THEN  -- no signature, no row (similar_key's call of the guard alone)
+    IF $1 IS NULL THEN  -- no sketch, no row (similar_key's call of the guard alone)
         RETURN;
     END IF;
     RETURN QUERY
-    SELECT c.key, v.similarity
+    SELECT c.key, v.similarity, c.set_hash = $5
     FROM {table} AS c
     CROSS JOIN LATERAL (
-        SELECT CASE WHEN c.signature = $1 THEN 1.0::double precision ELSE (
-            SELECT count(*) FILTER (WHERE x = y)::double precision / {num_perm}
-            FROM unnest(c.signature, $1) AS u(x, y)
-        ) END AS similarity
+        SELECT CASE WHEN c.set_hash = $5 THEN 1.0::double precision
+                    ELSE {similarity}(c.sketch, $1) END AS similarity
     ) AS v
-    WHERE ({any_band}) AND v.similarity >= $3
+    -- Only keys the source holds: a deleted row's index rows stay until the worker's sweep.
+    WHERE ({any_band}) AND v.similarity >= $3 AND {visible}(c.key)
     ORDER BY v.similarity DESC, c.key
     LIMIT $4;
 END
@@ -71,30 +76,54 @@ CREATE FUNCTION {function}(
     key {key_type}, threshold double precision DEFAULT {threshold},
     max_rows integer DEFAULT {max_rows}
 )
-RETURNS TABLE (key {key_type}, similarity double precision)
+RETURNS TABLE (key {key_type}, similarity double precision, identical boolean)
 LANGUAGE sql VOLATILE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $body$
     -- The table's lock first (a rebuild's swap is waited for here), then the query
-    -- function's guard alone, no signature: the next statement's snapshot sees the rebuilt
+    -- function's guard alone, no sketch: the next statement's snapshot sees the rebuilt
     -- table, or the guard fails where the transaction's cannot (see common.sql). In this
     -- order, the query function is looked up after the wait: the one the rebuild wrote.
     SELECT (SELECT true FROM {table} LIMIT 0),
-           (SELECT count(*) FROM {similar}(NULL::integer[], NULL::integer[], $2, 1));
-    SELECT n.key, n.similarity
+           (SELECT count(*) FROM {similar}(NULL::bit varying, NULL::integer[], $2, 1));
+    SELECT n.key, n.similarity, n.identical
     FROM {table} AS s
-    CROSS JOIN LATERAL {similar}(s.signature, ARRAY[{band_columns}], $2, $3 + 1) AS n
+    CROSS JOIN LATERAL {similar}(
+        s.sketch, ARRAY[{band_columns}], $2, $3 + 1, s.set_hash
+    ) AS n
     WHERE s.key = $1 AND n.key <> $1 AND {usable}({index_name})
     ORDER BY n.similarity DESC, n.key
     LIMIT $3
 $body$
 
+-- name: minhash_pairs_function
+-- Every pair, for SQL callers: minhash_pairs_v1 over this index's table. Not a reader's right
+-- (pairs_revoke_function): n identical rows make n(n-1)/2 pairs, which the Python path
+-- collapses into groups. No SET work_mem: the caller's own settings govern its cost.
+CREATE FUNCTION {function}(threshold double precision DEFAULT {threshold})
+RETURNS TABLE (left_key {key_type}, right_key {key_type}, similarity double precision)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $body$
+BEGIN
+    PERFORM {usable}({index_name});
+    IF $1 IS NULL OR NOT ($1 >= 0 AND $1 <= 1) THEN
+        RAISE EXCEPTION 'threshold must be from 0 to 1, got %', $1 USING ERRCODE = '22023';
+    END IF;
+    -- Only keys the source holds: a deleted row's index rows stay until the worker's sweep.
+    RETURN QUERY SELECT p.* FROM {pairs}({table_name}::regclass, NULL::{key_type}, {num_bands}, $1) AS p
+    WHERE {visible}(p.left_key) AND {visible}(p.right_key);
+END
+$body$
+
 -- name: minhash_pairs
--- One band's share of all pairs: rows with the same band key and the same band values,
--- verified by estimated Jaccard, each pair once (left < right) and only in the first band they
--- share (the "earlier" conditions). The self-join reads only keys and band keys, so its hash
--- table stays small; signatures are fetched for the candidate pairs alone.
-SELECT a.key AS left_key, b.key AS right_key, v.similarity
+-- One band's share of all pairs (the Python path; minhash_pairs_v1 is the same in SQL): rows
+-- with the same band key, scored by their sketches, each pair once (left < right) and only in
+-- the first band they share (the "earlier" conditions). The self-join reads only keys and band
+-- keys, so its hash table stays small; sketches are fetched for the candidate pairs alone.
+SELECT a.key AS left_key, b.key AS right_key,
+    CASE WHEN a.set_hash = b.set_hash THEN 1.0::double precision
+         ELSE {similarity}(a.sketch, b.sketch) END AS similarity
 FROM (
     SELECT x.key AS left_key, y.key AS right_key
     FROM {table} AS x
@@ -103,42 +132,35 @@ FROM (
 ) AS c
 JOIN {table} AS a ON a.key OPERATOR(pg_catalog.=) c.left_key
 JOIN {table} AS b ON b.key OPERATOR(pg_catalog.=) c.right_key
-CROSS JOIN LATERAL (
-    SELECT CASE WHEN a.signature = b.signature THEN 1.0::double precision ELSE (
-        SELECT count(*) FILTER (WHERE x = y)::double precision / {num_perm}
-        FROM unnest(a.signature, b.signature) AS u(x, y)
-    ) END AS similarity
-) AS v
-WHERE a.signature[{low}:{high}] = b.signature[{low}:{high}]{earlier}
-  AND v.similarity >= {threshold}
+WHERE (a.set_hash = b.set_hash OR {similarity}(a.sketch, b.sketch) >= {threshold}){earlier}
 
 -- name: minhash_insert
--- The sync worker's write: the signatures as one flat array, num_perm values per key, and the
--- band keys likewise, num_bands per key, in the keys' order (binary bigint arrays).
-INSERT INTO {table} (key, signature, {columns})
-SELECT u.key, (%(values)b::bigint[])[(u.n - 1) * {num_perm} + 1 : u.n * {num_perm}]::integer[],
-    {band_values}
-FROM unnest(%(keys)s::{key_type}[]) WITH ORDINALITY AS u (key, n)
+-- The sync worker's write: keys, set hashes, band keys (num_bands per key, in the keys'
+-- order, a binary bigint array) and sketches (bit strings).
+INSERT INTO {table} (key, set_hash, {columns}, sketch)
+SELECT u.key, u.set_hash, {band_values}, u.sketch
+FROM unnest(%(keys)s::{key_type}[], %(set_hashes)s::bigint[], %(sketches)s::bit varying[])
+    WITH ORDINALITY AS u (key, set_hash, sketch, n)
 CROSS JOIN LATERAL (SELECT %(bands)b::bigint[] AS b) AS h
 
 -- name: minhash_delete
 DELETE FROM {table} WHERE key OPERATOR(pg_catalog.=) ANY(%(keys)s::{key_type}[])
 
 -- name: minhash_check_rows
-SELECT s.{key}, s.{text}::text, g.signature, ARRAY[{band_columns}]
+SELECT s.{key}, s.{text}::text, g.set_hash, ARRAY[{band_columns}], g.sketch::text
 FROM ONLY {source} AS s {sample}
 LEFT JOIN {table} AS g ON g.key OPERATOR(pg_catalog.=) s.{key}
 
 -- name: minhash_similar
 -- max_rows NULL: every row (the function's own default is a bound, for SQL callers).
-SELECT key, similarity
-FROM {function}(%(signature)s::integer[], %(band_keys)s::integer[], %(threshold)s,
-                %(limit)s::integer)
+SELECT key, similarity, identical
+FROM {function}(%(sketch)s::bit varying, %(band_keys)s::integer[], %(threshold)s,
+                %(limit)s::integer, %(set_hash)s::bigint)
 ORDER BY similarity DESC, key
 
 -- name: minhash_similar_key
-SELECT key, similarity FROM {function}(%(key)s, %(threshold)s, %(limit)s::integer)
+SELECT key, similarity, identical FROM {function}(%(key)s, %(threshold)s, %(limit)s::integer)
 ORDER BY similarity DESC, key
 
--- name: minhash_signature_of_key
-SELECT signature FROM {table} WHERE key OPERATOR(pg_catalog.=) %(key)s
+-- name: minhash_key_indexed
+SELECT true FROM {table} WHERE key OPERATOR(pg_catalog.=) %(key)s

@@ -3,11 +3,10 @@
 -- pair once (left < right) and only in the first table that finds it (the "earlier" conditions rule out
 -- pairs whose fingerprints also agree on an earlier table's prefix bits).
 SELECT a.key AS left_key, b.key AS right_key,
-    bit_count((a.fingerprint # b.fingerprint)::bit(64))::integer AS distance
+    {distance}(a.fingerprint, b.fingerprint) AS distance
 FROM {table} AS a
-JOIN {table} AS b
-  ON (a.{column} >> {shift}) = (b.{column} >> {shift}) AND a.key OPERATOR(pg_catalog.<) b.key
-WHERE bit_count((a.fingerprint # b.fingerprint)::bit(64)) <= {max_distance}{earlier}
+JOIN {table} AS b ON {same_prefix} AND a.key OPERATOR(pg_catalog.<) b.key
+WHERE {distance}(a.fingerprint, b.fingerprint) <= {max_distance}{earlier}
 
 -- name: pairs_function
 -- Every pair, for SQL callers: the arms of the Python path, in one function. Not a reader's
@@ -25,7 +24,9 @@ BEGIN
         RAISE EXCEPTION '{parameter} must be from % to %, got %', {lowest}, {highest},
             {parameter} USING ERRCODE = '22023';
     END IF;
-    RETURN QUERY {query};
+    -- Only keys the source holds: a deleted row's index rows stay until the worker's sweep.
+    RETURN QUERY SELECT p.* FROM ({query}) AS p
+    WHERE {visible}(p.left_key) AND {visible}(p.right_key);
 END
 $body$
 
@@ -41,10 +42,13 @@ DROP TABLE IF EXISTS pg_temp.simindex_node_of, pg_temp.simindex_distinct
 
 -- name: pairs_node_of
 -- Each row's node: the smallest key among the rows identical to it. {identity} is the
--- fingerprint, or a band key and the whole signature: signatures are compared in full, not
--- by a hash of them.
+-- fingerprint, or the shingle set's hash and the whole sketch (MinHash): compared in full, not
+-- by a hash of them. Only rows whose key the source holds (one hash semi-join): a deleted row's
+-- index rows stay until the worker's sweep, and no pair or cluster may name it.
 CREATE TEMP TABLE simindex_node_of ON COMMIT DROP AS
-SELECT key, first_value(key) OVER (PARTITION BY {identity} ORDER BY key) AS node FROM {side}
+SELECT s.key, first_value(s.key) OVER (PARTITION BY {identity} ORDER BY s.key) AS node
+FROM {side} AS s
+WHERE EXISTS (SELECT FROM ONLY {source} AS t WHERE t.{key} OPERATOR(pg_catalog.=) s.key)
 
 -- name: pairs_distinct
 -- One row per node: the band or prefix self-joins run on these only, so a thousand identical

@@ -1,29 +1,44 @@
 -- name: simhash_create_table
--- One row per document: the fingerprint and one permuted copy per Manku table.
+-- One row per document: the fingerprint, the prefix of each Manku table but the first (its
+-- prefix bits packed into the smallest integer type that holds them, simhash_store.prefix_type)
+-- and the key, in the order that wastes no alignment padding. The first table's prefix is the
+-- fingerprint's top bits: its index is on the fingerprint itself.
 CREATE TABLE {table} (
-    key {key_type} PRIMARY KEY,
     fingerprint bigint NOT NULL,
-    {prefix_columns}
+    {prefix_columns}key {key_type} PRIMARY KEY
 )
 
 -- name: simhash_create_prefix_index
--- Covering, so a range scan checks candidates without visiting the heap.
-CREATE INDEX {index} ON {table} ({column}) INCLUDE (fingerprint, key)
+-- One Manku table, covering, so a scan checks candidates without visiting the heap.
+CREATE INDEX {index} ON {table} ({column}) INCLUDE ({included})
 
 -- name: simhash_copy
-COPY {table} (key, fingerprint, {columns}) FROM STDIN
+COPY {table} (key, fingerprint{columns}) FROM STDIN
 
 -- name: simhash_candidates
--- One arm per Manku table: the rows sharing the query's permuted prefix, within the distance.
--- UNION of the arms removes a row found by two tables. The distance filter is within_distance_v1
--- (migration 0006), leakproof: applied before the row-level security probe (db.answers).
-SELECT key, bit_count((fingerprint # {fingerprint})::bit(64))::integer AS distance
-FROM {table}
-WHERE {column} BETWEEN {low} AND {high}
-  AND {within}(fingerprint, {fingerprint}, {max_distance})
+SELECT t.key, {distance}(t.fingerprint, {fingerprint}) AS distance
+FROM {table} AS t
+WHERE {match}
+  AND {within}(t.fingerprint, {fingerprint}, {max_distance}){earlier}
 
--- name: simhash_fingerprint_of_key
-SELECT fingerprint FROM {table} WHERE key OPERATOR(pg_catalog.=) %(key)s
+-- name: simhash_query
+-- A SimHash query, nearest first. One arm per Manku table: the rows sharing the query's prefix
+-- (one btree scan of the table's index), within the distance, and not found by an earlier arm
+-- (a row that agrees with the query on an earlier table's prefix bits is that arm's), so the
+-- arms never overlap and are appended, not deduplicated. The distance filter is
+-- within_distance_v1, leakproof: applied before the row-level security probe (db.answers); the
+-- prefix test compares a column with a value of the query alone, so it stays an index
+-- condition under row-level security. The checks name no column, so the plan runs them once
+-- per call as one-time filters, after it took the side table's lock and in the query's own
+-- snapshot (query_ready_v1: the swap guard and a dropped source; distance_allowed_v1).
+SELECT c.key, c.distance
+FROM (
+{arms}
+) AS c
+WHERE {ready}({index_name}, {side}::regclass)
+  AND {allowed}({max_distance}, {highest}){also}
+ORDER BY c.distance, c.key
+LIMIT {limit}
 
 -- name: simhash_near
 -- max_rows NULL: every row (the function's own default is a bound, for SQL callers).
@@ -35,7 +50,10 @@ SELECT key, distance FROM {function}(%(key)s, %(max_distance)s, %(limit)s::integ
 ORDER BY distance, key
 
 -- name: simhash_near_function
--- Typed per index, so the key comes back in the source key's own type (a domain's: its base).
+-- Typed per index, so the key comes back in the source key's own type (a domain's: its base),
+-- and naming its side table, so the planner sees the table's indexes. What is not the query is
+-- static (simhash_query's checks). The query's shape never changes: planned once per session,
+-- not per call (planning cost more than running it).
 CREATE FUNCTION {function}(
     fingerprint bigint,
     max_distance integer DEFAULT {default_distance},
@@ -44,58 +62,42 @@ CREATE FUNCTION {function}(
 RETURNS TABLE (key {key_type}, distance integer)
 LANGUAGE plpgsql VOLATILE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
--- The query's shape never changes: plan it once per session, not per call (planning cost
--- more than running it), and dedupe the few rows by sorting, not by a hash table sized for
--- the generic plan's pessimistic row estimate.
 SET plan_cache_mode = force_generic_plan
-SET enable_hashagg = off
 AS $body$
 #variable_conflict use_column
-DECLARE
-    simindex_current boolean;
 BEGIN
-    {guard};
-    PERFORM {usable}({index_name});
-    IF max_distance IS NULL OR max_distance < 0 OR max_distance > {default_distance} THEN
-        RAISE EXCEPTION 'max_distance must be from 0 to %, got %', {default_distance}, max_distance
-            USING ERRCODE = '22023';
-    END IF;
-    IF $1 IS NULL THEN  -- no fingerprint, no row (near_key's call of the guard alone)
-        RETURN;
-    END IF;
-    -- LIMIT NULL: every row.
-    RETURN QUERY {query} ORDER BY 2, 1 LIMIT max_rows;
+    RETURN QUERY {query};
 END
 $body$
 
 -- name: simhash_near_key_function
+-- The fingerprint of the key's row, then the query by it, leaving the row itself out. Two
+-- statements of a VOLATILE function: the first takes the side table's lock (waiting for a
+-- rebuild's swap) before its snapshot, and the query's checks run in the second's.
 CREATE FUNCTION {function}(
-    key {key_type}, max_distance integer DEFAULT {default_distance},
+    row_key {key_type}, max_distance integer DEFAULT {default_distance},
     max_rows integer DEFAULT {max_rows}
 )
 RETURNS TABLE (key {key_type}, distance integer)
-LANGUAGE sql VOLATILE PARALLEL SAFE
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
 AS $body$
-    -- The table's lock first (a rebuild's swap is waited for here), then the query
-    -- function's guard alone, no fingerprint: the next statement's snapshot sees the rebuilt
-    -- table, or the guard fails where the transaction's cannot (see common.sql). In this
-    -- order, the query function is looked up after the wait: the one the rebuild wrote.
-    SELECT (SELECT true FROM {table} LIMIT 0),
-           (SELECT count(*) FROM {near}(NULL::bigint, $2, 1));
-    SELECT n.key, n.distance
-    FROM {table} AS s, {near}(s.fingerprint, $2, $3 + 1) AS n
-    WHERE s.key = $1 AND n.key <> $1 AND {usable}({index_name})
-    ORDER BY n.distance, n.key
-    LIMIT $3
+#variable_conflict use_column
+DECLARE
+    found bigint;
+BEGIN
+    SELECT s.fingerprint INTO found FROM {table} AS s WHERE s.key OPERATOR(pg_catalog.=) row_key;
+    RETURN QUERY {query};
+END
 $body$
 
 -- name: simhash_upsert
 -- The sync worker's write: rows as parallel arrays, one statement per batch. The bigint arrays
 -- travel in binary: dumping them as text cost more than the statement itself.
-INSERT INTO {table} AS t (key, fingerprint, {columns})
-SELECT * FROM unnest(%(keys)s::{key_type}[], %(fingerprints)b::bigint[], {arrays})
-ON CONFLICT (key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, {updates}
+INSERT INTO {table} AS t (key, fingerprint{columns})
+SELECT * FROM unnest(%(keys)s::{key_type}[], %(fingerprints)b::bigint[]{arrays})
+ON CONFLICT (key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint{updates}
 
 -- name: simhash_delete
 DELETE FROM {table} WHERE key OPERATOR(pg_catalog.=) ANY(%(keys)s::{key_type}[])

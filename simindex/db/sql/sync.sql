@@ -6,6 +6,14 @@ CREATE TABLE {queue} (
     queued_at timestamptz NOT NULL DEFAULT now()
 )
 
+-- name: sync_create_deletes
+-- That deletes happened: one row per DELETE statement on the source, no key (the statement
+-- trigger has no transition table). The worker consumes them and removes the index rows whose
+-- source row is gone (sync_sweep_rows).
+CREATE TABLE {deletes} (
+    deleted_at timestamptz NOT NULL DEFAULT now()
+)
+
 -- name: sync_create_failed
 -- Keys a worker could not process, with the last error; they stay out of the queue's way until
 -- a retry (or a later change of the row) succeeds.
@@ -43,12 +51,12 @@ CREATE TABLE {failed} (
 -- then queues the key afresh.
 -- UPDATE queues the keys whose text changed (compared as text, byte for byte: a case-only
 -- change of a citext counts), and both keys of a changed key (the old one's rows go).
--- DELETE removes the index rows at once. First it takes the keys' queue entries, waiting for a
--- worker that holds one: that worker read the row before this delete and may write it back,
--- so its rows must be deleted after it committed. (Entries first, rows second: a writer only
--- ever waits for a worker, never the other way round.) A build reads the table in one
--- snapshot that may still hold the deleted rows: while one runs (it holds the index's
--- advisory lock) the keys are queued too, and the first batch after the build removes them.
+-- DELETE records only that a delete happened (one row in <name>_deletes, no key, no transition
+-- table): the index rows of the deleted keys are removed by the worker (sync_sweep_rows), and
+-- until then no answer names them, since answers are filtered through the source. An append,
+-- never an update of a shared row, so concurrent deletes never wait for each other.
+-- INSERT also removes the index rows of inserted keys while deletes are recorded (a key deleted
+-- and inserted again before the sweep).
 -- TRUNCATE leaves the queue and the failed items: their keys no longer exist, so a worker
 -- deletes nothing for them (truncating them here could deadlock with a worker holding them).
 -- Replica mode (session_replication_role = replica: a logical replication subscription's apply,
@@ -98,7 +106,7 @@ BEGIN
         RETURN NULL;  -- queued by the row triggers
     END IF;
     IF TG_RELID = {relid} THEN
-        IF simindex_trusted OR TG_OP = 'TRUNCATE' THEN
+        IF simindex_trusted OR TG_OP IN ('TRUNCATE', 'DELETE') THEN
             written_for := true;
         ELSE
             SELECT true INTO written_for FROM pg_catalog.pg_attribute AS a
@@ -199,23 +207,18 @@ WHERE coalesce(n.{key}, o.{key}) IS NOT NULL
           IS DISTINCT FROM (n.{text}::text COLLATE pg_catalog."C"))
 ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at
 
--- name: sync_trigger_delete_entries
-DELETE FROM {queue} AS q USING old_rows AS o{aliases} WHERE q.key OPERATOR({equals}) o.{key}
+-- name: sync_trigger_delete
+INSERT INTO {deletes} DEFAULT VALUES
 
--- name: sync_trigger_delete_queue
-INSERT INTO {queue} AS q (key)
-SELECT o.{key} FROM old_rows AS o{aliases} WHERE o.{key} IS NOT NULL
-ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at
-
--- name: sync_trigger_if_building
--- The shared lock is held until commit: a build that starts meanwhile waits, and its snapshot
--- sees this delete.
-IF NOT pg_catalog.pg_try_advisory_xact_lock_shared({lock_class}, {lock_key}) THEN
+-- name: sync_trigger_if_deleted
+-- While deletes wait for the worker's sweep, a key inserted again must not keep the index
+-- rows of its deleted row until the worker comes: they go now.
+IF EXISTS (SELECT FROM {deletes}) THEN
     {statement};
 END IF
 
--- name: sync_trigger_delete_rows
-DELETE FROM {table} AS s USING old_rows AS o{aliases} WHERE s.key OPERATOR({equals}) o.{key}
+-- name: sync_trigger_insert_replaced
+DELETE FROM {table} AS s USING new_rows AS n{aliases} WHERE s.key OPERATOR({equals}) n.{key}
 
 -- name: sync_trigger_truncate
 TRUNCATE {tables}
@@ -235,9 +238,36 @@ WHERE n.nspname = %(schema)s AND p.proname IN ('on_sql_drop_v1', 'on_alter_table
   AND (p.proname = 'on_sql_drop_v1' OR e.evttags IS NULL)
 
 -- name: sync_build_lock
--- Taken by a build before it reads the source: deletes meanwhile queue their keys (see the
--- trigger function), and deletes in flight finish first.
+-- Taken by a build before it reads the source: no sweep runs meanwhile (sync_sweep_begin),
+-- and one in flight finishes first.
 SELECT pg_catalog.pg_advisory_xact_lock(%(class)s, %(key)s)
+
+-- name: sync_batch_lock
+-- Taken (shared) by every batch before it reads the source, until it commits: a sweep waits
+-- for the batches in flight, which may have read a row before it was deleted and write its
+-- index rows back, and its statements see what they wrote.
+SELECT pg_catalog.pg_advisory_xact_lock_shared(%(class)s, %(key)s)
+
+-- name: sync_deletes_pending
+SELECT EXISTS (SELECT FROM {deletes})
+
+-- name: sync_sweep_begin
+-- A sweep's locks, for its transaction: none while a build holds its lock (the build's
+-- snapshot may hold rows deleted since; its tables are swept once it committed), then the
+-- batches' lock, exclusively (see sync_batch_lock). False: a build runs, nothing is swept.
+SELECT pg_catalog.pg_try_advisory_xact_lock_shared(%(build_class)s, %(key)s)
+       AND pg_catalog.pg_advisory_xact_lock(%(class)s, %(key)s) IS NOT NULL
+
+-- name: sync_take_deletes
+-- Every delete recorded so far. The next statement's snapshot, taken after, sees them all.
+DELETE FROM {deletes}
+
+-- name: sync_sweep_rows
+-- The index rows whose source row is gone: an anti-join over the side table.
+DELETE FROM {table} AS s
+WHERE NOT EXISTS (
+    SELECT FROM ONLY {source} AS t WHERE t.{key} OPERATOR(pg_catalog.=) s.key
+)
 
 -- name: sync_revoke_function
 REVOKE ALL ON FUNCTION {function}() FROM PUBLIC

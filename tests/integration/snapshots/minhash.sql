@@ -48,7 +48,7 @@ INSERT INTO "simindex"."indexes" (name, source_schema, source_table, key_column,
                        method, spec, spec_version, source, source_oid, key_attnum,
                        key_type_id, key_typmod, text_attnum, text_type_id)
 SELECT 'docs', n.nspname, c.relname, k.attname, 'bigint', t.attname,
-       'minhash', '{"kind": "minhash", "num_bands": 15, "num_perm": 128, "rows_per_band": 7, "scheme": "classic", "seed": 1, "shingling": {"seed": 0, "size": 3, "unit": "word", "with_characters": false}, "spec_version": 1, "threshold": 0.8}'::jsonb, 1, c.oid, c.oid, k.attnum, k.atttypid, k.atttypmod,
+       'minhash', '{"kind": "minhash", "num_bands": 15, "num_perm": 128, "rows_per_band": 7, "scheme": "one_permutation", "seed": 1, "shingling": {"seed": 0, "size": 3, "unit": "word", "with_characters": false}, "sketch_bits": 1792, "spec_version": 1, "threshold": 0.8}'::jsonb, 1, c.oid, c.oid, k.attnum, k.atttypid, k.atttypmod,
        t.attnum, t.atttypid
 FROM pg_catalog.pg_class AS c
 JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
@@ -81,10 +81,11 @@ $body$;
 SELECT pg_catalog.set_config('check_function_bodies',
                              pg_catalog.current_setting('simindex.check_function_bodies'), true);
 
--- The 32-bit signature, to verify candidates, and one 32-bit key per LSH band.
+-- The shingle set's hash (identical sets), one 32-bit key per LSH band, and the one-bit
+-- sketch the similarity is estimated from (last: the one column of variable width).
 CREATE TABLE "simindex"."docs_minhash" (
     key bigint PRIMARY KEY,
-    signature integer[] NOT NULL,
+    set_hash bigint NOT NULL,
     "b0" integer NOT NULL,
     "b1" integer NOT NULL,
     "b2" integer NOT NULL,
@@ -99,7 +100,8 @@ CREATE TABLE "simindex"."docs_minhash" (
     "b11" integer NOT NULL,
     "b12" integer NOT NULL,
     "b13" integer NOT NULL,
-    "b14" integer NOT NULL
+    "b14" integer NOT NULL,
+    sketch bit(1792) NOT NULL
 );
 
 -- Row-level security on a table of simindex's holding keys of the source: a role sees the rows
@@ -152,15 +154,17 @@ CREATE INDEX "docs_minhash_b14" ON "simindex"."docs_minhash" ("b14");
 ANALYZE "simindex"."docs_minhash";
 
 -- Candidates share a band key with the query (a BitmapOr of the band indexes: each row is read
--- once); each is verified by its share of equal slots, identical signatures without a count.
--- A text without features has NULL arrays: no candidates.
+-- once); each is scored by minhash_similarity_v1 (leakproof: applied before the row-level
+-- security probe), a row of the same shingle set (set_hash) by 1 exactly. A text without
+-- features has NULL arguments: no candidates.
 CREATE FUNCTION "simindex"."docs_similar_v1"(
-    signature integer[],
+    sketch bit varying,
     band_keys integer[],
     threshold double precision DEFAULT 0.8,
-    max_rows integer DEFAULT 1000
+    max_rows integer DEFAULT 1000,
+    set_hash bigint DEFAULT NULL
 )
-RETURNS TABLE (key bigint, similarity double precision)
+RETURNS TABLE (key bigint, similarity double precision, identical boolean)
 LANGUAGE plpgsql VOLATILE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $body$
@@ -187,7 +191,7 @@ IF simindex_current IS NOT TRUE THEN
                 || ' was rebuilt after this transaction''s snapshot was taken',
             HINT = 'Run the transaction again.';
     END IF;
-    RETURN QUERY SELECT * FROM "simindex"."docs_similar_v1"($1, $2, $3, $4);
+    RETURN QUERY SELECT * FROM "simindex"."docs_similar_v1"($1, $2, $3, $4, $5);
     RETURN;
 END IF;
     PERFORM "simindex"."source_usable_v1"('docs');
@@ -197,28 +201,27 @@ END IF;
             USING ERRCODE = '22023';
     END IF;
     IF ($1 IS NULL) <> ($2 IS NULL)
-       OR cardinality($1) <> 128.0::integer OR cardinality($2) <> 15 THEN
-        RAISE EXCEPTION 'a signature of % values and % band keys are needed (both NULL: a '
-            'text without features), got % and %', 128.0::integer, 15,
-            coalesce(cardinality($1)::text, 'NULL'), coalesce(cardinality($2)::text, 'NULL')
+       OR length($1) <> 1792 OR cardinality($2) <> 15 THEN
+        RAISE EXCEPTION 'a sketch of % bits and % band keys are needed (both NULL: a '
+            'text without features), got % and %', 1792, 15,
+            coalesce(length($1)::text, 'NULL'), coalesce(cardinality($2)::text, 'NULL')
             USING ERRCODE = '22023';
     END IF;
     IF $4 < 1 THEN
         RAISE EXCEPTION 'max_rows must be at least 1, got %', $4 USING ERRCODE = '22023';
     END IF;
-    IF $1 IS NULL THEN  -- no signature, no row (similar_key's call of the guard alone)
+    IF $1 IS NULL THEN  -- no sketch, no row (similar_key's call of the guard alone)
         RETURN;
     END IF;
     RETURN QUERY
-    SELECT c.key, v.similarity
+    SELECT c.key, v.similarity, c.set_hash = $5
     FROM "simindex"."docs_minhash" AS c
     CROSS JOIN LATERAL (
-        SELECT CASE WHEN c.signature = $1 THEN 1.0::double precision ELSE (
-            SELECT count(*) FILTER (WHERE x = y)::double precision / 128.0
-            FROM unnest(c.signature, $1) AS u(x, y)
-        ) END AS similarity
+        SELECT CASE WHEN c.set_hash = $5 THEN 1.0::double precision
+                    ELSE "simindex"."minhash_similarity_v1"(c.sketch, $1) END AS similarity
     ) AS v
-    WHERE (c."b0" = $2[1] OR c."b1" = $2[2] OR c."b2" = $2[3] OR c."b3" = $2[4] OR c."b4" = $2[5] OR c."b5" = $2[6] OR c."b6" = $2[7] OR c."b7" = $2[8] OR c."b8" = $2[9] OR c."b9" = $2[10] OR c."b10" = $2[11] OR c."b11" = $2[12] OR c."b12" = $2[13] OR c."b13" = $2[14] OR c."b14" = $2[15]) AND v.similarity >= $3
+    -- Only keys the source holds: a deleted row's index rows stay until the worker's sweep.
+    WHERE (c."b0" = $2[1] OR c."b1" = $2[2] OR c."b2" = $2[3] OR c."b3" = $2[4] OR c."b4" = $2[5] OR c."b5" = $2[6] OR c."b6" = $2[7] OR c."b7" = $2[8] OR c."b8" = $2[9] OR c."b9" = $2[10] OR c."b10" = $2[11] OR c."b11" = $2[12] OR c."b12" = $2[13] OR c."b13" = $2[14] OR c."b14" = $2[15]) AND v.similarity >= $3 AND "simindex"."docs_visible_v1"(c.key)
     ORDER BY v.similarity DESC, c.key
     LIMIT $4;
 END
@@ -228,473 +231,42 @@ CREATE FUNCTION "simindex"."docs_similar_key_v1"(
     key bigint, threshold double precision DEFAULT 0.8,
     max_rows integer DEFAULT 1000
 )
-RETURNS TABLE (key bigint, similarity double precision)
+RETURNS TABLE (key bigint, similarity double precision, identical boolean)
 LANGUAGE sql VOLATILE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $body$
     -- The table's lock first (a rebuild's swap is waited for here), then the query
-    -- function's guard alone, no signature: the next statement's snapshot sees the rebuilt
+    -- function's guard alone, no sketch: the next statement's snapshot sees the rebuilt
     -- table, or the guard fails where the transaction's cannot (see common.sql). In this
     -- order, the query function is looked up after the wait: the one the rebuild wrote.
     SELECT (SELECT true FROM "simindex"."docs_minhash" LIMIT 0),
-           (SELECT count(*) FROM "simindex"."docs_similar_v1"(NULL::integer[], NULL::integer[], $2, 1));
-    SELECT n.key, n.similarity
+           (SELECT count(*) FROM "simindex"."docs_similar_v1"(NULL::bit varying, NULL::integer[], $2, 1));
+    SELECT n.key, n.similarity, n.identical
     FROM "simindex"."docs_minhash" AS s
-    CROSS JOIN LATERAL "simindex"."docs_similar_v1"(s.signature, ARRAY[s."b0", s."b1", s."b2", s."b3", s."b4", s."b5", s."b6", s."b7", s."b8", s."b9", s."b10", s."b11", s."b12", s."b13", s."b14"], $2, $3 + 1) AS n
+    CROSS JOIN LATERAL "simindex"."docs_similar_v1"(
+        s.sketch, ARRAY[s."b0", s."b1", s."b2", s."b3", s."b4", s."b5", s."b6", s."b7", s."b8", s."b9", s."b10", s."b11", s."b12", s."b13", s."b14"], $2, $3 + 1, s.set_hash
+    ) AS n
     WHERE s.key = $1 AND n.key <> $1 AND "simindex"."source_usable_v1"('docs')
     ORDER BY n.similarity DESC, n.key
     LIMIT $3
 $body$;
 
--- Every pair, for SQL callers: the arms of the Python path, in one function. Not a reader's
--- right (pairs_revoke_function): n identical rows make n(n-1)/2 pairs, which the Python path
+-- Every pair, for SQL callers: minhash_pairs_v1 over this index's table. Not a reader's right
+-- (pairs_revoke_function): n identical rows make n(n-1)/2 pairs, which the Python path
 -- collapses into groups. No SET work_mem: the caller's own settings govern its cost.
 CREATE FUNCTION "simindex"."docs_pairs_v1"(threshold double precision DEFAULT 0.8)
 RETURNS TABLE (left_key bigint, right_key bigint, similarity double precision)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $body$
-#variable_conflict use_column
 BEGIN
     PERFORM "simindex"."source_usable_v1"('docs');
-    IF threshold IS NULL OR threshold < 0 OR threshold > 1 THEN
-        RAISE EXCEPTION 'threshold must be from % to %, got %', 0, 1,
-            threshold USING ERRCODE = '22023';
+    IF $1 IS NULL OR NOT ($1 >= 0 AND $1 <= 1) THEN
+        RAISE EXCEPTION 'threshold must be from 0 to 1, got %', $1 USING ERRCODE = '22023';
     END IF;
-    RETURN QUERY -- One band's share of all pairs: rows with the same band key and the same band values,
--- verified by estimated Jaccard, each pair once (left < right) and only in the first band they
--- share (the "earlier" conditions). The self-join reads only keys and band keys, so its hash
--- table stays small; signatures are fetched for the candidate pairs alone.
-SELECT a.key AS left_key, b.key AS right_key, v.similarity
-FROM (
-    SELECT x.key AS left_key, y.key AS right_key
-    FROM "simindex"."docs_minhash" AS x
-    JOIN "simindex"."docs_minhash" AS y ON y."b0" = x."b0" AND x.key OPERATOR(pg_catalog.<) y.key
-    OFFSET 0
-) AS c
-JOIN "simindex"."docs_minhash" AS a ON a.key OPERATOR(pg_catalog.=) c.left_key
-JOIN "simindex"."docs_minhash" AS b ON b.key OPERATOR(pg_catalog.=) c.right_key
-CROSS JOIN LATERAL (
-    SELECT CASE WHEN a.signature = b.signature THEN 1.0::double precision ELSE (
-        SELECT count(*) FILTER (WHERE x = y)::double precision / 128.0
-        FROM unnest(a.signature, b.signature) AS u(x, y)
-    ) END AS similarity
-) AS v
-WHERE a.signature[1:7] = b.signature[1:7]
-  AND v.similarity >= $1
-UNION ALL
--- One band's share of all pairs: rows with the same band key and the same band values,
--- verified by estimated Jaccard, each pair once (left < right) and only in the first band they
--- share (the "earlier" conditions). The self-join reads only keys and band keys, so its hash
--- table stays small; signatures are fetched for the candidate pairs alone.
-SELECT a.key AS left_key, b.key AS right_key, v.similarity
-FROM (
-    SELECT x.key AS left_key, y.key AS right_key
-    FROM "simindex"."docs_minhash" AS x
-    JOIN "simindex"."docs_minhash" AS y ON y."b1" = x."b1" AND x.key OPERATOR(pg_catalog.<) y.key
-    OFFSET 0
-) AS c
-JOIN "simindex"."docs_minhash" AS a ON a.key OPERATOR(pg_catalog.=) c.left_key
-JOIN "simindex"."docs_minhash" AS b ON b.key OPERATOR(pg_catalog.=) c.right_key
-CROSS JOIN LATERAL (
-    SELECT CASE WHEN a.signature = b.signature THEN 1.0::double precision ELSE (
-        SELECT count(*) FILTER (WHERE x = y)::double precision / 128.0
-        FROM unnest(a.signature, b.signature) AS u(x, y)
-    ) END AS similarity
-) AS v
-WHERE a.signature[8:14] = b.signature[8:14]
-  AND a.signature[1:7] <> b.signature[1:7]
-  AND v.similarity >= $1
-UNION ALL
--- One band's share of all pairs: rows with the same band key and the same band values,
--- verified by estimated Jaccard, each pair once (left < right) and only in the first band they
--- share (the "earlier" conditions). The self-join reads only keys and band keys, so its hash
--- table stays small; signatures are fetched for the candidate pairs alone.
-SELECT a.key AS left_key, b.key AS right_key, v.similarity
-FROM (
-    SELECT x.key AS left_key, y.key AS right_key
-    FROM "simindex"."docs_minhash" AS x
-    JOIN "simindex"."docs_minhash" AS y ON y."b2" = x."b2" AND x.key OPERATOR(pg_catalog.<) y.key
-    OFFSET 0
-) AS c
-JOIN "simindex"."docs_minhash" AS a ON a.key OPERATOR(pg_catalog.=) c.left_key
-JOIN "simindex"."docs_minhash" AS b ON b.key OPERATOR(pg_catalog.=) c.right_key
-CROSS JOIN LATERAL (
-    SELECT CASE WHEN a.signature = b.signature THEN 1.0::double precision ELSE (
-        SELECT count(*) FILTER (WHERE x = y)::double precision / 128.0
-        FROM unnest(a.signature, b.signature) AS u(x, y)
-    ) END AS similarity
-) AS v
-WHERE a.signature[15:21] = b.signature[15:21]
-  AND a.signature[1:7] <> b.signature[1:7]
-  AND a.signature[8:14] <> b.signature[8:14]
-  AND v.similarity >= $1
-UNION ALL
--- One band's share of all pairs: rows with the same band key and the same band values,
--- verified by estimated Jaccard, each pair once (left < right) and only in the first band they
--- share (the "earlier" conditions). The self-join reads only keys and band keys, so its hash
--- table stays small; signatures are fetched for the candidate pairs alone.
-SELECT a.key AS left_key, b.key AS right_key, v.similarity
-FROM (
-    SELECT x.key AS left_key, y.key AS right_key
-    FROM "simindex"."docs_minhash" AS x
-    JOIN "simindex"."docs_minhash" AS y ON y."b3" = x."b3" AND x.key OPERATOR(pg_catalog.<) y.key
-    OFFSET 0
-) AS c
-JOIN "simindex"."docs_minhash" AS a ON a.key OPERATOR(pg_catalog.=) c.left_key
-JOIN "simindex"."docs_minhash" AS b ON b.key OPERATOR(pg_catalog.=) c.right_key
-CROSS JOIN LATERAL (
-    SELECT CASE WHEN a.signature = b.signature THEN 1.0::double precision ELSE (
-        SELECT count(*) FILTER (WHERE x = y)::double precision / 128.0
-        FROM unnest(a.signature, b.signature) AS u(x, y)
-    ) END AS similarity
-) AS v
-WHERE a.signature[22:28] = b.signature[22:28]
-  AND a.signature[1:7] <> b.signature[1:7]
-  AND a.signature[8:14] <> b.signature[8:14]
-  AND a.signature[15:21] <> b.signature[15:21]
-  AND v.similarity >= $1
-UNION ALL
--- One band's share of all pairs: rows with the same band key and the same band values,
--- verified by estimated Jaccard, each pair once (left < right) and only in the first band they
--- share (the "earlier" conditions). The self-join reads only keys and band keys, so its hash
--- table stays small; signatures are fetched for the candidate pairs alone.
-SELECT a.key AS left_key, b.key AS right_key, v.similarity
-FROM (
-    SELECT x.key AS left_key, y.key AS right_key
-    FROM "simindex"."docs_minhash" AS x
-    JOIN "simindex"."docs_minhash" AS y ON y."b4" = x."b4" AND x.key OPERATOR(pg_catalog.<) y.key
-    OFFSET 0
-) AS c
-JOIN "simindex"."docs_minhash" AS a ON a.key OPERATOR(pg_catalog.=) c.left_key
-JOIN "simindex"."docs_minhash" AS b ON b.key OPERATOR(pg_catalog.=) c.right_key
-CROSS JOIN LATERAL (
-    SELECT CASE WHEN a.signature = b.signature THEN 1.0::double precision ELSE (
-        SELECT count(*) FILTER (WHERE x = y)::double precision / 128.0
-        FROM unnest(a.signature, b.signature) AS u(x, y)
-    ) END AS similarity
-) AS v
-WHERE a.signature[29:35] = b.signature[29:35]
-  AND a.signature[1:7] <> b.signature[1:7]
-  AND a.signature[8:14] <> b.signature[8:14]
-  AND a.signature[15:21] <> b.signature[15:21]
-  AND a.signature[22:28] <> b.signature[22:28]
-  AND v.similarity >= $1
-UNION ALL
--- One band's share of all pairs: rows with the same band key and the same band values,
--- verified by estimated Jaccard, each pair once (left < right) and only in the first band they
--- share (the "earlier" conditions). The self-join reads only keys and band keys, so its hash
--- table stays small; signatures are fetched for the candidate pairs alone.
-SELECT a.key AS left_key, b.key AS right_key, v.similarity
-FROM (
-    SELECT x.key AS left_key, y.key AS right_key
-    FROM "simindex"."docs_minhash" AS x
-    JOIN "simindex"."docs_minhash" AS y ON y."b5" = x."b5" AND x.key OPERATOR(pg_catalog.<) y.key
-    OFFSET 0
-) AS c
-JOIN "simindex"."docs_minhash" AS a ON a.key OPERATOR(pg_catalog.=) c.left_key
-JOIN "simindex"."docs_minhash" AS b ON b.key OPERATOR(pg_catalog.=) c.right_key
-CROSS JOIN LATERAL (
-    SELECT CASE WHEN a.signature = b.signature THEN 1.0::double precision ELSE (
-        SELECT count(*) FILTER (WHERE x = y)::double precision / 128.0
-        FROM unnest(a.signature, b.signature) AS u(x, y)
-    ) END AS similarity
-) AS v
-WHERE a.signature[36:42] = b.signature[36:42]
-  AND a.signature[1:7] <> b.signature[1:7]
-  AND a.signature[8:14] <> b.signature[8:14]
-  AND a.signature[15:21] <> b.signature[15:21]
-  AND a.signature[22:28] <> b.signature[22:28]
-  AND a.signature[29:35] <> b.signature[29:35]
-  AND v.similarity >= $1
-UNION ALL
--- One band's share of all pairs: rows with the same band key and the same band values,
--- verified by estimated Jaccard, each pair once (left < right) and only in the first band they
--- share (the "earlier" conditions). The self-join reads only keys and band keys, so its hash
--- table stays small; signatures are fetched for the candidate pairs alone.
-SELECT a.key AS left_key, b.key AS right_key, v.similarity
-FROM (
-    SELECT x.key AS left_key, y.key AS right_key
-    FROM "simindex"."docs_minhash" AS x
-    JOIN "simindex"."docs_minhash" AS y ON y."b6" = x."b6" AND x.key OPERATOR(pg_catalog.<) y.key
-    OFFSET 0
-) AS c
-JOIN "simindex"."docs_minhash" AS a ON a.key OPERATOR(pg_catalog.=) c.left_key
-JOIN "simindex"."docs_minhash" AS b ON b.key OPERATOR(pg_catalog.=) c.right_key
-CROSS JOIN LATERAL (
-    SELECT CASE WHEN a.signature = b.signature THEN 1.0::double precision ELSE (
-        SELECT count(*) FILTER (WHERE x = y)::double precision / 128.0
-        FROM unnest(a.signature, b.signature) AS u(x, y)
-    ) END AS similarity
-) AS v
-WHERE a.signature[43:49] = b.signature[43:49]
-  AND a.signature[1:7] <> b.signature[1:7]
-  AND a.signature[8:14] <> b.signature[8:14]
-  AND a.signature[15:21] <> b.signature[15:21]
-  AND a.signature[22:28] <> b.signature[22:28]
-  AND a.signature[29:35] <> b.signature[29:35]
-  AND a.signature[36:42] <> b.signature[36:42]
-  AND v.similarity >= $1
-UNION ALL
--- One band's share of all pairs: rows with the same band key and the same band values,
--- verified by estimated Jaccard, each pair once (left < right) and only in the first band they
--- share (the "earlier" conditions). The self-join reads only keys and band keys, so its hash
--- table stays small; signatures are fetched for the candidate pairs alone.
-SELECT a.key AS left_key, b.key AS right_key, v.similarity
-FROM (
-    SELECT x.key AS left_key, y.key AS right_key
-    FROM "simindex"."docs_minhash" AS x
-    JOIN "simindex"."docs_minhash" AS y ON y."b7" = x."b7" AND x.key OPERATOR(pg_catalog.<) y.key
-    OFFSET 0
-) AS c
-JOIN "simindex"."docs_minhash" AS a ON a.key OPERATOR(pg_catalog.=) c.left_key
-JOIN "simindex"."docs_minhash" AS b ON b.key OPERATOR(pg_catalog.=) c.right_key
-CROSS JOIN LATERAL (
-    SELECT CASE WHEN a.signature = b.signature THEN 1.0::double precision ELSE (
-        SELECT count(*) FILTER (WHERE x = y)::double precision / 128.0
-        FROM unnest(a.signature, b.signature) AS u(x, y)
-    ) END AS similarity
-) AS v
-WHERE a.signature[50:56] = b.signature[50:56]
-  AND a.signature[1:7] <> b.signature[1:7]
-  AND a.signature[8:14] <> b.signature[8:14]
-  AND a.signature[15:21] <> b.signature[15:21]
-  AND a.signature[22:28] <> b.signature[22:28]
-  AND a.signature[29:35] <> b.signature[29:35]
-  AND a.signature[36:42] <> b.signature[36:42]
-  AND a.signature[43:49] <> b.signature[43:49]
-  AND v.similarity >= $1
-UNION ALL
--- One band's share of all pairs: rows with the same band key and the same band values,
--- verified by estimated Jaccard, each pair once (left < right) and only in the first band they
--- share (the "earlier" conditions). The self-join reads only keys and band keys, so its hash
--- table stays small; signatures are fetched for the candidate pairs alone.
-SELECT a.key AS left_key, b.key AS right_key, v.similarity
-FROM (
-    SELECT x.key AS left_key, y.key AS right_key
-    FROM "simindex"."docs_minhash" AS x
-    JOIN "simindex"."docs_minhash" AS y ON y."b8" = x."b8" AND x.key OPERATOR(pg_catalog.<) y.key
-    OFFSET 0
-) AS c
-JOIN "simindex"."docs_minhash" AS a ON a.key OPERATOR(pg_catalog.=) c.left_key
-JOIN "simindex"."docs_minhash" AS b ON b.key OPERATOR(pg_catalog.=) c.right_key
-CROSS JOIN LATERAL (
-    SELECT CASE WHEN a.signature = b.signature THEN 1.0::double precision ELSE (
-        SELECT count(*) FILTER (WHERE x = y)::double precision / 128.0
-        FROM unnest(a.signature, b.signature) AS u(x, y)
-    ) END AS similarity
-) AS v
-WHERE a.signature[57:63] = b.signature[57:63]
-  AND a.signature[1:7] <> b.signature[1:7]
-  AND a.signature[8:14] <> b.signature[8:14]
-  AND a.signature[15:21] <> b.signature[15:21]
-  AND a.signature[22:28] <> b.signature[22:28]
-  AND a.signature[29:35] <> b.signature[29:35]
-  AND a.signature[36:42] <> b.signature[36:42]
-  AND a.signature[43:49] <> b.signature[43:49]
-  AND a.signature[50:56] <> b.signature[50:56]
-  AND v.similarity >= $1
-UNION ALL
--- One band's share of all pairs: rows with the same band key and the same band values,
--- verified by estimated Jaccard, each pair once (left < right) and only in the first band they
--- share (the "earlier" conditions). The self-join reads only keys and band keys, so its hash
--- table stays small; signatures are fetched for the candidate pairs alone.
-SELECT a.key AS left_key, b.key AS right_key, v.similarity
-FROM (
-    SELECT x.key AS left_key, y.key AS right_key
-    FROM "simindex"."docs_minhash" AS x
-    JOIN "simindex"."docs_minhash" AS y ON y."b9" = x."b9" AND x.key OPERATOR(pg_catalog.<) y.key
-    OFFSET 0
-) AS c
-JOIN "simindex"."docs_minhash" AS a ON a.key OPERATOR(pg_catalog.=) c.left_key
-JOIN "simindex"."docs_minhash" AS b ON b.key OPERATOR(pg_catalog.=) c.right_key
-CROSS JOIN LATERAL (
-    SELECT CASE WHEN a.signature = b.signature THEN 1.0::double precision ELSE (
-        SELECT count(*) FILTER (WHERE x = y)::double precision / 128.0
-        FROM unnest(a.signature, b.signature) AS u(x, y)
-    ) END AS similarity
-) AS v
-WHERE a.signature[64:70] = b.signature[64:70]
-  AND a.signature[1:7] <> b.signature[1:7]
-  AND a.signature[8:14] <> b.signature[8:14]
-  AND a.signature[15:21] <> b.signature[15:21]
-  AND a.signature[22:28] <> b.signature[22:28]
-  AND a.signature[29:35] <> b.signature[29:35]
-  AND a.signature[36:42] <> b.signature[36:42]
-  AND a.signature[43:49] <> b.signature[43:49]
-  AND a.signature[50:56] <> b.signature[50:56]
-  AND a.signature[57:63] <> b.signature[57:63]
-  AND v.similarity >= $1
-UNION ALL
--- One band's share of all pairs: rows with the same band key and the same band values,
--- verified by estimated Jaccard, each pair once (left < right) and only in the first band they
--- share (the "earlier" conditions). The self-join reads only keys and band keys, so its hash
--- table stays small; signatures are fetched for the candidate pairs alone.
-SELECT a.key AS left_key, b.key AS right_key, v.similarity
-FROM (
-    SELECT x.key AS left_key, y.key AS right_key
-    FROM "simindex"."docs_minhash" AS x
-    JOIN "simindex"."docs_minhash" AS y ON y."b10" = x."b10" AND x.key OPERATOR(pg_catalog.<) y.key
-    OFFSET 0
-) AS c
-JOIN "simindex"."docs_minhash" AS a ON a.key OPERATOR(pg_catalog.=) c.left_key
-JOIN "simindex"."docs_minhash" AS b ON b.key OPERATOR(pg_catalog.=) c.right_key
-CROSS JOIN LATERAL (
-    SELECT CASE WHEN a.signature = b.signature THEN 1.0::double precision ELSE (
-        SELECT count(*) FILTER (WHERE x = y)::double precision / 128.0
-        FROM unnest(a.signature, b.signature) AS u(x, y)
-    ) END AS similarity
-) AS v
-WHERE a.signature[71:77] = b.signature[71:77]
-  AND a.signature[1:7] <> b.signature[1:7]
-  AND a.signature[8:14] <> b.signature[8:14]
-  AND a.signature[15:21] <> b.signature[15:21]
-  AND a.signature[22:28] <> b.signature[22:28]
-  AND a.signature[29:35] <> b.signature[29:35]
-  AND a.signature[36:42] <> b.signature[36:42]
-  AND a.signature[43:49] <> b.signature[43:49]
-  AND a.signature[50:56] <> b.signature[50:56]
-  AND a.signature[57:63] <> b.signature[57:63]
-  AND a.signature[64:70] <> b.signature[64:70]
-  AND v.similarity >= $1
-UNION ALL
--- One band's share of all pairs: rows with the same band key and the same band values,
--- verified by estimated Jaccard, each pair once (left < right) and only in the first band they
--- share (the "earlier" conditions). The self-join reads only keys and band keys, so its hash
--- table stays small; signatures are fetched for the candidate pairs alone.
-SELECT a.key AS left_key, b.key AS right_key, v.similarity
-FROM (
-    SELECT x.key AS left_key, y.key AS right_key
-    FROM "simindex"."docs_minhash" AS x
-    JOIN "simindex"."docs_minhash" AS y ON y."b11" = x."b11" AND x.key OPERATOR(pg_catalog.<) y.key
-    OFFSET 0
-) AS c
-JOIN "simindex"."docs_minhash" AS a ON a.key OPERATOR(pg_catalog.=) c.left_key
-JOIN "simindex"."docs_minhash" AS b ON b.key OPERATOR(pg_catalog.=) c.right_key
-CROSS JOIN LATERAL (
-    SELECT CASE WHEN a.signature = b.signature THEN 1.0::double precision ELSE (
-        SELECT count(*) FILTER (WHERE x = y)::double precision / 128.0
-        FROM unnest(a.signature, b.signature) AS u(x, y)
-    ) END AS similarity
-) AS v
-WHERE a.signature[78:84] = b.signature[78:84]
-  AND a.signature[1:7] <> b.signature[1:7]
-  AND a.signature[8:14] <> b.signature[8:14]
-  AND a.signature[15:21] <> b.signature[15:21]
-  AND a.signature[22:28] <> b.signature[22:28]
-  AND a.signature[29:35] <> b.signature[29:35]
-  AND a.signature[36:42] <> b.signature[36:42]
-  AND a.signature[43:49] <> b.signature[43:49]
-  AND a.signature[50:56] <> b.signature[50:56]
-  AND a.signature[57:63] <> b.signature[57:63]
-  AND a.signature[64:70] <> b.signature[64:70]
-  AND a.signature[71:77] <> b.signature[71:77]
-  AND v.similarity >= $1
-UNION ALL
--- One band's share of all pairs: rows with the same band key and the same band values,
--- verified by estimated Jaccard, each pair once (left < right) and only in the first band they
--- share (the "earlier" conditions). The self-join reads only keys and band keys, so its hash
--- table stays small; signatures are fetched for the candidate pairs alone.
-SELECT a.key AS left_key, b.key AS right_key, v.similarity
-FROM (
-    SELECT x.key AS left_key, y.key AS right_key
-    FROM "simindex"."docs_minhash" AS x
-    JOIN "simindex"."docs_minhash" AS y ON y."b12" = x."b12" AND x.key OPERATOR(pg_catalog.<) y.key
-    OFFSET 0
-) AS c
-JOIN "simindex"."docs_minhash" AS a ON a.key OPERATOR(pg_catalog.=) c.left_key
-JOIN "simindex"."docs_minhash" AS b ON b.key OPERATOR(pg_catalog.=) c.right_key
-CROSS JOIN LATERAL (
-    SELECT CASE WHEN a.signature = b.signature THEN 1.0::double precision ELSE (
-        SELECT count(*) FILTER (WHERE x = y)::double precision / 128.0
-        FROM unnest(a.signature, b.signature) AS u(x, y)
-    ) END AS similarity
-) AS v
-WHERE a.signature[85:91] = b.signature[85:91]
-  AND a.signature[1:7] <> b.signature[1:7]
-  AND a.signature[8:14] <> b.signature[8:14]
-  AND a.signature[15:21] <> b.signature[15:21]
-  AND a.signature[22:28] <> b.signature[22:28]
-  AND a.signature[29:35] <> b.signature[29:35]
-  AND a.signature[36:42] <> b.signature[36:42]
-  AND a.signature[43:49] <> b.signature[43:49]
-  AND a.signature[50:56] <> b.signature[50:56]
-  AND a.signature[57:63] <> b.signature[57:63]
-  AND a.signature[64:70] <> b.signature[64:70]
-  AND a.signature[71:77] <> b.signature[71:77]
-  AND a.signature[78:84] <> b.signature[78:84]
-  AND v.similarity >= $1
-UNION ALL
--- One band's share of all pairs: rows with the same band key and the same band values,
--- verified by estimated Jaccard, each pair once (left < right) and only in the first band they
--- share (the "earlier" conditions). The self-join reads only keys and band keys, so its hash
--- table stays small; signatures are fetched for the candidate pairs alone.
-SELECT a.key AS left_key, b.key AS right_key, v.similarity
-FROM (
-    SELECT x.key AS left_key, y.key AS right_key
-    FROM "simindex"."docs_minhash" AS x
-    JOIN "simindex"."docs_minhash" AS y ON y."b13" = x."b13" AND x.key OPERATOR(pg_catalog.<) y.key
-    OFFSET 0
-) AS c
-JOIN "simindex"."docs_minhash" AS a ON a.key OPERATOR(pg_catalog.=) c.left_key
-JOIN "simindex"."docs_minhash" AS b ON b.key OPERATOR(pg_catalog.=) c.right_key
-CROSS JOIN LATERAL (
-    SELECT CASE WHEN a.signature = b.signature THEN 1.0::double precision ELSE (
-        SELECT count(*) FILTER (WHERE x = y)::double precision / 128.0
-        FROM unnest(a.signature, b.signature) AS u(x, y)
-    ) END AS similarity
-) AS v
-WHERE a.signature[92:98] = b.signature[92:98]
-  AND a.signature[1:7] <> b.signature[1:7]
-  AND a.signature[8:14] <> b.signature[8:14]
-  AND a.signature[15:21] <> b.signature[15:21]
-  AND a.signature[22:28] <> b.signature[22:28]
-  AND a.signature[29:35] <> b.signature[29:35]
-  AND a.signature[36:42] <> b.signature[36:42]
-  AND a.signature[43:49] <> b.signature[43:49]
-  AND a.signature[50:56] <> b.signature[50:56]
-  AND a.signature[57:63] <> b.signature[57:63]
-  AND a.signature[64:70] <> b.signature[64:70]
-  AND a.signature[71:77] <> b.signature[71:77]
-  AND a.signature[78:84] <> b.signature[78:84]
-  AND a.signature[85:91] <> b.signature[85:91]
-  AND v.similarity >= $1
-UNION ALL
--- One band's share of all pairs: rows with the same band key and the same band values,
--- verified by estimated Jaccard, each pair once (left < right) and only in the first band they
--- share (the "earlier" conditions). The self-join reads only keys and band keys, so its hash
--- table stays small; signatures are fetched for the candidate pairs alone.
-SELECT a.key AS left_key, b.key AS right_key, v.similarity
-FROM (
-    SELECT x.key AS left_key, y.key AS right_key
-    FROM "simindex"."docs_minhash" AS x
-    JOIN "simindex"."docs_minhash" AS y ON y."b14" = x."b14" AND x.key OPERATOR(pg_catalog.<) y.key
-    OFFSET 0
-) AS c
-JOIN "simindex"."docs_minhash" AS a ON a.key OPERATOR(pg_catalog.=) c.left_key
-JOIN "simindex"."docs_minhash" AS b ON b.key OPERATOR(pg_catalog.=) c.right_key
-CROSS JOIN LATERAL (
-    SELECT CASE WHEN a.signature = b.signature THEN 1.0::double precision ELSE (
-        SELECT count(*) FILTER (WHERE x = y)::double precision / 128.0
-        FROM unnest(a.signature, b.signature) AS u(x, y)
-    ) END AS similarity
-) AS v
-WHERE a.signature[99:105] = b.signature[99:105]
-  AND a.signature[1:7] <> b.signature[1:7]
-  AND a.signature[8:14] <> b.signature[8:14]
-  AND a.signature[15:21] <> b.signature[15:21]
-  AND a.signature[22:28] <> b.signature[22:28]
-  AND a.signature[29:35] <> b.signature[29:35]
-  AND a.signature[36:42] <> b.signature[36:42]
-  AND a.signature[43:49] <> b.signature[43:49]
-  AND a.signature[50:56] <> b.signature[50:56]
-  AND a.signature[57:63] <> b.signature[57:63]
-  AND a.signature[64:70] <> b.signature[64:70]
-  AND a.signature[71:77] <> b.signature[71:77]
-  AND a.signature[78:84] <> b.signature[78:84]
-  AND a.signature[85:91] <> b.signature[85:91]
-  AND a.signature[92:98] <> b.signature[92:98]
-  AND v.similarity >= $1;
+    -- Only keys the source holds: a deleted row's index rows stay until the worker's sweep.
+    RETURN QUERY SELECT p.* FROM "simindex"."minhash_pairs_v1"('"simindex"."docs_minhash"'::regclass, NULL::bigint, 15, $1) AS p
+    WHERE "simindex"."docs_visible_v1"(p.left_key) AND "simindex"."docs_visible_v1"(p.right_key);
 END
 $body$;
 
@@ -714,6 +286,13 @@ CREATE TABLE "simindex"."docs_failed" (
     error text NOT NULL,
     attempts integer NOT NULL DEFAULT 1,
     failed_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- That deletes happened: one row per DELETE statement on the source, no key (the statement
+-- trigger has no transition table). The worker consumes them and removes the index rows whose
+-- source row is gone (sync_sweep_rows).
+CREATE TABLE "simindex"."docs_deletes" (
+    deleted_at timestamptz NOT NULL DEFAULT now()
 );
 
 -- Row-level security on a table of simindex's holding keys of the source: a role sees the rows
@@ -781,12 +360,12 @@ WHERE pg_catalog.random() < 0;
 -- then queues the key afresh.
 -- UPDATE queues the keys whose text changed (compared as text, byte for byte: a case-only
 -- change of a citext counts), and both keys of a changed key (the old one's rows go).
--- DELETE removes the index rows at once. First it takes the keys' queue entries, waiting for a
--- worker that holds one: that worker read the row before this delete and may write it back,
--- so its rows must be deleted after it committed. (Entries first, rows second: a writer only
--- ever waits for a worker, never the other way round.) A build reads the table in one
--- snapshot that may still hold the deleted rows: while one runs (it holds the index's
--- advisory lock) the keys are queued too, and the first batch after the build removes them.
+-- DELETE records only that a delete happened (one row in <name>_deletes, no key, no transition
+-- table): the index rows of the deleted keys are removed by the worker (sync_sweep_rows), and
+-- until then no answer names them, since answers are filtered through the source. An append,
+-- never an update of a shared row, so concurrent deletes never wait for each other.
+-- INSERT also removes the index rows of inserted keys while deletes are recorded (a key deleted
+-- and inserted again before the sweep).
 -- TRUNCATE leaves the queue and the failed items: their keys no longer exist, so a worker
 -- deletes nothing for them (truncating them here could deadlock with a worker holding them).
 -- Replica mode (session_replication_role = replica: a logical replication subscription's apply,
@@ -840,7 +419,7 @@ ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at', key_name) USING OLD;
         RETURN NULL;  -- queued by the row triggers
     END IF;
     IF TG_RELID = 16384 THEN
-        IF simindex_trusted OR TG_OP = 'TRUNCATE' THEN
+        IF simindex_trusted OR TG_OP IN ('TRUNCATE', 'DELETE') THEN
             written_for := true;
         ELSE
             SELECT true INTO written_for FROM pg_catalog.pg_attribute AS a
@@ -858,7 +437,12 @@ ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at', key_name) USING OLD;
     IF written_for THEN
         CASE TG_OP
             WHEN 'INSERT' THEN
-                INSERT INTO "simindex"."docs_queue" AS q (key)
+                -- While deletes wait for the worker's sweep, a key inserted again must not keep the index
+-- rows of its deleted row until the worker comes: they go now.
+IF EXISTS (SELECT FROM "simindex"."docs_deletes") THEN
+    DELETE FROM "simindex"."docs_minhash" AS s USING new_rows AS n WHERE s.key OPERATOR(pg_catalog.=) n."id";
+END IF;
+INSERT INTO "simindex"."docs_queue" AS q (key)
 SELECT n."id" FROM new_rows AS n WHERE n."id" IS NOT NULL
 ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at;
             WHEN 'UPDATE' THEN
@@ -874,15 +458,7 @@ WHERE coalesce(n."id", o."id") IS NOT NULL
           IS DISTINCT FROM (n."body"::text COLLATE pg_catalog."C"))
 ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at;
             WHEN 'DELETE' THEN
-                DELETE FROM "simindex"."docs_queue" AS q USING old_rows AS o WHERE q.key OPERATOR(pg_catalog.=) o."id";
--- The shared lock is held until commit: a build that starts meanwhile waits, and its snapshot
--- sees this delete.
-IF NOT pg_catalog.pg_try_advisory_xact_lock_shared(1397312856,  -530321403) THEN
-    INSERT INTO "simindex"."docs_queue" AS q (key)
-SELECT o."id" FROM old_rows AS o WHERE o."id" IS NOT NULL
-ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at;
-END IF;
-DELETE FROM "simindex"."docs_minhash" AS s USING old_rows AS o WHERE s.key OPERATOR(pg_catalog.=) o."id";
+                INSERT INTO "simindex"."docs_deletes" DEFAULT VALUES;
             WHEN 'TRUNCATE' THEN
                 TRUNCATE "simindex"."docs_minhash";
         END CASE;
@@ -922,7 +498,12 @@ DELETE FROM "simindex"."docs_minhash" AS s USING old_rows AS o WHERE s.key OPERA
         FROM generate_series(1, greatest(source.key_position, source.text_position)) AS p;
         CASE TG_OP
             WHEN 'INSERT' THEN
-                EXECUTE pg_catalog.format('INSERT INTO "simindex"."docs_queue" AS q (key)
+                -- While deletes wait for the worker's sweep, a key inserted again must not keep the index
+-- rows of its deleted row until the worker comes: they go now.
+IF EXISTS (SELECT FROM "simindex"."docs_deletes") THEN
+    EXECUTE pg_catalog.format('DELETE FROM "simindex"."docs_minhash" AS s USING new_rows AS n (%1$s) WHERE s.key OPERATOR(pg_catalog.=) n.k', aliases);
+END IF;
+EXECUTE pg_catalog.format('INSERT INTO "simindex"."docs_queue" AS q (key)
 SELECT n.k FROM new_rows AS n (%1$s) WHERE n.k IS NOT NULL
 ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at', aliases);
             WHEN 'UPDATE' THEN
@@ -938,15 +519,7 @@ WHERE coalesce(n.k, o.k) IS NOT NULL
           IS DISTINCT FROM (n.t::text COLLATE pg_catalog."C"))
 ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at', aliases);
             WHEN 'DELETE' THEN
-                EXECUTE pg_catalog.format('DELETE FROM "simindex"."docs_queue" AS q USING old_rows AS o (%1$s) WHERE q.key OPERATOR(pg_catalog.=) o.k', aliases);
--- The shared lock is held until commit: a build that starts meanwhile waits, and its snapshot
--- sees this delete.
-IF NOT pg_catalog.pg_try_advisory_xact_lock_shared(1397312856,  -530321403) THEN
-    EXECUTE pg_catalog.format('INSERT INTO "simindex"."docs_queue" AS q (key)
-SELECT o.k FROM old_rows AS o (%1$s) WHERE o.k IS NOT NULL
-ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at', aliases);
-END IF;
-EXECUTE pg_catalog.format('DELETE FROM "simindex"."docs_minhash" AS s USING old_rows AS o (%1$s) WHERE s.key OPERATOR(pg_catalog.=) o.k', aliases);
+                INSERT INTO "simindex"."docs_deletes" DEFAULT VALUES;
             WHEN 'TRUNCATE' THEN
                 TRUNCATE "simindex"."docs_minhash";
         END CASE;
@@ -1072,7 +645,7 @@ REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
 FOR EACH STATEMENT EXECUTE FUNCTION "simindex"."docs_trigger_v1"();
 
 CREATE TRIGGER "simindex_docs_delete" AFTER DELETE ON "public"."docs"
-REFERENCING OLD TABLE AS old_rows
+
 FOR EACH STATEMENT EXECUTE FUNCTION "simindex"."docs_trigger_v1"();
 
 CREATE TRIGGER "simindex_docs_truncate" AFTER TRUNCATE ON "public"."docs"

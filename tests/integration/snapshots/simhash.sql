@@ -81,14 +81,16 @@ $body$;
 SELECT pg_catalog.set_config('check_function_bodies',
                              pg_catalog.current_setting('simindex.check_function_bodies'), true);
 
--- One row per document: the fingerprint and one permuted copy per Manku table.
+-- One row per document: the fingerprint, the prefix of each Manku table but the first (its
+-- prefix bits packed into the smallest integer type that holds them, simhash_store.prefix_type)
+-- and the key, in the order that wastes no alignment padding. The first table's prefix is the
+-- fingerprint's top bits: its index is on the fingerprint itself.
 CREATE TABLE "simindex"."docs_simhash" (
-    key bigint PRIMARY KEY,
     fingerprint bigint NOT NULL,
-    "p0" bigint NOT NULL,
-    "p1" bigint NOT NULL,
-    "p2" bigint NOT NULL,
-    "p3" bigint NOT NULL
+    "p1" smallint NOT NULL,
+    "p2" smallint NOT NULL,
+    "p3" smallint NOT NULL,
+    key bigint PRIMARY KEY
 );
 
 -- Row-level security on a table of simindex's holding keys of the source: a role sees the rows
@@ -108,21 +110,24 @@ CREATE POLICY simindex_insert_v1 ON "simindex"."docs_simhash" FOR INSERT WITH CH
 CREATE POLICY simindex_update_v1 ON "simindex"."docs_simhash" FOR UPDATE USING (true) WITH CHECK (true);
 CREATE POLICY simindex_delete_v1 ON "simindex"."docs_simhash" FOR DELETE USING (true);
 
--- Covering, so a range scan checks candidates without visiting the heap.
-CREATE INDEX "docs_simhash_p0" ON "simindex"."docs_simhash" ("p0") INCLUDE (fingerprint, key);
+-- One Manku table, covering, so a scan checks candidates without visiting the heap.
+CREATE INDEX "docs_simhash_p0" ON "simindex"."docs_simhash" ("fingerprint") INCLUDE (key);
 
--- Covering, so a range scan checks candidates without visiting the heap.
+-- One Manku table, covering, so a scan checks candidates without visiting the heap.
 CREATE INDEX "docs_simhash_p1" ON "simindex"."docs_simhash" ("p1") INCLUDE (fingerprint, key);
 
--- Covering, so a range scan checks candidates without visiting the heap.
+-- One Manku table, covering, so a scan checks candidates without visiting the heap.
 CREATE INDEX "docs_simhash_p2" ON "simindex"."docs_simhash" ("p2") INCLUDE (fingerprint, key);
 
--- Covering, so a range scan checks candidates without visiting the heap.
+-- One Manku table, covering, so a scan checks candidates without visiting the heap.
 CREATE INDEX "docs_simhash_p3" ON "simindex"."docs_simhash" ("p3") INCLUDE (fingerprint, key);
 
 ANALYZE "simindex"."docs_simhash";
 
--- Typed per index, so the key comes back in the source key's own type (a domain's: its base).
+-- Typed per index, so the key comes back in the source key's own type (a domain's: its base),
+-- and naming its side table, so the planner sees the table's indexes. What is not the query is
+-- static (simhash_query's checks). The query's shape never changes: planned once per session,
+-- not per call (planning cost more than running it).
 CREATE FUNCTION "simindex"."docs_near_v1"(
     fingerprint bigint,
     max_distance integer DEFAULT 3,
@@ -131,101 +136,116 @@ CREATE FUNCTION "simindex"."docs_near_v1"(
 RETURNS TABLE (key bigint, distance integer)
 LANGUAGE plpgsql VOLATILE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
--- The query's shape never changes: plan it once per session, not per call (planning cost
--- more than running it), and dedupe the few rows by sorting, not by a hash table sized for
--- the generic plan's pessimistic row estimate.
 SET plan_cache_mode = force_generic_plan
-SET enable_hashagg = off
 AS $body$
 #variable_conflict use_column
-DECLARE
-    simindex_current boolean;
 BEGIN
-    -- The first statement of a query function (VOLATILE, so each of its statements takes its own
--- snapshot). A rebuild swaps new side tables in (DROP and RENAME, in its transaction): a query
--- that meets the swap waits for the table's lock, and a statement whose snapshot was taken
--- before the rebuild committed would then read the new table and find it empty. This one takes
--- the lock (the scalar subquery's scan is never run) and asks whether its snapshot sees the
--- table it locked. Not seen: under READ COMMITTED the call is made again, by name, so it runs
--- the function as the rebuild wrote it with snapshots taken after the wait; in a REPEATABLE
--- READ or SERIALIZABLE transaction, whose snapshot cannot move, it fails as a serialization
--- failure, to be retried like one.
-SELECT EXISTS (
-    SELECT FROM pg_catalog.pg_class AS c WHERE c.oid = pg_catalog.to_regclass('"simindex"."docs_simhash"')
-) OR (SELECT true FROM "simindex"."docs_simhash" LIMIT 0)
-INTO simindex_current;
-IF simindex_current IS NOT TRUE THEN
-    IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
-        RAISE EXCEPTION USING ERRCODE = '40001',
-            MESSAGE = 'simindex: index ' || 'docs'
-                || ' was rebuilt after this transaction''s snapshot was taken',
-            HINT = 'Run the transaction again.';
-    END IF;
-    RETURN QUERY SELECT * FROM "simindex"."docs_near_v1"($1, $2, $3);
-    RETURN;
-END IF;
-    PERFORM "simindex"."source_usable_v1"('docs');
-    IF max_distance IS NULL OR max_distance < 0 OR max_distance > 3 THEN
-        RAISE EXCEPTION 'max_distance must be from 0 to %, got %', 3, max_distance
-            USING ERRCODE = '22023';
-    END IF;
-    IF $1 IS NULL THEN  -- no fingerprint, no row (near_key's call of the guard alone)
-        RETURN;
-    END IF;
-    -- LIMIT NULL: every row.
-    RETURN QUERY -- One arm per Manku table: the rows sharing the query's permuted prefix, within the distance.
--- UNION of the arms removes a row found by two tables. The distance filter is within_distance_v1
--- (migration 0006), leakproof: applied before the row-level security probe (db.answers).
-SELECT key, bit_count((fingerprint # $1)::bit(64))::integer AS distance
-FROM "simindex"."docs_simhash"
-WHERE "p0" BETWEEN ((((((($1 # '-9223372036854775808'::bigint) >> 48) & '65535'::bigint) << 48) | (((($1 # '-9223372036854775808'::bigint) >> 32) & '65535'::bigint) << 32) | (((($1 # '-9223372036854775808'::bigint) >> 16) & '65535'::bigint) << 16) | (((($1 # '-9223372036854775808'::bigint) >> 0) & '65535'::bigint) << 0)) # '-9223372036854775808'::bigint) & '-281474976710656'::bigint) AND (((((((($1 # '-9223372036854775808'::bigint) >> 48) & '65535'::bigint) << 48) | (((($1 # '-9223372036854775808'::bigint) >> 32) & '65535'::bigint) << 32) | (((($1 # '-9223372036854775808'::bigint) >> 16) & '65535'::bigint) << 16) | (((($1 # '-9223372036854775808'::bigint) >> 0) & '65535'::bigint) << 0)) # '-9223372036854775808'::bigint) & '-281474976710656'::bigint) | '281474976710655'::bigint)
-  AND "simindex"."within_distance_v1"(fingerprint, $1, $2)
-UNION
--- One arm per Manku table: the rows sharing the query's permuted prefix, within the distance.
--- UNION of the arms removes a row found by two tables. The distance filter is within_distance_v1
--- (migration 0006), leakproof: applied before the row-level security probe (db.answers).
-SELECT key, bit_count((fingerprint # $1)::bit(64))::integer AS distance
-FROM "simindex"."docs_simhash"
-WHERE "p1" BETWEEN ((((((($1 # '-9223372036854775808'::bigint) >> 32) & '65535'::bigint) << 48) | (((($1 # '-9223372036854775808'::bigint) >> 48) & '65535'::bigint) << 32) | (((($1 # '-9223372036854775808'::bigint) >> 16) & '65535'::bigint) << 16) | (((($1 # '-9223372036854775808'::bigint) >> 0) & '65535'::bigint) << 0)) # '-9223372036854775808'::bigint) & '-281474976710656'::bigint) AND (((((((($1 # '-9223372036854775808'::bigint) >> 32) & '65535'::bigint) << 48) | (((($1 # '-9223372036854775808'::bigint) >> 48) & '65535'::bigint) << 32) | (((($1 # '-9223372036854775808'::bigint) >> 16) & '65535'::bigint) << 16) | (((($1 # '-9223372036854775808'::bigint) >> 0) & '65535'::bigint) << 0)) # '-9223372036854775808'::bigint) & '-281474976710656'::bigint) | '281474976710655'::bigint)
-  AND "simindex"."within_distance_v1"(fingerprint, $1, $2)
-UNION
--- One arm per Manku table: the rows sharing the query's permuted prefix, within the distance.
--- UNION of the arms removes a row found by two tables. The distance filter is within_distance_v1
--- (migration 0006), leakproof: applied before the row-level security probe (db.answers).
-SELECT key, bit_count((fingerprint # $1)::bit(64))::integer AS distance
-FROM "simindex"."docs_simhash"
-WHERE "p2" BETWEEN ((((((($1 # '-9223372036854775808'::bigint) >> 16) & '65535'::bigint) << 48) | (((($1 # '-9223372036854775808'::bigint) >> 48) & '65535'::bigint) << 32) | (((($1 # '-9223372036854775808'::bigint) >> 32) & '65535'::bigint) << 16) | (((($1 # '-9223372036854775808'::bigint) >> 0) & '65535'::bigint) << 0)) # '-9223372036854775808'::bigint) & '-281474976710656'::bigint) AND (((((((($1 # '-9223372036854775808'::bigint) >> 16) & '65535'::bigint) << 48) | (((($1 # '-9223372036854775808'::bigint) >> 48) & '65535'::bigint) << 32) | (((($1 # '-9223372036854775808'::bigint) >> 32) & '65535'::bigint) << 16) | (((($1 # '-9223372036854775808'::bigint) >> 0) & '65535'::bigint) << 0)) # '-9223372036854775808'::bigint) & '-281474976710656'::bigint) | '281474976710655'::bigint)
-  AND "simindex"."within_distance_v1"(fingerprint, $1, $2)
-UNION
--- One arm per Manku table: the rows sharing the query's permuted prefix, within the distance.
--- UNION of the arms removes a row found by two tables. The distance filter is within_distance_v1
--- (migration 0006), leakproof: applied before the row-level security probe (db.answers).
-SELECT key, bit_count((fingerprint # $1)::bit(64))::integer AS distance
-FROM "simindex"."docs_simhash"
-WHERE "p3" BETWEEN ((((((($1 # '-9223372036854775808'::bigint) >> 0) & '65535'::bigint) << 48) | (((($1 # '-9223372036854775808'::bigint) >> 48) & '65535'::bigint) << 32) | (((($1 # '-9223372036854775808'::bigint) >> 32) & '65535'::bigint) << 16) | (((($1 # '-9223372036854775808'::bigint) >> 16) & '65535'::bigint) << 0)) # '-9223372036854775808'::bigint) & '-281474976710656'::bigint) AND (((((((($1 # '-9223372036854775808'::bigint) >> 0) & '65535'::bigint) << 48) | (((($1 # '-9223372036854775808'::bigint) >> 48) & '65535'::bigint) << 32) | (((($1 # '-9223372036854775808'::bigint) >> 32) & '65535'::bigint) << 16) | (((($1 # '-9223372036854775808'::bigint) >> 16) & '65535'::bigint) << 0)) # '-9223372036854775808'::bigint) & '-281474976710656'::bigint) | '281474976710655'::bigint)
-  AND "simindex"."within_distance_v1"(fingerprint, $1, $2) ORDER BY 2, 1 LIMIT max_rows;
+    RETURN QUERY -- A SimHash query, nearest first. One arm per Manku table: the rows sharing the query's prefix
+-- (one btree scan of the table's index), within the distance, and not found by an earlier arm
+-- (a row that agrees with the query on an earlier table's prefix bits is that arm's), so the
+-- arms never overlap and are appended, not deduplicated. The distance filter is
+-- within_distance_v1, leakproof: applied before the row-level security probe (db.answers); the
+-- prefix test compares a column with a value of the query alone, so it stays an index
+-- condition under row-level security. The checks name no column, so the plan runs them once
+-- per call as one-time filters, after it took the side table's lock and in the query's own
+-- snapshot (query_ready_v1: the swap guard and a dropped source; distance_allowed_v1).
+SELECT c.key, c.distance
+FROM (
+SELECT t.key, "simindex"."simhash_distance_v1"(t.fingerprint, $1) AS distance
+FROM "simindex"."docs_simhash" AS t
+WHERE t.fingerprint BETWEEN ($1 & '-281474976710656'::bigint) AND ($1 | '281474976710655'::bigint)
+  AND "simindex"."within_distance_v1"(t.fingerprint, $1, $2)
+UNION ALL
+SELECT t.key, "simindex"."simhash_distance_v1"(t.fingerprint, $1) AS distance
+FROM "simindex"."docs_simhash" AS t
+WHERE t."p1" = (((((($1 # '-9223372036854775808'::bigint) >> 32) & '65535'::bigint) << 0)) - 32768)::smallint
+  AND "simindex"."within_distance_v1"(t.fingerprint, $1, $2)
+  AND ((t.fingerprint # $1) & '-281474976710656'::bigint) <> 0
+UNION ALL
+SELECT t.key, "simindex"."simhash_distance_v1"(t.fingerprint, $1) AS distance
+FROM "simindex"."docs_simhash" AS t
+WHERE t."p2" = (((((($1 # '-9223372036854775808'::bigint) >> 16) & '65535'::bigint) << 0)) - 32768)::smallint
+  AND "simindex"."within_distance_v1"(t.fingerprint, $1, $2)
+  AND ((t.fingerprint # $1) & '-281474976710656'::bigint) <> 0
+  AND ((t.fingerprint # $1) & '281470681743360'::bigint) <> 0
+UNION ALL
+SELECT t.key, "simindex"."simhash_distance_v1"(t.fingerprint, $1) AS distance
+FROM "simindex"."docs_simhash" AS t
+WHERE t."p3" = (((((($1 # '-9223372036854775808'::bigint) >> 0) & '65535'::bigint) << 0)) - 32768)::smallint
+  AND "simindex"."within_distance_v1"(t.fingerprint, $1, $2)
+  AND ((t.fingerprint # $1) & '-281474976710656'::bigint) <> 0
+  AND ((t.fingerprint # $1) & '281470681743360'::bigint) <> 0
+  AND ((t.fingerprint # $1) & '4294901760'::bigint) <> 0
+) AS c
+WHERE "simindex"."query_ready_v1"('docs', '"simindex"."docs_simhash"'::regclass)
+  AND "simindex"."distance_allowed_v1"($2, 3)
+  AND "simindex"."docs_visible_v1"(c.key)
+ORDER BY c.distance, c.key
+LIMIT max_rows;
 END
 $body$;
 
+-- The fingerprint of the key's row, then the query by it, leaving the row itself out. Two
+-- statements of a VOLATILE function: the first takes the side table's lock (waiting for a
+-- rebuild's swap) before its snapshot, and the query's checks run in the second's.
 CREATE FUNCTION "simindex"."docs_near_key_v1"(
-    key bigint, max_distance integer DEFAULT 3,
+    row_key bigint, max_distance integer DEFAULT 3,
     max_rows integer DEFAULT 1000
 )
 RETURNS TABLE (key bigint, distance integer)
-LANGUAGE sql VOLATILE PARALLEL SAFE
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
 AS $body$
-    -- The table's lock first (a rebuild's swap is waited for here), then the query
-    -- function's guard alone, no fingerprint: the next statement's snapshot sees the rebuilt
-    -- table, or the guard fails where the transaction's cannot (see common.sql). In this
-    -- order, the query function is looked up after the wait: the one the rebuild wrote.
-    SELECT (SELECT true FROM "simindex"."docs_simhash" LIMIT 0),
-           (SELECT count(*) FROM "simindex"."docs_near_v1"(NULL::bigint, $2, 1));
-    SELECT n.key, n.distance
-    FROM "simindex"."docs_simhash" AS s, "simindex"."docs_near_v1"(s.fingerprint, $2, $3 + 1) AS n
-    WHERE s.key = $1 AND n.key <> $1 AND "simindex"."source_usable_v1"('docs')
-    ORDER BY n.distance, n.key
-    LIMIT $3
+#variable_conflict use_column
+DECLARE
+    found bigint;
+BEGIN
+    SELECT s.fingerprint INTO found FROM "simindex"."docs_simhash" AS s WHERE s.key OPERATOR(pg_catalog.=) row_key;
+    RETURN QUERY -- A SimHash query, nearest first. One arm per Manku table: the rows sharing the query's prefix
+-- (one btree scan of the table's index), within the distance, and not found by an earlier arm
+-- (a row that agrees with the query on an earlier table's prefix bits is that arm's), so the
+-- arms never overlap and are appended, not deduplicated. The distance filter is
+-- within_distance_v1, leakproof: applied before the row-level security probe (db.answers); the
+-- prefix test compares a column with a value of the query alone, so it stays an index
+-- condition under row-level security. The checks name no column, so the plan runs them once
+-- per call as one-time filters, after it took the side table's lock and in the query's own
+-- snapshot (query_ready_v1: the swap guard and a dropped source; distance_allowed_v1).
+SELECT c.key, c.distance
+FROM (
+SELECT t.key, "simindex"."simhash_distance_v1"(t.fingerprint, found) AS distance
+FROM "simindex"."docs_simhash" AS t
+WHERE t.fingerprint BETWEEN (found & '-281474976710656'::bigint) AND (found | '281474976710655'::bigint)
+  AND "simindex"."within_distance_v1"(t.fingerprint, found, $2)
+UNION ALL
+SELECT t.key, "simindex"."simhash_distance_v1"(t.fingerprint, found) AS distance
+FROM "simindex"."docs_simhash" AS t
+WHERE t."p1" = ((((((found # '-9223372036854775808'::bigint) >> 32) & '65535'::bigint) << 0)) - 32768)::smallint
+  AND "simindex"."within_distance_v1"(t.fingerprint, found, $2)
+  AND ((t.fingerprint # found) & '-281474976710656'::bigint) <> 0
+UNION ALL
+SELECT t.key, "simindex"."simhash_distance_v1"(t.fingerprint, found) AS distance
+FROM "simindex"."docs_simhash" AS t
+WHERE t."p2" = ((((((found # '-9223372036854775808'::bigint) >> 16) & '65535'::bigint) << 0)) - 32768)::smallint
+  AND "simindex"."within_distance_v1"(t.fingerprint, found, $2)
+  AND ((t.fingerprint # found) & '-281474976710656'::bigint) <> 0
+  AND ((t.fingerprint # found) & '281470681743360'::bigint) <> 0
+UNION ALL
+SELECT t.key, "simindex"."simhash_distance_v1"(t.fingerprint, found) AS distance
+FROM "simindex"."docs_simhash" AS t
+WHERE t."p3" = ((((((found # '-9223372036854775808'::bigint) >> 0) & '65535'::bigint) << 0)) - 32768)::smallint
+  AND "simindex"."within_distance_v1"(t.fingerprint, found, $2)
+  AND ((t.fingerprint # found) & '-281474976710656'::bigint) <> 0
+  AND ((t.fingerprint # found) & '281470681743360'::bigint) <> 0
+  AND ((t.fingerprint # found) & '4294901760'::bigint) <> 0
+) AS c
+WHERE "simindex"."query_ready_v1"('docs', '"simindex"."docs_simhash"'::regclass)
+  AND "simindex"."distance_allowed_v1"($2, 3)
+  AND NOT c.key OPERATOR(pg_catalog.=) row_key
+  AND "simindex"."docs_visible_v1"(c.key)
+ORDER BY c.distance, c.key
+LIMIT max_rows;
+END
 $body$;
 
 -- Every pair, for SQL callers: the arms of the Python path, in one function. Not a reader's
@@ -243,36 +263,34 @@ BEGIN
         RAISE EXCEPTION 'max_distance must be from % to %, got %', 0, 3,
             max_distance USING ERRCODE = '22023';
     END IF;
-    RETURN QUERY -- One Manku table's share of all pairs: rows with the same prefix, within the distance, each
+    -- Only keys the source holds: a deleted row's index rows stay until the worker's sweep.
+    RETURN QUERY SELECT p.* FROM (-- One Manku table's share of all pairs: rows with the same prefix, within the distance, each
 -- pair once (left < right) and only in the first table that finds it (the "earlier" conditions rule out
 -- pairs whose fingerprints also agree on an earlier table's prefix bits).
 SELECT a.key AS left_key, b.key AS right_key,
-    bit_count((a.fingerprint # b.fingerprint)::bit(64))::integer AS distance
+    "simindex"."simhash_distance_v1"(a.fingerprint, b.fingerprint) AS distance
 FROM "simindex"."docs_simhash" AS a
-JOIN "simindex"."docs_simhash" AS b
-  ON (a."p0" >> 48) = (b."p0" >> 48) AND a.key OPERATOR(pg_catalog.<) b.key
-WHERE bit_count((a.fingerprint # b.fingerprint)::bit(64)) <= $1
+JOIN "simindex"."docs_simhash" AS b ON (a.fingerprint >> 48) = (b.fingerprint >> 48) AND a.key OPERATOR(pg_catalog.<) b.key
+WHERE "simindex"."simhash_distance_v1"(a.fingerprint, b.fingerprint) <= $1
 UNION ALL
 -- One Manku table's share of all pairs: rows with the same prefix, within the distance, each
 -- pair once (left < right) and only in the first table that finds it (the "earlier" conditions rule out
 -- pairs whose fingerprints also agree on an earlier table's prefix bits).
 SELECT a.key AS left_key, b.key AS right_key,
-    bit_count((a.fingerprint # b.fingerprint)::bit(64))::integer AS distance
+    "simindex"."simhash_distance_v1"(a.fingerprint, b.fingerprint) AS distance
 FROM "simindex"."docs_simhash" AS a
-JOIN "simindex"."docs_simhash" AS b
-  ON (a."p1" >> 48) = (b."p1" >> 48) AND a.key OPERATOR(pg_catalog.<) b.key
-WHERE bit_count((a.fingerprint # b.fingerprint)::bit(64)) <= $1
+JOIN "simindex"."docs_simhash" AS b ON a."p1" = b."p1" AND a.key OPERATOR(pg_catalog.<) b.key
+WHERE "simindex"."simhash_distance_v1"(a.fingerprint, b.fingerprint) <= $1
   AND ((a.fingerprint # b.fingerprint) & '-281474976710656'::bigint) <> 0
 UNION ALL
 -- One Manku table's share of all pairs: rows with the same prefix, within the distance, each
 -- pair once (left < right) and only in the first table that finds it (the "earlier" conditions rule out
 -- pairs whose fingerprints also agree on an earlier table's prefix bits).
 SELECT a.key AS left_key, b.key AS right_key,
-    bit_count((a.fingerprint # b.fingerprint)::bit(64))::integer AS distance
+    "simindex"."simhash_distance_v1"(a.fingerprint, b.fingerprint) AS distance
 FROM "simindex"."docs_simhash" AS a
-JOIN "simindex"."docs_simhash" AS b
-  ON (a."p2" >> 48) = (b."p2" >> 48) AND a.key OPERATOR(pg_catalog.<) b.key
-WHERE bit_count((a.fingerprint # b.fingerprint)::bit(64)) <= $1
+JOIN "simindex"."docs_simhash" AS b ON a."p2" = b."p2" AND a.key OPERATOR(pg_catalog.<) b.key
+WHERE "simindex"."simhash_distance_v1"(a.fingerprint, b.fingerprint) <= $1
   AND ((a.fingerprint # b.fingerprint) & '-281474976710656'::bigint) <> 0
   AND ((a.fingerprint # b.fingerprint) & '281470681743360'::bigint) <> 0
 UNION ALL
@@ -280,14 +298,14 @@ UNION ALL
 -- pair once (left < right) and only in the first table that finds it (the "earlier" conditions rule out
 -- pairs whose fingerprints also agree on an earlier table's prefix bits).
 SELECT a.key AS left_key, b.key AS right_key,
-    bit_count((a.fingerprint # b.fingerprint)::bit(64))::integer AS distance
+    "simindex"."simhash_distance_v1"(a.fingerprint, b.fingerprint) AS distance
 FROM "simindex"."docs_simhash" AS a
-JOIN "simindex"."docs_simhash" AS b
-  ON (a."p3" >> 48) = (b."p3" >> 48) AND a.key OPERATOR(pg_catalog.<) b.key
-WHERE bit_count((a.fingerprint # b.fingerprint)::bit(64)) <= $1
+JOIN "simindex"."docs_simhash" AS b ON a."p3" = b."p3" AND a.key OPERATOR(pg_catalog.<) b.key
+WHERE "simindex"."simhash_distance_v1"(a.fingerprint, b.fingerprint) <= $1
   AND ((a.fingerprint # b.fingerprint) & '-281474976710656'::bigint) <> 0
   AND ((a.fingerprint # b.fingerprint) & '281470681743360'::bigint) <> 0
-  AND ((a.fingerprint # b.fingerprint) & '4294901760'::bigint) <> 0;
+  AND ((a.fingerprint # b.fingerprint) & '4294901760'::bigint) <> 0) AS p
+    WHERE "simindex"."docs_visible_v1"(p.left_key) AND "simindex"."docs_visible_v1"(p.right_key);
 END
 $body$;
 
@@ -307,6 +325,13 @@ CREATE TABLE "simindex"."docs_failed" (
     error text NOT NULL,
     attempts integer NOT NULL DEFAULT 1,
     failed_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- That deletes happened: one row per DELETE statement on the source, no key (the statement
+-- trigger has no transition table). The worker consumes them and removes the index rows whose
+-- source row is gone (sync_sweep_rows).
+CREATE TABLE "simindex"."docs_deletes" (
+    deleted_at timestamptz NOT NULL DEFAULT now()
 );
 
 -- Row-level security on a table of simindex's holding keys of the source: a role sees the rows
@@ -374,12 +399,12 @@ WHERE pg_catalog.random() < 0;
 -- then queues the key afresh.
 -- UPDATE queues the keys whose text changed (compared as text, byte for byte: a case-only
 -- change of a citext counts), and both keys of a changed key (the old one's rows go).
--- DELETE removes the index rows at once. First it takes the keys' queue entries, waiting for a
--- worker that holds one: that worker read the row before this delete and may write it back,
--- so its rows must be deleted after it committed. (Entries first, rows second: a writer only
--- ever waits for a worker, never the other way round.) A build reads the table in one
--- snapshot that may still hold the deleted rows: while one runs (it holds the index's
--- advisory lock) the keys are queued too, and the first batch after the build removes them.
+-- DELETE records only that a delete happened (one row in <name>_deletes, no key, no transition
+-- table): the index rows of the deleted keys are removed by the worker (sync_sweep_rows), and
+-- until then no answer names them, since answers are filtered through the source. An append,
+-- never an update of a shared row, so concurrent deletes never wait for each other.
+-- INSERT also removes the index rows of inserted keys while deletes are recorded (a key deleted
+-- and inserted again before the sweep).
 -- TRUNCATE leaves the queue and the failed items: their keys no longer exist, so a worker
 -- deletes nothing for them (truncating them here could deadlock with a worker holding them).
 -- Replica mode (session_replication_role = replica: a logical replication subscription's apply,
@@ -433,7 +458,7 @@ ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at', key_name) USING OLD;
         RETURN NULL;  -- queued by the row triggers
     END IF;
     IF TG_RELID = 16384 THEN
-        IF simindex_trusted OR TG_OP = 'TRUNCATE' THEN
+        IF simindex_trusted OR TG_OP IN ('TRUNCATE', 'DELETE') THEN
             written_for := true;
         ELSE
             SELECT true INTO written_for FROM pg_catalog.pg_attribute AS a
@@ -451,7 +476,12 @@ ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at', key_name) USING OLD;
     IF written_for THEN
         CASE TG_OP
             WHEN 'INSERT' THEN
-                INSERT INTO "simindex"."docs_queue" AS q (key)
+                -- While deletes wait for the worker's sweep, a key inserted again must not keep the index
+-- rows of its deleted row until the worker comes: they go now.
+IF EXISTS (SELECT FROM "simindex"."docs_deletes") THEN
+    DELETE FROM "simindex"."docs_simhash" AS s USING new_rows AS n WHERE s.key OPERATOR(pg_catalog.=) n."id";
+END IF;
+INSERT INTO "simindex"."docs_queue" AS q (key)
 SELECT n."id" FROM new_rows AS n WHERE n."id" IS NOT NULL
 ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at;
             WHEN 'UPDATE' THEN
@@ -467,15 +497,7 @@ WHERE coalesce(n."id", o."id") IS NOT NULL
           IS DISTINCT FROM (n."body"::text COLLATE pg_catalog."C"))
 ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at;
             WHEN 'DELETE' THEN
-                DELETE FROM "simindex"."docs_queue" AS q USING old_rows AS o WHERE q.key OPERATOR(pg_catalog.=) o."id";
--- The shared lock is held until commit: a build that starts meanwhile waits, and its snapshot
--- sees this delete.
-IF NOT pg_catalog.pg_try_advisory_xact_lock_shared(1397312856,  -530321403) THEN
-    INSERT INTO "simindex"."docs_queue" AS q (key)
-SELECT o."id" FROM old_rows AS o WHERE o."id" IS NOT NULL
-ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at;
-END IF;
-DELETE FROM "simindex"."docs_simhash" AS s USING old_rows AS o WHERE s.key OPERATOR(pg_catalog.=) o."id";
+                INSERT INTO "simindex"."docs_deletes" DEFAULT VALUES;
             WHEN 'TRUNCATE' THEN
                 TRUNCATE "simindex"."docs_simhash";
         END CASE;
@@ -515,7 +537,12 @@ DELETE FROM "simindex"."docs_simhash" AS s USING old_rows AS o WHERE s.key OPERA
         FROM generate_series(1, greatest(source.key_position, source.text_position)) AS p;
         CASE TG_OP
             WHEN 'INSERT' THEN
-                EXECUTE pg_catalog.format('INSERT INTO "simindex"."docs_queue" AS q (key)
+                -- While deletes wait for the worker's sweep, a key inserted again must not keep the index
+-- rows of its deleted row until the worker comes: they go now.
+IF EXISTS (SELECT FROM "simindex"."docs_deletes") THEN
+    EXECUTE pg_catalog.format('DELETE FROM "simindex"."docs_simhash" AS s USING new_rows AS n (%1$s) WHERE s.key OPERATOR(pg_catalog.=) n.k', aliases);
+END IF;
+EXECUTE pg_catalog.format('INSERT INTO "simindex"."docs_queue" AS q (key)
 SELECT n.k FROM new_rows AS n (%1$s) WHERE n.k IS NOT NULL
 ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at', aliases);
             WHEN 'UPDATE' THEN
@@ -531,15 +558,7 @@ WHERE coalesce(n.k, o.k) IS NOT NULL
           IS DISTINCT FROM (n.t::text COLLATE pg_catalog."C"))
 ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at', aliases);
             WHEN 'DELETE' THEN
-                EXECUTE pg_catalog.format('DELETE FROM "simindex"."docs_queue" AS q USING old_rows AS o (%1$s) WHERE q.key OPERATOR(pg_catalog.=) o.k', aliases);
--- The shared lock is held until commit: a build that starts meanwhile waits, and its snapshot
--- sees this delete.
-IF NOT pg_catalog.pg_try_advisory_xact_lock_shared(1397312856,  -530321403) THEN
-    EXECUTE pg_catalog.format('INSERT INTO "simindex"."docs_queue" AS q (key)
-SELECT o.k FROM old_rows AS o (%1$s) WHERE o.k IS NOT NULL
-ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at', aliases);
-END IF;
-EXECUTE pg_catalog.format('DELETE FROM "simindex"."docs_simhash" AS s USING old_rows AS o (%1$s) WHERE s.key OPERATOR(pg_catalog.=) o.k', aliases);
+                INSERT INTO "simindex"."docs_deletes" DEFAULT VALUES;
             WHEN 'TRUNCATE' THEN
                 TRUNCATE "simindex"."docs_simhash";
         END CASE;
@@ -665,7 +684,7 @@ REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
 FOR EACH STATEMENT EXECUTE FUNCTION "simindex"."docs_trigger_v1"();
 
 CREATE TRIGGER "simindex_docs_delete" AFTER DELETE ON "public"."docs"
-REFERENCING OLD TABLE AS old_rows
+
 FOR EACH STATEMENT EXECUTE FUNCTION "simindex"."docs_trigger_v1"();
 
 CREATE TRIGGER "simindex_docs_truncate" AFTER TRUNCATE ON "public"."docs"

@@ -1,0 +1,89 @@
+"""An index's catalog entry kept between queries, and the statement that checks it.
+
+Reading an entry costs several statements; a query must not pay them each time. A
+:class:`KeptEntry` keeps the catalog row and store it read, with the row's identity and
+version (its id and ``xmin``: any change of the row, a build, a state, a drop and create
+again, changes one of them), and checks them before each use: alone (``catalog_token``, one
+short prepared statement), or inside the query by key itself (``facade_by_key``), which returns
+them beside the answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import sql
+
+from simindex.db.catalog import IndexInfo, Store, catalog, ready_index
+from simindex.db.connection import PgConnection
+from simindex.db.simhash_store import SimHashStore
+from simindex.db.statements import statement
+from simindex.db.triggers import Triggers
+from simindex.errors import IndexNotFoundError
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A catalog entry as read: the row's (id, xmin), the row and the index's store."""
+
+    token: tuple[Any, ...]
+    info: IndexInfo
+    store: Store
+
+
+class KeptEntry:
+    """The catalog entry of index ``name``, read once and kept while its row is unchanged."""
+
+    def __init__(self, schema: str, name: str) -> None:
+        self.schema = schema
+        self.name = name
+        self.entry: Entry | None = None
+        self._by_key: tuple[tuple[Any, ...], bytes] | None = None
+        self._token: bytes | None = None
+
+    def ready(self, conn: PgConnection) -> Entry:
+        """The entry, read again if its catalog row changed (one prepared statement when it
+        did not); IndexNotFoundError when there is no such index, IndexNotReadyError when it
+        cannot answer."""
+        token = self.token(conn)
+        if token is None:
+            self.entry = None
+            raise IndexNotFoundError(f"no index named {self.name!r}")
+        if self.entry is None or self.entry.token != token:
+            info, store = ready_index(conn, self.schema, self.name)
+            self.entry = Entry(token, info, store)
+        return self.entry
+
+    def token(self, conn: PgConnection) -> tuple[Any, ...] | None:
+        """The catalog row's (id, xmin) now, None when there is no such index (one prepared
+        statement, every name schema-qualified: it may be sent unpinned)."""
+        if self._token is None:
+            self._token = statement("catalog_token", catalog=catalog(self.schema)).as_bytes(conn)
+        row = conn.execute(self._token, {"name": self.name}, prepare=True).fetchone()
+        return None if row is None else tuple(row[:2])
+
+    def by_key_statement(self, conn: PgConnection, entry: Entry) -> bytes:
+        """``facade_by_key`` for ``entry``'s index: the check of the entry, the query by key
+        and the key's state, in one statement (composed once per entry)."""
+        if self._by_key is not None and self._by_key[0] == entry.token:
+            return self._by_key[1]
+        store = entry.store
+        if isinstance(store, SimHashStore):
+            query = statement("simhash_near_key", function=store.near_key_function)
+            order = sql.SQL("q.distance, q.key")
+        else:
+            query = statement("minhash_similar_key", function=store.similar_key_function)
+            order = sql.SQL("q.similarity DESC, q.key")
+        triggers = Triggers(self.schema, self.name, entry.info.source, store)
+        text = statement(
+            "facade_by_key",
+            catalog=catalog(self.schema),
+            table=store.table(),
+            queue=triggers.queue,
+            failed=triggers.failed,
+            query=query,
+            order=order,
+        ).as_bytes(conn)
+        self._by_key = (entry.token, text)
+        return text

@@ -1,0 +1,123 @@
+"""A sync worker's connections and transactions.
+
+A worker holds one connection at once and more while a backlog needs them
+(:class:`Connections`), a second one that LISTENs when it follows, and runs each batch in a
+unit of its own (:meth:`WorkerBind.unit`): a READ COMMITTED transaction on an Engine or DSN,
+a savepoint in the caller's READ COMMITTED transaction on a caller's Connection. Waiting for a
+notification or a retry checks the stop flag every quarter second.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from typing import Protocol
+
+import psycopg
+from sqlalchemy.engine import Connection
+
+from simindex.db.connection import Bind, PgConnection, connect, raw_connection
+from simindex.db.statements import statement
+
+# How long a --follow worker waits between checks of its stop flag.
+_STOP_POLL_SECONDS = 0.25
+
+
+class StopFlag(Protocol):
+    """What ``stop`` must offer: ``threading.Event`` and ``multiprocessing.Event`` both do."""
+
+    def is_set(self) -> bool: ...
+
+
+class Connections:
+    """A worker's connections: the first at once, the others when a backlog first needs them
+    (a worker that only ever sees a trickle of changes holds one)."""
+
+    def __init__(self, bind: Bind, stack: ExitStack, first: PgConnection) -> None:
+        self.bind = bind
+        self.stack = stack
+        self.opened = [first]
+
+    @property
+    def first(self) -> PgConnection:
+        return self.opened[0]
+
+    def up_to(self, count: int) -> list[PgConnection]:
+        while len(self.opened) < count:
+            self.opened.append(raw_connection(self.stack.enter_context(connect(self.bind))))
+        return self.opened
+
+
+class WorkerBind:
+    """Where a worker's batches run: an Engine, a DSN or a caller's Connection."""
+
+    def __init__(self, bind: Bind) -> None:
+        self.bind = bind
+        self.on_callers_connection = isinstance(bind, Connection)
+        self._isolation_checked = False
+
+    @contextmanager
+    def session(self, *, listen: bool = False) -> Iterator[tuple[Connections, PgConnection | None]]:
+        """The worker's connections, and with ``listen`` one in autocommit to LISTEN on."""
+        with ExitStack() as stack:
+            connection = stack.enter_context(connect(self.bind))
+            if self.on_callers_connection and not connection.in_transaction():
+                connection.begin()  # so that the caller's commit() commits our work
+            conns = Connections(self.bind, stack, raw_connection(connection))
+            listener = None
+            if listen:
+                second = stack.enter_context(connect(self.bind))
+                # Reset when the connection goes back to an Engine's pool.
+                listener = raw_connection(second.execution_options(isolation_level="AUTOCOMMIT"))
+            yield conns, listener
+            if listener is not None and not listener.closed:
+                # A pooled connection must not go back still listening: notifications would
+                # pile up in it for whoever takes it next.
+                listener.execute(statement("sync_unlisten"))
+
+    @contextmanager
+    def unit(self, conn: PgConnection) -> Iterator[None]:
+        """A READ COMMITTED transaction of our own; on a caller's Connection, a savepoint in
+        its transaction (so that a broken index leaves the caller's transaction usable), which
+        must be READ COMMITTED."""
+        idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        if self.on_callers_connection:
+            if idle:  # in the caller's transaction, or transaction() would commit
+                conn.execute("SELECT")
+            if not self._isolation_checked:
+                (isolation,) = conn.execute(statement("sync_isolation")).fetchone() or ("",)
+                if isolation != "read committed":
+                    raise ValueError(
+                        f"sync runs in a READ COMMITTED transaction, and this Connection's is "
+                        f"{isolation.upper()}: a batch must see the rows as they are when it "
+                        "takes their entries"
+                    )
+                self._isolation_checked = True
+            with conn.transaction():
+                yield
+            return
+        with conn.transaction():
+            if idle:
+                conn.execute(statement("sync_read_committed"))
+            yield
+
+
+def wait_for_notification(listener: PgConnection, stop: StopFlag, seconds: float) -> None:
+    """Until a notification on ``listener``, ``seconds`` or ``stop``."""
+    deadline = time.monotonic() + seconds
+    while not stop.is_set():
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return
+        # stop_after=1 still takes every notification that arrived together: one drain
+        # answers them all.
+        if list(listener.notifies(timeout=min(remaining, _STOP_POLL_SECONDS), stop_after=1)):
+            return
+
+
+def sleep(stop: StopFlag, seconds: float) -> None:
+    """``seconds``, or until ``stop``."""
+    deadline = time.monotonic() + seconds
+    while not stop.is_set() and time.monotonic() < deadline:
+        time.sleep(min(_STOP_POLL_SECONDS, max(deadline - time.monotonic(), 0)))

@@ -1,0 +1,226 @@
+"""Deletes off the app's write path: a DELETE records only that it happened, the worker's sweep
+removes the index rows of deleted keys, and no answer names a deleted row meanwhile."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any
+
+import psycopg
+import pytest
+
+from simindex import IdenticalGroup, check, sync
+from simindex.core.spec import Method, MinHash, SimHash
+from simindex.errors import KeyNotIndexedError
+from simindex.index import Index, create_index
+from simindex.ops.batch import process
+from simindex.ops.queue import load_target, take
+
+METHODS: dict[str, Method] = {"simhash": SimHash(max_distance=3), "minhash": MinHash(0.7)}
+TEXT = "the quick brown fox jumps over the lazy dog near the river bank today"
+OTHER = "an entirely different sentence about accounting ledgers and quarterly reports"
+
+
+def side_keys(dsn: str, kind: str) -> set[Any]:
+    with psycopg.connect(dsn) as conn:
+        return {key for (key,) in conn.execute(f"SELECT key FROM simindex.docs_{kind}")}
+
+
+def pending_deletes(dsn: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT count(*) FROM simindex.docs_deletes").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def answers(dsn: str, index: Index, kind: str, key: int) -> set[Any]:
+    """Every key any answer names: Python and SQL, by text and by key, and all pairs."""
+    named: set[Any] = set()
+    with psycopg.connect(dsn) as conn:
+        if kind == "simhash":
+            named |= {m.key for m in index.near(TEXT)}
+            with contextlib.suppress(KeyNotIndexedError):  # not synced yet
+                named |= {m.key for m in index.near_key(key)}
+            rows = conn.execute("SELECT key FROM simindex.docs_near_key_v1(%s)", (key,))
+            named |= {k for (k,) in rows}
+            rows = conn.execute("SELECT left_key, right_key FROM simindex.docs_pairs_v1()")
+        else:
+            named |= {m.key for m in index.similar(TEXT, verify="estimate")}
+            with contextlib.suppress(KeyNotIndexedError):  # not synced yet
+                named |= {m.key for m in index.similar(key=key, verify="estimate")}
+            rows = conn.execute("SELECT key FROM simindex.docs_similar_key_v1(%s)", (key,))
+            named |= {k for (k,) in rows}
+            rows = conn.execute("SELECT left_key, right_key FROM simindex.docs_pairs_v1()")
+        for left, right in rows:
+            named |= {left, right}
+    return named
+
+
+@pytest.fixture
+def docs(database_dsn: str) -> str:
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute("CREATE TABLE docs (id integer PRIMARY KEY, body text)")
+        for key in range(1, 11):
+            conn.execute("INSERT INTO docs VALUES (%s, %s)", (key, TEXT))
+        for key in range(11, 21):
+            conn.execute("INSERT INTO docs VALUES (%s, %s)", (key, f"{OTHER} {key}"))
+    return database_dsn
+
+
+@pytest.mark.parametrize("kind", METHODS)
+def test_a_delete_leaves_index_rows_to_the_sweep_and_no_answer_names_them(
+    docs: str, kind: str
+) -> None:
+    index = create_index(docs, "docs", "docs", "body", method=METHODS[kind])
+    index.build()
+    with psycopg.connect(docs) as conn:
+        conn.execute("DELETE FROM docs WHERE id IN (2, 3, 4)")
+    # The app's DELETE left the index rows: the worker removes them.
+    assert {2, 3, 4} <= side_keys(docs, kind)
+    assert pending_deletes(docs) == 1
+    assert check(docs, "docs").orphaned  # until the worker's sweep
+    named = answers(docs, index, kind, 1)
+    assert named & {2, 3, 4} == set()
+    assert {5, 6} <= named  # the answers themselves are there
+    report = sync(docs, ["docs"])
+    assert report.removed == 3
+    assert side_keys(docs, kind).isdisjoint({2, 3, 4})
+    assert pending_deletes(docs) == 0
+    final = check(docs, "docs")
+    assert (final.missing, final.stale, final.orphaned) == ([], [], [])
+
+
+@pytest.mark.parametrize("kind", METHODS)
+def test_a_key_deleted_and_inserted_again_keeps_nothing_of_its_deleted_row(
+    docs: str, kind: str
+) -> None:
+    index = create_index(docs, "docs", "docs", "body", method=METHODS[kind])
+    index.build()
+    with psycopg.connect(docs) as conn:
+        conn.execute("DELETE FROM docs WHERE id = 3")
+    with psycopg.connect(docs) as conn:
+        conn.execute("INSERT INTO docs VALUES (3, %s)", (OTHER + " again",))
+    # Its old row's fingerprint is gone before the worker comes: no answer for the deleted
+    # text names key 3.
+    assert 3 not in side_keys(docs, kind)
+    assert 3 not in answers(docs, index, kind, 1)
+    sync(docs, ["docs"])
+    final = check(docs, "docs")
+    assert (final.missing, final.stale, final.orphaned) == ([], [], [])
+    assert 3 in side_keys(docs, kind)
+    if kind == "simhash":
+        assert 3 not in {m.key for m in index.near(TEXT)}
+    else:
+        assert 3 not in {m.key for m in index.similar(TEXT, verify="estimate")}
+
+
+@pytest.mark.parametrize("kind", METHODS)
+def test_truncate_empties_the_index_at_once(docs: str, kind: str) -> None:
+    index = create_index(docs, "docs", "docs", "body", method=METHODS[kind])
+    index.build()
+    with psycopg.connect(docs) as conn:
+        conn.execute("TRUNCATE docs")
+    assert side_keys(docs, kind) == set()
+    with psycopg.connect(docs) as conn:
+        conn.execute("INSERT INTO docs VALUES (1, %s), (2, %s)", (TEXT, TEXT))
+    assert answers(docs, index, kind, 1) == set()  # not indexed yet: no answer at all
+    sync(docs, ["docs"])
+    assert answers(docs, index, kind, 1) == {1, 2}  # by text: 1 itself too
+    final = check(docs, "docs")
+    assert (final.missing, final.stale, final.orphaned) == ([], [], [])
+
+
+def test_clusters_and_survivors_never_name_a_deleted_row(docs: str) -> None:
+    index = create_index(docs, "docs", "docs", "body", method=METHODS["simhash"])
+    index.build()
+    index.clusters()
+    with psycopg.connect(docs) as conn:
+        conn.execute("DELETE FROM docs WHERE id IN (1, 2)")
+    members = {m.key for m in index.cluster_members()}
+    assert members.isdisjoint({1, 2}) and {3, 4} <= members
+    survivors = {s.key for s in index.survivors("pairs")}
+    assert survivors.isdisjoint({1, 2})
+    assert 1 in side_keys(docs, "simhash")  # not swept yet
+    sync(docs, ["docs"])
+    final = check(docs, "docs")
+    assert (final.missing, final.stale, final.orphaned) == ([], [], [])
+
+
+def test_a_batch_in_flight_when_a_row_is_deleted_leaves_no_orphan(docs: str) -> None:
+    """A batch that read a row before its delete writes its index rows back after: the sweep
+    waits for that batch, and removes them."""
+    index = create_index(docs, "docs", "docs", "body", method=METHODS["simhash"])
+    index.build()
+    with psycopg.connect(docs) as conn:
+        conn.execute("UPDATE docs SET body = body || ' changed' WHERE id = 5")
+    with psycopg.connect(docs) as worker:
+        target = load_target(worker, "simindex", "docs")
+        assert target is not None
+        keys = take(worker, target, 10)
+        assert keys
+        # The worker has read row 5 (process reads first), and not committed yet.
+        process(worker, target, keys)
+        with psycopg.connect(docs, autocommit=True) as app:
+            app.execute("DELETE FROM docs WHERE id = 5")
+        swept: list[Any] = []
+
+        def sweeper() -> None:
+            swept.append(sync(docs, ["docs"]))
+
+        thread = threading.Thread(target=sweeper)
+        thread.start()
+        thread.join(1.0)
+        assert thread.is_alive()  # the sweep waits for the batch in flight
+        worker.commit()
+    thread.join(30)
+    assert not thread.is_alive()
+    assert 5 not in side_keys(docs, "simhash")
+    final = check(docs, "docs")
+    assert (final.missing, final.stale, final.orphaned) == ([], [], [])
+
+
+def _bulk_keys(index: Index, kind: str, **pairs_arguments: Any) -> set[Any]:
+    """Every key Python's bulk answers name: pairs, identical groups, clusters and their
+    members and survivors."""
+    named: set[Any] = set()
+    for pair in index.pairs(**pairs_arguments):
+        named |= {pair.left, pair.right}
+    for answer in index.pairs(groups=True, **pairs_arguments):
+        if isinstance(answer, IdenticalGroup):
+            named |= set(answer.keys)
+        else:
+            named |= {answer.left, answer.right}
+    report = index.clusters(**pairs_arguments)
+    assert report.rows == 18  # the rows the source holds, not those its deletes left
+    for member in index.cluster_members():
+        named |= {member.cluster_id, member.key}
+    for survivor in index.survivors("pairs"):
+        named |= {survivor.cluster_id, survivor.key}
+    return named
+
+
+@pytest.mark.parametrize(
+    ("kind", "arguments"),
+    [
+        ("simhash", {}),
+        ("minhash", {"verify": "estimate"}),
+        ("minhash", {"verify": "exact"}),
+    ],
+)
+def test_pairs_and_clusters_from_python_never_name_a_deleted_row(
+    docs: str, kind: str, arguments: dict[str, Any]
+) -> None:
+    """A role that sees every index row (here a superuser; the owner and workers too) runs
+    pairs and clusters over side tables still holding the deleted rows until the sweep."""
+    index = create_index(docs, "docs", "docs", "body", method=METHODS[kind])
+    index.build()
+    with psycopg.connect(docs) as conn:
+        # 1 names its cluster (the smallest key) until deleted; 12 has no near copy.
+        conn.execute("DELETE FROM docs WHERE id IN (1, 12)")
+    assert {1, 12} <= side_keys(docs, kind)  # not swept yet
+    named = _bulk_keys(index, kind, **arguments)
+    assert named.isdisjoint({1, 12})
+    assert {2, 3} <= named
+    sync(docs, ["docs"])
+    assert _bulk_keys(index, kind, **arguments) == named
