@@ -35,7 +35,7 @@ from simindex.db.connection import PgConnection
 from simindex.db.copytext import field
 from simindex.db.keys import install
 from simindex.db.minhash_store import MinHashStore
-from simindex.db.privileges import back_to_caller, become_owner
+from simindex.db.privileges import OWNER, back_to_caller, become_owner
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.source import refuse_policies
 from simindex.db.statements import run, statement
@@ -135,7 +135,7 @@ def clusters(
         )
         conn.execute(statement("clusters_truncate", table=target.table))
         if isinstance(store, MinHashStore) and exact:
-            members = statement("clusters_minhash_members", side=store.table())
+            members = statement("clusters_minhash_members")
         else:
             members = statement("clusters_collapsed_members")
         rows = conn.execute(
@@ -289,7 +289,7 @@ def _components(
             store,
             max_distance=max_distance,
             threshold=threshold,
-            side=collapse(conn, store),
+            side=_collapse_as_caller(conn, info, store),
         )
     conn.execute(statement("clusters_edges", key_type=key_type))
     rank = sql.SQL("p.distance" if isinstance(store, SimHashStore) else "-p.similarity")
@@ -323,6 +323,21 @@ def _components(
         progress("components", rounds, None)
         if not changed:
             return edges, rounds
+
+
+def _collapse_as_caller(conn: PgConnection, info: IndexInfo, store: Store) -> sql.Identifier:
+    """:func:`~simindex.ops.pairs.collapse` as the caller, who reads the source (the owner
+    role may not), its tables shown to the owner role, which writes the clusters from them."""
+    run(conn, back_to_caller())
+    side = collapse(conn, info, store)
+    _share_grouping(conn)
+    run(conn, become_owner())
+    return side
+
+
+def _share_grouping(conn: PgConnection) -> None:
+    """Let the owner role read the caller's temporary tables of :func:`collapse`."""
+    conn.execute(statement("clusters_share_grouping", owner=sql.Identifier(OWNER)))
 
 
 def _source_reader(conn: PgConnection, info: IndexInfo) -> psycopg.ServerCursor[Any]:
@@ -371,6 +386,7 @@ def _exact_edges(
             flush()
     if lines:
         flush()
+    _share_grouping(conn)  # the members are the collapsed rows (clusters_minhash_members)
     run(conn, become_owner())
     return edges
 

@@ -28,7 +28,7 @@ from typing import Any
 from psycopg import sql
 
 from simindex.core import validators
-from simindex.db.catalog import IndexInfo, Store
+from simindex.db.catalog import IndexInfo, Store, lock_source
 from simindex.db.connection import PgConnection
 from simindex.db.keys import key_cursor
 from simindex.db.minhash_store import MinHashStore
@@ -74,15 +74,29 @@ class IdenticalGroup:
     keys: tuple[Any, ...]
 
 
-def collapse(conn: PgConnection, store: Store) -> sql.Identifier:
+def collapse(conn: PgConnection, info: IndexInfo, store: Store) -> sql.Identifier:
     """Make the temporary tables ``simindex_node_of (key, node)`` and ``simindex_distinct`` (one
-    side-table row per node), for this transaction; the latter's name."""
+    side-table row per node), for this transaction; the latter's name.
+
+    Only rows whose key the source holds, as the current role reads it: a deleted row's index
+    rows stay until the worker's sweep, and a role that sees every index row (a worker, an
+    admin, a superuser) would otherwise find them in pairs and clusters. The source is locked
+    and checked first, so its key is compared as the type the catalog recorded."""
+    source = lock_source(conn, info)
     if isinstance(store, SimHashStore):
-        side, identity = store.table(), sql.SQL("fingerprint")
+        side, identity = store.table(), sql.SQL("s.fingerprint")
     else:
-        side, identity = store.table(), sql.SQL("set_hash, sketch")
+        side, identity = store.table(), sql.SQL("s.set_hash, s.sketch")
     conn.execute(statement("pairs_drop_grouping"))
-    conn.execute(statement("pairs_node_of", side=side, identity=identity))
+    conn.execute(
+        statement(
+            "pairs_node_of",
+            side=side,
+            identity=identity,
+            source=source.identifier,
+            key=sql.Identifier(source.key_column),
+        )
+    )
     conn.execute(statement("pairs_distinct", side=side))
     conn.execute(statement("pairs_analyze_grouping"))
     return sql.Identifier("simindex_distinct")
@@ -139,7 +153,7 @@ def verified_classes(
     """Exact verification over collapsed rows (:mod:`.exact_classes`): every class of rows
     with equal shingle sets, and the pairs of classes at the threshold (read as iterated)."""
     sets, candidates, limit = exact_candidates(
-        conn, info, store, threshold, side=collapse(conn, store)
+        conn, info, store, threshold, side=collapse(conn, info, store)
     )
     classes = node_classes(conn, sets)
     every = [each for found in classes.values() for each in found]
@@ -210,7 +224,7 @@ def pairs(
         if progress is not None:
             progress(len(queries), len(queries))
         return
-    side = collapse(conn, store)
+    side = collapse(conn, info, store)
     score = sql.SQL("distance" if simhash else "similarity")
     node_pairs = pairs_queries(
         info, store, max_distance=max_distance, threshold=threshold, side=side

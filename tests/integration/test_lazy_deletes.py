@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from simindex import check, sync
+from simindex import IdenticalGroup, check, sync
 from simindex.core.spec import Method, MinHash, SimHash
 from simindex.errors import KeyNotIndexedError
 from simindex.index import Index, create_index
@@ -178,3 +178,49 @@ def test_a_batch_in_flight_when_a_row_is_deleted_leaves_no_orphan(docs: str) -> 
     assert 5 not in side_keys(docs, "simhash")
     final = check(docs, "docs")
     assert (final.missing, final.stale, final.orphaned) == ([], [], [])
+
+
+def _bulk_keys(index: Index, kind: str, **pairs_arguments: Any) -> set[Any]:
+    """Every key Python's bulk answers name: pairs, identical groups, clusters and their
+    members and survivors."""
+    named: set[Any] = set()
+    for pair in index.pairs(**pairs_arguments):
+        named |= {pair.left, pair.right}
+    for answer in index.pairs(groups=True, **pairs_arguments):
+        if isinstance(answer, IdenticalGroup):
+            named |= set(answer.keys)
+        else:
+            named |= {answer.left, answer.right}
+    report = index.clusters(**pairs_arguments)
+    assert report.rows == 18  # the rows the source holds, not those its deletes left
+    for member in index.cluster_members():
+        named |= {member.cluster_id, member.key}
+    for survivor in index.survivors("pairs"):
+        named |= {survivor.cluster_id, survivor.key}
+    return named
+
+
+@pytest.mark.parametrize(
+    ("kind", "arguments"),
+    [
+        ("simhash", {}),
+        ("minhash", {"verify": "estimate"}),
+        ("minhash", {"verify": "exact"}),
+    ],
+)
+def test_pairs_and_clusters_from_python_never_name_a_deleted_row(
+    docs: str, kind: str, arguments: dict[str, Any]
+) -> None:
+    """A role that sees every index row (here a superuser; the owner and workers too) runs
+    pairs and clusters over side tables still holding the deleted rows until the sweep."""
+    index = create_index(docs, "docs", "docs", "body", method=METHODS[kind])
+    index.build()
+    with psycopg.connect(docs) as conn:
+        # 1 names its cluster (the smallest key) until deleted; 12 has no near copy.
+        conn.execute("DELETE FROM docs WHERE id IN (1, 12)")
+    assert {1, 12} <= side_keys(docs, kind)  # not swept yet
+    named = _bulk_keys(index, kind, **arguments)
+    assert named.isdisjoint({1, 12})
+    assert {2, 3} <= named
+    sync(docs, ["docs"])
+    assert _bulk_keys(index, kind, **arguments) == named

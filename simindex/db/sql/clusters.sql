@@ -94,7 +94,13 @@ LEFT JOIN (
 SELECT key, node FROM simindex_node_of
 
 -- name: clusters_minhash_members
-SELECT s.key, s.key AS node FROM {side} AS s
+-- Every row the source holds (the collapsed rows' table lists them), each its own node.
+SELECT n.key, n.key AS node FROM simindex_node_of AS n
+
+-- name: clusters_share_grouping
+-- The caller made the tables of the collapsed rows (reading the source, which the owner role
+-- may not); the owner role writes the clusters from them.
+GRANT SELECT ON simindex_node_of, simindex_distinct TO {owner}
 
 -- name: clusters_bottom_k_keys
 CREATE TEMP TABLE simindex_bottom_k (key {key_type} NOT NULL, bottom_k bigint NOT NULL)

@@ -1,7 +1,8 @@
 -- name: catalog_token
 -- What an Index checks before using the catalog entry it keeps: the row's identity and
 -- version. Any change of the row (build, state, drop and create again) changes one of them.
-SELECT id, xmin::text FROM {catalog} WHERE name = %(name)s
+-- Every name schema-qualified: a query by key sends it unpinned, on the caller's search_path.
+SELECT id, xmin::pg_catalog.text FROM {catalog} WHERE name OPERATOR(pg_catalog.=) %(name)s
 
 -- name: key_state
 -- Why a key is not in the index: still queued (not synced yet), set aside as failed, the index
@@ -97,8 +98,11 @@ SELECT {columns} FROM {table} LIMIT 0
 -- A query by key, the check of the facade's kept catalog entry and, when the key is not in the
 -- index, why (queued, a failed item, the index broken), in one round trip: the key's state is
 -- looked up only when it is not indexed. When the index was dropped meanwhile this statement
--- fails: in autocommit only, so that the facade can start again from the catalog.
-SELECT c.id, c.xmin::text, i.indexed,
+-- fails: in autocommit only, so that the facade can start again from the catalog. Every name
+-- is schema-qualified (the casts' types, the operators; the query functions set their own path):
+-- the facade sends it on a caller's connection as it is, on the caller's search_path, without
+-- the two round trips of a pin and its restore.
+SELECT c.id, c.xmin::pg_catalog.text, i.indexed,
        CASE WHEN NOT i.indexed THEN
            EXISTS (SELECT 1 FROM {queue} AS w WHERE w.key OPERATOR(pg_catalog.=) %(key)s)
        END,
@@ -114,7 +118,7 @@ LEFT JOIN LATERAL ({query}) AS q ON true
 CROSS JOIN LATERAL (
     SELECT EXISTS (SELECT 1 FROM {table} AS t WHERE t.key OPERATOR(pg_catalog.=) %(key)s)
 ) AS i (indexed)
-WHERE c.name = %(name)s
+WHERE c.name OPERATOR(pg_catalog.=) %(name)s
 ORDER BY {order}
 
 -- name: sync_unlisten

@@ -43,9 +43,12 @@ DROP TABLE IF EXISTS pg_temp.simindex_node_of, pg_temp.simindex_distinct
 -- name: pairs_node_of
 -- Each row's node: the smallest key among the rows identical to it. {identity} is the
 -- fingerprint, or the shingle set's hash and the whole sketch (MinHash): compared in full, not
--- by a hash of them.
+-- by a hash of them. Only rows whose key the source holds (one hash semi-join): a deleted row's
+-- index rows stay until the worker's sweep, and no pair or cluster may name it.
 CREATE TEMP TABLE simindex_node_of ON COMMIT DROP AS
-SELECT key, first_value(key) OVER (PARTITION BY {identity} ORDER BY key) AS node FROM {side}
+SELECT s.key, first_value(s.key) OVER (PARTITION BY {identity} ORDER BY s.key) AS node
+FROM {side} AS s
+WHERE EXISTS (SELECT FROM ONLY {source} AS t WHERE t.{key} OPERATOR(pg_catalog.=) s.key)
 
 -- name: pairs_distinct
 -- One row per node: the band or prefix self-joins run on these only, so a thousand identical
