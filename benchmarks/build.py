@@ -54,6 +54,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--rows", type=int, default=DEFAULT_ROWS, help="short texts loaded")
     parser.add_argument("--rounds", type=int, default=3, help="builds of each kind per side")
     parser.add_argument("--baseline", default="main", help="git commit to compare with")
+    parser.add_argument("--baseline-note", default="", help="what the baseline commit is")
     add_server_options(parser, default="local", embedded="PostgreSQL 18")
     parser.add_argument("--output", type=Path, help="JSON path (default under results/)")
     return parser.parse_args(argv)
@@ -100,7 +101,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         benchmark_server(args.server, SERVER_SETTINGS) as server,
     ):
         baseline_dir = Path(scratch)
-        report["baseline"] = {"ref": args.baseline, "commit": export(args.baseline, baseline_dir)}
+        report["baseline"] = {
+            "ref": args.baseline,
+            "commit": export(args.baseline, baseline_dir),
+            "note": args.baseline_note,
+        }
         report["server"] = {"kind": server.kind, "settings": server.settings}
         log(f"{server_version(server.version)} ({server.kind}); migrating")
         simindex.migrate(server.dsn)
