@@ -418,29 +418,25 @@ class _SortedBatch:
         rotated.ravel()[np.repeat(np.arange(count) * values, values) + order[walked]] = (
             mixed & np.uint64(1)
         ).astype(np.uint8)
-        # Probes: (empty bin, probe) pairs naming a non-empty bin; the first probe wins.
+        # Probes: the (empty bin, probe) pairs that name a non-empty bin, each lending that
+        # bin's bit; written last probe first, so the first probe that finds one wins.
         documents, bins = np.nonzero(nonempty)
         naming, starts = _probed_by(values, seed)
         counts = starts[bins + 1] - starts[bins]
         pair = np.repeat(np.arange(len(bins)), counts)
         entry = naming[
-            np.repeat(starts[bins], counts)
-            + np.arange(len(pair))
-            - np.repeat(np.cumsum(counts) - counts, counts)
+            np.arange(len(pair)) + np.repeat(starts[bins] - np.cumsum(counts) + counts, counts)
         ]
         empty_bin, probe = np.divmod(entry, PROBES)
-        document = documents[pair]
-        open_ = ~nonempty[document, empty_bin]
-        key = (document[open_] * values + empty_bin[open_]) * PROBES + probe[open_]
-        lender = bins[pair[open_]]
-        first = np.argsort(key, kind="stable")
-        key, lender = key[first], lender[first]
-        cell = key // PROBES
-        winner = np.ones(len(cell), bool)
-        np.not_equal(cell[1:], cell[:-1], out=winner[1:])
+        owner = documents[pair] * values
+        lent = low.ravel()[owner + bins[pair]]
+        cell = owner + empty_bin
         bits = rotated.ravel()
-        bits[cell[winner]] = low.ravel()[(cell[winner] // values) * values + lender[winner]]
-        bits = np.where(nonempty.ravel(), low.ravel(), bits)
+        for step_back in range(PROBES - 1, -1, -1):
+            chosen = probe == step_back
+            bits[cell[chosen]] = lent[chosen]
+        filled = documents * values + bins
+        bits[filled] = low.ravel()[filled]
         return np.packbits(bits.reshape(count, values), axis=1)
 
 
