@@ -336,7 +336,43 @@ def by_key() -> str:
     return table(["results", "method", "path", "p50 / p99", "p50 over the typed function"], rows)
 
 
+def build_runs() -> str:
+    """``benchmarks/build.py``: builds of this checkout beside a baseline commit, interleaved."""
+    rows = []
+    for name in sorted(p.name for p in RESULTS.glob("build-*.json")):
+        data = load(name)
+        for kind, figures in data.get("summary", {}).items():
+            base, this = figures["baseline"], figures["this"]
+            rows.append(
+                [
+                    source(name),
+                    kind,
+                    n(data["data"]["rows"]),
+                    f"{n(base['median_seconds'], 2)} / {n(this['median_seconds'], 2)} s",
+                    f"{figures['ratio_this_to_baseline']:.2f}",
+                    f"{n(base['median_cpu_seconds']['total'], 1)} / "
+                    f"{n(this['median_cpu_seconds']['total'], 1)} s",
+                    f"{figures['cpu_ratio_this_to_baseline']:.2f}",
+                    n(this["extrapolated_1m_seconds"], 1),
+                ]
+            )
+    return table(
+        [
+            "results",
+            "index",
+            "rows",
+            "baseline / this, median",
+            "ratio",
+            "CPU baseline / this",
+            "CPU ratio",
+            "1M rows, extrapolated s",
+        ],
+        rows,
+    )
+
+
 TABLES: dict[str, Callable[[], str]] = {
+    "build-runs": build_runs,
     "by-key": by_key,
     "machines": machines,
     "query": query,
