@@ -82,7 +82,8 @@ SELECT pg_catalog.set_config('check_function_bodies',
                              pg_catalog.current_setting('simindex.check_function_bodies'), true);
 
 -- The shingle set's hash (identical sets), one 32-bit key per LSH band, and the one-bit
--- sketch the similarity is estimated from (last: the one column of variable width).
+-- sketch the similarity is estimated from (last: the one column of variable width). A
+-- build's staging table gets its primary key after the load (add_primary_key).
 CREATE TABLE "simindex"."docs_minhash" (
     key bigint PRIMARY KEY,
     set_hash bigint NOT NULL,

@@ -84,7 +84,8 @@ SELECT pg_catalog.set_config('check_function_bodies',
 -- One row per document: the fingerprint, the prefix of each Manku table but the first (its
 -- prefix bits packed into the smallest integer type that holds them, simhash_store.prefix_type)
 -- and the key, in the order that wastes no alignment padding. The first table's prefix is the
--- fingerprint's top bits: its index is on the fingerprint itself.
+-- fingerprint's top bits: its index is on the fingerprint itself. A build's staging table
+-- gets its primary key after the load (add_primary_key): one sort, not an insert a row.
 CREATE TABLE "simindex"."docs_simhash" (
     fingerprint bigint NOT NULL,
     "p1" smallint NOT NULL,
