@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from typing import Any
 
 import psycopg
@@ -355,5 +356,61 @@ def test_a_repeatable_read_insert_after_a_batch_rewrote_the_deleted_row_fails_to
     assert 3 not in side_keys(docs, kind)
     assert 3 not in answers(docs, index, kind, 1)
     sync(docs, ["docs"])
+    final = check(docs, "docs")
+    assert (final.missing, final.stale, final.orphaned) == ([], [], [])
+
+
+def _following(dsn: str, **options: Any) -> tuple[threading.Thread, threading.Event]:
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=sync, args=(dsn, ["docs"]), kwargs={"follow": True, "stop": stop, **options}
+    )
+    thread.start()
+    return thread, stop
+
+
+def _wait_for(condition: Any, seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def test_a_following_worker_sweeps_at_most_once_per_sweep_delay(docs: str) -> None:
+    """Each sweep is a full anti-join: deletes wait sweep_delay seconds (the oldest one's
+    age) while the worker keeps indexing; a sync that does not follow sweeps before it ends."""
+    index = create_index(docs, "docs", "docs", "body", method=METHODS["simhash"])
+    index.build()
+    thread, stop = _following(docs, sweep_delay=3600.0, heartbeat=0.2)
+    try:
+        with psycopg.connect(docs) as conn:
+            conn.execute("DELETE FROM docs WHERE id = 2")
+        with psycopg.connect(docs) as conn:
+            conn.execute("INSERT INTO docs VALUES (21, %s)", (TEXT,))
+        _wait_for(lambda: 21 in side_keys(docs, "simhash"))  # the worker is at work
+        time.sleep(1.0)  # passes over an empty queue, a heartbeat each
+        assert pending_deletes(docs) == 1 and 2 in side_keys(docs, "simhash")
+        assert 2 not in answers(docs, index, "simhash", 1)
+    finally:
+        stop.set()
+        thread.join(30)
+    report = sync(docs, ["docs"])
+    assert report.removed == 1 and pending_deletes(docs) == 0
+    final = check(docs, "docs")
+    assert (final.missing, final.stale, final.orphaned) == ([], [], [])
+
+
+def test_a_following_worker_sweeps_once_the_oldest_delete_is_due(docs: str) -> None:
+    """No notification comes when a delete becomes due: the worker's wait ends then."""
+    create_index(docs, "docs", "docs", "body", method=METHODS["simhash"]).build()
+    thread, stop = _following(docs, sweep_delay=1.0, heartbeat=600.0)
+    try:
+        with psycopg.connect(docs) as conn:
+            conn.execute("DELETE FROM docs WHERE id IN (2, 3)")
+        _wait_for(lambda: pending_deletes(docs) == 0, 20.0)
+        assert side_keys(docs, "simhash").isdisjoint({2, 3})
+    finally:
+        stop.set()
+        thread.join(30)
     final = check(docs, "docs")
     assert (final.missing, final.stale, final.orphaned) == ([], [], [])

@@ -262,8 +262,10 @@ SELECT pg_catalog.pg_advisory_xact_lock(%(class)s, %(key)s)
 -- index rows back, and its statements see what they wrote.
 SELECT pg_catalog.pg_advisory_xact_lock_shared(%(class)s, %(key)s)
 
--- name: sync_deletes_pending
-SELECT EXISTS (SELECT FROM {deletes})
+-- name: sync_deletes_due
+-- Seconds until the oldest recorded delete is %(delay)s seconds old (0 or less: a sweep is due);
+-- NULL when none is recorded. The table holds one row per DELETE statement since the last sweep.
+SELECT (EXTRACT(epoch FROM min(deleted_at) - now()) + %(delay)s)::float8 FROM {deletes}
 
 -- name: sync_sweep_begin
 -- A sweep's locks, for its transaction: none while a build holds its lock (the build's
