@@ -376,13 +376,14 @@ def peers(report: dict[str, Any], dsn: str, peer_rows: int) -> None:
     lsh = measured(
         dsn,
         child_datasketch_peer,
-        side_table(dsn, "prefix_minhash"),
+        "prefix_minhash",
         MINHASH_THRESHOLD,
         NUM_PERM,
     )
     lsh_found = set(map(tuple, lsh.pop("found")))
     result["minhash"] = {
-        "input": "our stored 128-value signatures of the prefix, fed to each; datasketch's "
+        "input": "our 128-value signatures of the prefix (computed from the texts as the "
+        "index does; it stores band keys and a sketch), fed to each; datasketch's "
         "candidates checked by estimated Jaccard >= threshold afterwards (not timed)",
         "ours": ours,
         "datasketch": lsh,

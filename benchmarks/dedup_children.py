@@ -228,28 +228,43 @@ def child_simhash_peer(
 
 
 def child_datasketch_peer(
-    started: float, dsn: str, signatures: sql.Identifier, threshold: float, num_perm: int
+    started: float, dsn: str, name: str, threshold: float, num_perm: int
 ) -> dict[str, Any]:
     """datasketch: a ``MinHashLSH`` with every row inserted, then queried with every row; the
-    candidate pairs it returns, and those whose estimated Jaccard reaches ``threshold``."""
+    candidate pairs it returns, and those whose estimated Jaccard reaches ``threshold``.
+
+    Fed the ``num_perm``-value signatures index ``name`` computes from each row's text (its
+    table stores band keys and a sketch, not the values), made before the clock starts."""
     _adopt_clock(started)
     from datasketch import MinHash as DatasketchMinHash
     from datasketch import MinHashLSH
 
     before = max_rss_mb()
+    info = Index(dsn, name).info()
+    spec, source = info.spec, info.source
     permutations = DatasketchMinHash(num_perm=num_perm, scheme="affine64").permutations
     keys: list[int] = []
-    sketches = []
-    begin = time.perf_counter()
+    texts: list[str | None] = []
     with psycopg.connect(dsn) as conn:
-        for key, signature in _side_rows(
-            conn, sql.SQL("SELECT key, signature FROM {} ORDER BY key").format(signatures)
+        for key, text in _side_rows(
+            conn,
+            sql.SQL("SELECT {}, {} FROM {}.{} ORDER BY 1").format(
+                sql.Identifier(source.key_column),
+                sql.Identifier(source.text_column),
+                sql.Identifier(source.schema),
+                sql.Identifier(source.table),
+            ),
         ):
             keys.append(int(key))
-            values = to_unsigned_array(np.array(signature, dtype=np.int64))
-            sketches.append(
-                DatasketchMinHash(scheme="affine64", hashvalues=values, permutations=permutations)
-            )
+            texts.append(text)
+    values, lengths = spec.hasher.signature_matrix(spec.features(texts))
+    present = lengths > 0
+    keys = [key for key, keep in zip(keys, present.tolist(), strict=True) if keep]
+    begin = time.perf_counter()
+    sketches = [
+        DatasketchMinHash(scheme="affine64", hashvalues=row, permutations=permutations)
+        for row in values[present]
+    ]
     objects_seconds = time.perf_counter() - begin
     input_rss = max_rss_mb()
     log(f"  datasketch: {len(sketches):,} MinHash objects read in {objects_seconds:.1f} s")

@@ -167,7 +167,7 @@ def side_bytes(dsn: str, index: Index) -> float:
             "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
             "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'simindex' "
             "AND c.relkind = 'r' AND c.relname ~ %s",
-            (f"^{index.name}_(simhash|signatures|bands)$",),
+            (f"^{index.name}_(simhash|minhash)$",),
         ).fetchone()
     return round(int(tables[0]) / max(1, index.info().row_count), 1)  # type: ignore[index]
 

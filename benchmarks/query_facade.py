@@ -17,9 +17,10 @@ from pgserver import Conn
 from psycopg import sql
 from psycopg.pq import Trace
 from report import latency_ms, timed_calls
-from sqlalchemy import create_engine
+from sqlalchemy import BigInteger, create_engine, select
 from sqlalchemy.engine import Engine
 
+import simindex.sqlalchemy as sa_query
 from simindex.core.spec import IndexSpec
 from simindex.db.statements import statement
 from simindex.index import Index
@@ -211,3 +212,240 @@ def key_paths(dsn: str, name: str, key_type: str, keys: Sequence[int], method: s
         },
         "targets_ms": {"sql_dispatch": 0.05, "python_engine": 0.15},
     }
+
+
+# --- The layers of one query, side by side (python benchmarks/query_facade.py) ---------------
+
+LAYER_TARGET_MS = 0.10
+"""Issue 22: Python by key at most the typed SQL function + 0.10 ms p50 (Engine and DSN)."""
+
+
+def _interleaved(
+    paths: dict[str, Callable[[Any], object]],
+    items: Sequence[Any],
+    warm: int,
+    commit: Callable[[], None],
+) -> dict[str, list[float]]:
+    """Each item through every path, the paths' order shuffled per item (a noisy moment of
+    the machine hits all alike); the first ``warm`` items untimed."""
+    seconds: dict[str, list[float]] = {path: [] for path in paths}
+    order = list(paths.items())
+    shuffler = random.Random(7)
+    for turn, item in enumerate([*items[:warm], *items]):
+        shuffler.shuffle(order)
+        for path, call in order:
+            begin = time.perf_counter()
+            call(item)
+            if turn >= warm:
+                seconds[path].append(time.perf_counter() - begin)
+        if turn % 100 == 99:
+            commit()  # a caller's transaction is not held for ever
+    return seconds
+
+
+def _summary(seconds: dict[str, list[float]], floor: str) -> dict[str, Any]:
+    latencies = {path: latency_ms(values) for path, values in seconds.items()}
+    base = latencies[floor]
+    return {
+        "latency": latencies,
+        "p50_over_floor_ms": {
+            path: round(latency["p50_ms"] - base["p50_ms"], 4)
+            for path, latency in latencies.items()
+        },
+        "p99_over_floor_ms": {
+            path: round(latency["p99_ms"] - base["p99_ms"], 4)
+            for path, latency in latencies.items()
+        },
+        "floor": floor,
+    }
+
+
+def layers(
+    dsn: str, name: str, keys: Sequence[int], texts: Sequence[str], method: str
+) -> dict[str, Any]:
+    """A query by key and by text through every layer, interleaved key by key: the typed SQL
+    function prepared on a psycopg connection in autocommit (the floor), ``Index`` on an
+    Engine, on a DSN string and in a caller's Connection, and the SQLAlchemy selectable
+    (built per call without a bind, run in a caller's Connection)."""
+    simhash = method == "simhash"
+    engine = sqlalchemy_engine(dsn)
+    info = Index(dsn, name).info()
+    with psycopg.connect(dsn, autocommit=True) as conn, engine.connect() as connection:
+        measure = "distance" if simhash else "similarity"
+        kind = "near" if simhash else "similar"
+        by_key_sql = (
+            sql.SQL("SELECT key, {} FROM {}(%s)")
+            .format(sql.Identifier(measure), sql.Identifier("simindex", f"{name}_{kind}_key_v1"))
+            .as_bytes(conn)
+        )
+        if simhash:
+            by_text_sql = (
+                sql.SQL("SELECT key, distance FROM {}(%s)")
+                .format(sql.Identifier("simindex", f"{name}_near_v1"))
+                .as_bytes(conn)
+            )
+        else:
+            by_text_sql = (
+                sql.SQL("SELECT key, similarity FROM {}(%s::bit varying, %s, set_hash => %s)")
+                .format(sql.Identifier("simindex", f"{name}_similar_v1"))
+                .as_bytes(conn)
+            )
+        indexes = {
+            "engine": Index(engine, name),
+            "dsn": Index(dsn, name),
+            "connection": Index(connection, name),
+        }
+        fingerprinter = indexes["dsn"]
+
+        def arguments(text: str) -> tuple[Any, ...]:
+            from simindex.index import SimilarArguments, _function_arguments
+
+            found = _function_arguments(info, text)
+            if isinstance(found, SimilarArguments):
+                return (found.sketch, list(found.band_keys), found.set_hash)
+            return (found,)
+
+        def key_call(index: Index) -> Callable[[Any], object]:
+            if simhash:
+                return index.near_key
+            return lambda key: index.similar(key=key, verify="estimate")
+
+        def text_call(index: Index) -> Callable[[Any], object]:
+            if simhash:
+                return index.near
+            return lambda text: index.similar(text, verify="estimate")
+
+        def selectable_by_key(key: int) -> object:
+            if simhash:
+                found = sa_query.near_key(None, name, key, key_type=BigInteger())
+                measured = found.c.distance
+            else:
+                found = sa_query.similar_key(None, name, key, key_type=BigInteger())
+                measured = found.c.similarity
+            return connection.execute(select(found.c.key, measured)).all()
+
+        def selectable_by_text(text: str) -> object:
+            found = (
+                sa_query.near(connection, name, text)
+                if simhash
+                else sa_query.similar(connection, name, text)
+            )
+            return connection.execute(select(found.c.key, found.c[measure])).all()
+
+        key_paths_: dict[str, Callable[[Any], object]] = {
+            "sql_typed": lambda key: conn.execute(by_key_sql, (key,), prepare=True).fetchall(),
+            **{f"index_{how}": key_call(index) for how, index in indexes.items()},
+            "sqlalchemy_selectable": selectable_by_key,
+        }
+        given = {text: arguments(text) for text in texts}
+        text_paths: dict[str, Callable[[Any], object]] = {
+            "sql_typed_fingerprint_given": lambda text: conn.execute(
+                by_text_sql, given[text], prepare=True
+            ).fetchall(),
+            "sql_typed_fingerprinted_here": lambda text: conn.execute(
+                by_text_sql, arguments(text), prepare=True
+            ).fetchall(),
+            **{f"index_{how}": text_call(index) for how, index in indexes.items()},
+            "sqlalchemy_selectable": selectable_by_text,
+        }
+        fingerprinter.info()
+        by_key = _interleaved(key_paths_, keys, 100, connection.commit)
+        by_text = _interleaved(text_paths, texts, 50, connection.commit)
+        connection.commit()
+        profiles = {
+            f"index_{how}_by_key": facade_profile(
+                (lambda call: lambda: call(keys[0]))(key_call(index)), 300
+            )
+            for how, index in indexes.items()
+            if how != "connection"
+        }
+        connection.commit()
+    engine.dispose()
+    key_summary = _summary(by_key, "sql_typed")
+    over = key_summary["p50_over_floor_ms"]
+    return {
+        "keys": len(keys),
+        "texts": len(texts),
+        "by_key": {
+            **key_summary,
+            "target_p50_over_floor_ms": LAYER_TARGET_MS,
+            "target_met": {
+                path: over[path] <= LAYER_TARGET_MS for path in ("index_engine", "index_dsn")
+            },
+        },
+        "by_text": _summary(by_text, "sql_typed_fingerprinted_here"),
+        "traces": {
+            "index_engine_by_key": facade_trace(dsn, lambda index: key_call(index)(keys[0]), name),
+        },
+        "profiles": profiles,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    import argparse
+    import os
+
+    from dataset import make_dataset
+    from pgserver import add_server_options, benchmark_server, load_table, prewarm
+    from query_plan import SERVER_SETTINGS
+    from report import log, new_result, write_result
+
+    import simindex
+    from simindex.core.spec import MinHash, SimHash
+    from simindex.db.catalog import store_of
+    from simindex.index import create_index
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    add_server_options(parser)
+    parser.add_argument("--rows", type=int, default=150_000)
+    parser.add_argument("--keys", type=int, default=2000)
+    parser.add_argument("--texts", type=int, default=500)
+    parser.add_argument(
+        "--output", type=Path, default=Path(__file__).parent / "results" / "query-facade.json"
+    )
+    args = parser.parse_args(argv)
+    if args.rows > 200_000:
+        raise SystemExit("at most 200k rows: the machine is shared (1M is for a quiet one)")
+    report = new_result("query_facade", argv)
+    report["scale_note"] = (
+        f"{args.rows:,} rows, not 1M: measured on a machine shared by several engineers "
+        "(2 cores, loaded); the overheads are per call and do not grow with the table"
+    )
+    with benchmark_server(args.server, {**SERVER_SETTINGS, "shared_buffers": "512MB"}) as server:
+        dsn = server.dsn
+        simindex.migrate(dsn)
+        log(f"data: {args.rows:,} documents")
+        dataset = make_dataset(args.rows, None)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            report["data"] = load_table(conn, "documents", enumerate(dataset.texts, start=1))
+        create_index(dsn, "docs", "documents", "body", method=SimHash(max_distance=3)).build()
+        create_index(dsn, "mh", "documents", "body", method=MinHash(threshold=0.8)).build()
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            for name in ("docs", "mh"):
+                prewarm(conn, store_of(Index(dsn, name).info()).side_tables())
+            prewarm(conn, [sql.Identifier("documents")])
+        chooser = random.Random(11)
+        planted = [p.copy for p in dataset.planted]
+        keys = chooser.sample(planted, min(len(planted), args.keys // 4))
+        keys += chooser.sample(range(1, args.rows + 1), args.keys - len(keys))
+        texts = [dataset.texts[key - 1] for key in chooser.sample(keys, args.texts)]
+        report["simhash"] = layers(dsn, "docs", keys, texts, "simhash")
+        log("SimHash done")
+        report["minhash"] = layers(dsn, "mh", keys, texts, "minhash")
+        report["server"] = {"kind": server.kind, "version": server.version}
+    report["cpu_count"] = os.cpu_count()
+    write_result(args.output, report, server.version)
+    for method in ("simhash", "minhash"):
+        for part in ("by_key", "by_text"):
+            found = report[method][part]
+            print(f"\n{method} {part} (floor: {found['floor']})")
+            for path, latency in found["latency"].items():
+                print(
+                    f"  {path:32s} p50 {latency['p50_ms']:7.3f} ms  p99 {latency['p99_ms']:7.3f} ms"
+                    f"  +{found['p50_over_floor_ms'][path]:.3f} ms p50"
+                )
+    print(f"\nwritten: {args.output}")
+
+
+if __name__ == "__main__":
+    main()

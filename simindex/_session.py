@@ -9,7 +9,13 @@ from contextlib import contextmanager
 import psycopg
 from sqlalchemy.engine import Connection
 
-from simindex.db.connection import Bind, PgConnection, autocommit_connection, transaction
+from simindex.db.connection import (
+    Bind,
+    PgConnection,
+    autocommit_connection,
+    in_transaction,
+    transaction,
+)
 from simindex.errors import SchemaNotMigratedError
 
 
@@ -24,15 +30,25 @@ def session(bind: Bind, index_schema: str) -> Iterator[PgConnection]:
 
 
 @contextmanager
-def reading(bind: Bind, index_schema: str) -> Iterator[PgConnection]:
+def reading(bind: Bind, index_schema: str, *, pin: bool = True) -> Iterator[PgConnection]:
     """A connection for queries: the caller's, in their transaction; else one from the pool
-    in autocommit (each statement reads committed data; no BEGIN or COMMIT to wait for)."""
+    in autocommit (each statement reads committed data; no BEGIN or COMMIT to wait for).
+    ``pin=False``: a caller's connection on its own search_path, for statements that
+    schema-qualify every name (the query by key; :func:`simindex.db.connection.pinned` for
+    the others)."""
     if isinstance(bind, Connection):
-        with session(bind, index_schema) as conn:
-            yield conn
+        if pin:
+            with session(bind, index_schema) as conn:
+                yield conn
+            return
+        try:
+            with in_transaction(bind) as conn:
+                yield conn
+        except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName) as exc:
+            raise unmigrated(exc, index_schema) from exc
         return
     try:
-        with autocommit_connection(bind) as conn:
+        with autocommit_connection(bind, pin=pin) as conn:
             yield conn
     except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName) as exc:
         raise unmigrated(exc, index_schema) from exc

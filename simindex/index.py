@@ -248,7 +248,7 @@ class Index:
     ) -> list[Match]:
         """Rows within ``max_distance`` bits of the row with ``key`` (itself excluded), the
         nearest ``limit`` of them when given."""
-        with reading(self.bind, self.index_schema) as conn:
+        with reading(self.bind, self.index_schema, pin=False) as conn:  # by_key pins if need be
             _, rows = by_key_op.by_key(conn, self._kept, key, "distance", max_distance, limit)
         return [Match(found_key, distance) for found_key, distance in rows]
 
@@ -271,11 +271,12 @@ class Index:
         with 128 values). ``limit`` keeps the most similar rows only.
         """
         mode = similar_op.verify_mode(verify)
-        with reading(self.bind, self.index_schema) as conn:
-            if mode == "estimate" and key is not None and text is None:
+        if mode == "estimate" and key is not None and text is None:
+            with reading(self.bind, self.index_schema, pin=False) as conn:  # see near_key
                 info, rows = by_key_op.by_key(conn, self._kept, key, "similarity", threshold, limit)
-                _warn_below_threshold(info, threshold)
-                return [Similar(found_key, float(value)) for found_key, value in rows]
+            _warn_below_threshold(info, threshold)
+            return [Similar(found_key, float(value)) for found_key, value in rows]
+        with reading(self.bind, self.index_schema) as conn:
             info, store = self._ready(conn)
             if not isinstance(store, MinHashStore):
                 raise TypeError(f"index {self.name!r} is a SimHash index: use near()")

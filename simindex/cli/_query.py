@@ -139,7 +139,7 @@ def add_fingerprint(commands: Subparsers, common: argparse.ArgumentParser) -> No
         description="Compute the fingerprint of a text (TEXT, --file, or stdin with '-') as "
         "index NAME computes it, in the form its SQL functions take: SimHash as a signed "
         "bigint (the unsigned 64-bit value minus 2**63) for <NAME>_near_v1(fingerprint => ...); "
-        "MinHash as the signature and band_keys arrays of <NAME>_similar_v1.",
+        "MinHash as the sketch, band_keys and set_hash arguments of <NAME>_similar_v1.",
     )
     parser.add_argument("name", metavar="NAME", help="the index")
     parser.add_argument(

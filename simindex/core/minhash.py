@@ -25,6 +25,7 @@ could change between library versions: stored signatures stay comparable.
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -286,16 +287,15 @@ class MinHasher:
         else:
             sizes = np.fromiter(map(len, documents), np.int64, len(documents))
             lengths = np.where(sizes > 0, self.num_perm, 0)
-        for row, hashes in enumerate(documents):
-            if not len(hashes):
-                continue
-            distinct = _distinct(np.asarray(hashes, np.uint64))
-            ordered = np.sort(_mixed(distinct, self.seed))
+        present = [row for row, hashes in enumerate(documents) if len(hashes)]
+        for start in range(0, len(present), _BATCH_DOCUMENTS):
+            rows = present[start : start + _BATCH_DOCUMENTS]
+            batch = _SortedBatch.of([documents[row] for row in rows], self.seed)
             if self.scheme is Scheme.ONE_PERMUTATION:
-                result[row, : self.num_perm] = self._one_permutation(ordered)
-            packed = sketch(ordered, sketch_bits, 1, self.seed)
-            result[row, self.num_perm : width - 1] = packed.view(">u8")
-            result[row, -1] = set_hash(distinct)
+                result[rows, : self.num_perm] = batch.one_permutation(self.num_perm, self.seed)
+            packed = batch.sketches(sketch_bits, self.seed)
+            result[rows, self.num_perm : width - 1] = packed.view(">u8")
+            result[rows, -1] = batch.set_hashes()
         return result, lengths
 
     def _one_permutation(self, ordered: NDArray[np.uint64]) -> NDArray[np.uint64]:
@@ -309,6 +309,151 @@ class MinHasher:
             source = candidates[np.arange(len(empty)), nonempty[candidates].argmax(axis=1)]
             values[empty] = values[source]
         return values
+
+
+_BATCH_DOCUMENTS = 256
+"""Documents whose sketches :meth:`MinHasher.rows` computes together (a few MiB of arrays)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _SortedBatch:
+    """Documents' distinct feature hashes and their mixed hashes, sorted per document, all in
+    flat arrays: what :meth:`MinHasher.rows` computes for many documents at once, with the
+    same results as :func:`sketch` and :meth:`MinHasher._one_permutation` document by
+    document (``tests/unit/test_minhash_batch.py``)."""
+
+    distinct: NDArray[np.uint64]
+    """Each document's distinct hashes, ascending, documents one after another."""
+    cuts: NDArray[np.intp]
+    """Where each document's hashes start in ``distinct`` and ``mixed``, and the end."""
+    mixed: NDArray[np.uint64]
+    """Each document's mixed hashes, ascending."""
+    document: NDArray[np.intp]
+    """The document of each mixed hash."""
+
+    @classmethod
+    def of(cls, documents: Sequence[NDArray[np.uint64]], seed: int) -> _SortedBatch:
+        sizes = np.fromiter(map(len, documents), np.intp, len(documents))
+        owner = np.repeat(np.arange(len(documents)), sizes)
+        hashes = np.concatenate([np.asarray(d, np.uint64) for d in documents])
+        order = np.lexsort((hashes, owner))
+        hashes, owner = hashes[order], owner[order]
+        keep = np.ones(len(hashes), bool)
+        np.logical_or(hashes[1:] != hashes[:-1], owner[1:] != owner[:-1], out=keep[1:])
+        distinct, owner = hashes[keep], owner[keep]
+        cuts = np.searchsorted(owner, np.arange(len(documents) + 1))
+        mixed = _mixed(distinct, seed)
+        order = np.lexsort((mixed, owner))
+        return cls(distinct, cuts, mixed[order], owner[order])
+
+    def set_hashes(self) -> NDArray[np.uint64]:
+        """:func:`set_hash` of each document."""
+        bounds = self.cuts.tolist()
+        return np.array(
+            [set_hash(self.distinct[a:b]) for a, b in itertools.pairwise(bounds)],
+            np.uint64,
+        )
+
+    def least(self, values: int) -> tuple[NDArray[np.uint64], NDArray[np.bool_]]:
+        """(documents x values) least mixed hash of each bin (0 when empty), and which bins
+        hold one: ascending within a document, a bin's first hash is its least."""
+        count = len(self.cuts) - 1
+        cell = self.document * values + (
+            np.searchsorted(_bin_starts(values), self.mixed, side="right") - 1
+        )
+        first = np.ones(len(cell), bool)
+        np.not_equal(cell[1:], cell[:-1], out=first[1:])
+        least = np.zeros(count * values, np.uint64)
+        least[cell[first]] = self.mixed[first]
+        nonempty = np.zeros(count * values, bool)
+        nonempty[cell[first]] = True
+        return least.reshape(count, values), nonempty.reshape(count, values)
+
+    def one_permutation(self, num_perm: int, seed: int) -> NDArray[np.uint64]:
+        """:meth:`MinHasher._one_permutation` of each document: an empty bin takes the value
+        of the first non-empty bin of its probe order, looked up for the bins still empty
+        only, one step of the order at a time."""
+        least, nonempty = self.least(num_perm)
+        order = _probe_order(num_perm, seed)
+        values = least.copy()
+        documents, bins = np.nonzero(~nonempty)
+        for step in range(num_perm):
+            if not len(bins):
+                break
+            probed = order[bins, step]
+            found = nonempty[documents, probed]
+            values[documents[found], bins[found]] = least[documents[found], probed[found]]
+            documents, bins = documents[~found], bins[~found]
+        return values
+
+    def sketches(self, values: int, seed: int) -> NDArray[np.uint8]:
+        """:func:`sketch` of each document with one bit a value, one row each.
+
+        Only the low bit of each bin's value is kept. A non-empty bin: its least hash's. An
+        empty bin whose probes find a non-empty one: that bin's (found from the non-empty
+        bins, through the probes that name each). Any other: rotation densification, the
+        next non-empty bin along the cyclic order, mixed with the distance.
+        """
+        least, nonempty = self.least(values)
+        count = len(least)
+        low = (least & np.uint64(1)).astype(np.uint8)
+        # Rotation: along the cyclic order, each position takes the next non-empty one at or
+        # after it, wrapping round. Walked from just after a row's last non-empty position
+        # (its ``shift``), the row is runs each ending at a non-empty position (``end``).
+        order = _rotation(values, seed)
+        documents, position = np.nonzero(nonempty[:, order])
+        value = least[documents, order[position]]
+        cuts = np.searchsorted(documents, np.arange(count + 1))
+        last = position[cuts[1:] - 1]
+        end = position + (values - 1) - last[documents]
+        length = np.diff(end, prepend=-1)
+        length[cuts[:-1]] = end[cuts[:-1]] + 1
+        step = np.tile(np.arange(values), count)
+        distance = (np.repeat(end, length) - step).astype(np.uint64)
+        borrowed = np.repeat(value, length)
+        mixed = np.where(distance > 0, fmix64(borrowed + distance * _GOLDEN), borrowed)
+        walked = np.repeat(last + 1, values) + step
+        walked -= values * (walked >= values)
+        rotated = np.empty((count, values), np.uint8)
+        rotated.ravel()[np.repeat(np.arange(count) * values, values) + order[walked]] = (
+            mixed & np.uint64(1)
+        ).astype(np.uint8)
+        # Probes: (empty bin, probe) pairs naming a non-empty bin; the first probe wins.
+        documents, bins = np.nonzero(nonempty)
+        naming, starts = _probed_by(values, seed)
+        counts = starts[bins + 1] - starts[bins]
+        pair = np.repeat(np.arange(len(bins)), counts)
+        entry = naming[
+            np.repeat(starts[bins], counts)
+            + np.arange(len(pair))
+            - np.repeat(np.cumsum(counts) - counts, counts)
+        ]
+        empty_bin, probe = np.divmod(entry, PROBES)
+        document = documents[pair]
+        open_ = ~nonempty[document, empty_bin]
+        key = (document[open_] * values + empty_bin[open_]) * PROBES + probe[open_]
+        lender = bins[pair[open_]]
+        first = np.argsort(key, kind="stable")
+        key, lender = key[first], lender[first]
+        cell = key // PROBES
+        winner = np.ones(len(cell), bool)
+        np.not_equal(cell[1:], cell[:-1], out=winner[1:])
+        bits = rotated.ravel()
+        bits[cell[winner]] = low.ravel()[(cell[winner] // values) * values + lender[winner]]
+        bits = np.where(nonempty.ravel(), low.ravel(), bits)
+        return np.packbits(bits.reshape(count, values), axis=1)
+
+
+@functools.lru_cache(maxsize=8)
+def _probed_by(values: int, seed: int) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+    """The probes naming each bin: ``naming[starts[b]:starts[b + 1]]`` are the flat indexes
+    (empty bin * PROBES + probe) of :func:`_probes` whose bin is ``b``."""
+    probed = _probes(values, seed).ravel()
+    naming = np.argsort(probed, kind="stable")
+    starts = np.searchsorted(probed[naming], np.arange(values + 1))
+    naming.setflags(write=False)
+    starts.setflags(write=False)
+    return naming, starts
 
 
 @functools.lru_cache(maxsize=8)

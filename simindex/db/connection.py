@@ -136,10 +136,15 @@ def _open_pinned(dsn: str) -> PgConnection:
 
 
 @contextmanager
-def autocommit_connection(bind: Engine | str) -> Iterator[PgConnection]:
+def autocommit_connection(bind: Engine | str, *, pin: bool = True) -> Iterator[PgConnection]:
     """A psycopg connection from the pool of ``bind`` (an Engine or a DSN string), in
     autocommit while it is lent: for reads, which then need no BEGIN or COMMIT round trips.
-    Taken without a SQLAlchemy Connection around it, which a query by key would notice."""
+    Taken without a SQLAlchemy Connection around it, which a query by key would notice.
+
+    ``pin=False`` lends a caller's Engine's connection on the caller's own search_path, with
+    no round trip to pin it and set it back: only for statements that name every function,
+    operator and type with its schema (the caller pins it with :func:`pinned` for any other).
+    A DSN string's connection is pinned for its whole life either way."""
     engine = engine_for(bind) if isinstance(bind, str) else bind
     _check_driver(engine)
     pooled = engine.raw_connection()
@@ -149,8 +154,8 @@ def autocommit_connection(bind: Engine | str) -> Iterator[PgConnection]:
             raise TypeError("simindex needs the psycopg (version 3) driver")
         conn.autocommit = True
         try:
-            if isinstance(bind, str):
-                yield conn  # pinned once, when it was opened
+            if isinstance(bind, str) or not pin:
+                yield conn  # pinned once, when it was opened; or not pinned: see above
             else:
                 with pinned(conn):  # the caller's pool: their path back afterwards
                     yield conn
@@ -159,6 +164,17 @@ def autocommit_connection(bind: Engine | str) -> Iterator[PgConnection]:
                 conn.autocommit = False
     finally:
         pooled.close()
+
+
+@contextmanager
+def in_transaction(connection: Connection) -> Iterator[PgConnection]:
+    """The psycopg connection under a caller's Connection, in their transaction (begun here if
+    none was), left open and not pinned: for statements that name every function, operator
+    and type with its schema (see :func:`autocommit_connection`)."""
+    _check_driver(connection.engine)
+    if not connection.in_transaction():
+        connection.begin()
+    yield raw_connection(connection)
 
 
 def raw_connection(connection: Connection) -> PgConnection:

@@ -40,23 +40,28 @@ class KeptEntry:
         self.name = name
         self.entry: Entry | None = None
         self._by_key: tuple[tuple[Any, ...], bytes] | None = None
+        self._token: bytes | None = None
 
     def ready(self, conn: PgConnection) -> Entry:
         """The entry, read again if its catalog row changed (one prepared statement when it
         did not); IndexNotFoundError when there is no such index, IndexNotReadyError when it
         cannot answer."""
-        token = conn.execute(
-            statement("catalog_token", catalog=catalog(self.schema)),
-            {"name": self.name},
-            prepare=True,
-        ).fetchone()
+        token = self.token(conn)
         if token is None:
             self.entry = None
             raise IndexNotFoundError(f"no index named {self.name!r}")
-        if self.entry is None or self.entry.token != tuple(token[:2]):
+        if self.entry is None or self.entry.token != token:
             info, store = ready_index(conn, self.schema, self.name)
-            self.entry = Entry(tuple(token[:2]), info, store)
+            self.entry = Entry(token, info, store)
         return self.entry
+
+    def token(self, conn: PgConnection) -> tuple[Any, ...] | None:
+        """The catalog row's (id, xmin) now, None when there is no such index (one prepared
+        statement, every name schema-qualified: it may be sent unpinned)."""
+        if self._token is None:
+            self._token = statement("catalog_token", catalog=catalog(self.schema)).as_bytes(conn)
+        row = conn.execute(self._token, {"name": self.name}, prepare=True).fetchone()
+        return None if row is None else tuple(row[:2])
 
     def by_key_statement(self, conn: PgConnection, entry: Entry) -> bytes:
         """``facade_by_key`` for ``entry``'s index: the check of the entry, the query by key

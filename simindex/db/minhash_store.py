@@ -14,7 +14,7 @@ Hashing", WWW 2010: each candidate is scored from one bit of many more values.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -212,18 +212,27 @@ class MinHashStore:
         values: NDArray[np.uint64],
         staging: bool = False,
     ) -> None:
+        self.copy_text(conn, [self.copy_lines(keys, values)], staging)
+
+    def copy_lines(self, keys: Sequence[object], values: NDArray[np.uint64]) -> str:
+        """The rows of ``keys`` as COPY text (:meth:`copy_text` writes it); a pure function of
+        its arguments, so build's worker processes make it."""
         rows = self.stored(values)
-        lines = "".join(
+        return "".join(
             f"{field(key)}\t{set_hash}\t{chr(9).join(map(str, bands))}\t{sketch}\n"
             for key, set_hash, bands, sketch in zip(
                 keys, rows.set_hashes.tolist(), rows.bands.tolist(), rows.sketches, strict=True
             )
         )
+
+    def copy_text(self, conn: PgConnection, chunks: Iterable[str], staging: bool = False) -> None:
+        """One COPY of rows made by :meth:`copy_lines`."""
         query = statement(
             "minhash_copy", table=self.table(staging), columns=sql.SQL(", ").join(self.columns)
         )
         with conn.cursor().copy(query) as copy:
-            copy.write(lines)
+            for chunk in chunks:
+                copy.write(chunk)
 
     def side_tables(self) -> list[sql.Identifier]:
         return [self.table()]

@@ -78,6 +78,11 @@ def _prefix_sql(table: MankuTable, fingerprint: sql.Composable) -> sql.Composabl
     )
 
 
+def _lines(rows: Iterable[tuple[object, ...]]) -> str:
+    """(key, integer, ...) rows as COPY text."""
+    return "".join(field(row[0]) + "\t" + "\t".join(map(str, row[1:])) + "\n" for row in rows)
+
+
 @dataclass(frozen=True, slots=True)
 class SimHashStore:
     """Names and statements of one SimHash index's objects in ``schema``."""
@@ -299,10 +304,23 @@ class SimHashStore:
         rows: Iterable[tuple[object, ...]],
         staging: bool = False,
     ) -> None:
+        self.copy_text(conn, [_lines(rows)], staging)
+
+    def copy_lines(self, keys: Sequence[object], fingerprints: NDArray[np.uint64]) -> str:
+        """The side-table rows of ``keys`` as COPY text (:meth:`copy_text` writes it); a pure
+        function of its arguments, so build's worker processes make it."""
+        columns = [to_signed_array(fingerprints)]
+        columns += [prefix_array(t, fingerprints) for t in self.design.tables[1:]]
+        line = "\t".join(["%s"] * (1 + len(columns))) + "\n"
+        values = zip(map(field, keys), *(column.tolist() for column in columns), strict=True)
+        return "".join(map(line.__mod__, values))
+
+    def copy_text(self, conn: PgConnection, chunks: Iterable[str], staging: bool = False) -> None:
+        """One COPY of rows made by :meth:`copy_lines`."""
         query = statement("simhash_copy", table=self.table(staging), columns=self._column_list())
-        lines = "".join(field(row[0]) + "\t" + "\t".join(map(str, row[1:])) + "\n" for row in rows)
         with conn.cursor().copy(query) as copy:
-            copy.write(lines)
+            for chunk in chunks:
+                copy.write(chunk)
 
     def side_tables(self) -> list[sql.Identifier]:
         """The live tables holding this index's rows (what a delete or truncate touches)."""

@@ -15,6 +15,7 @@ loading a table leaves nothing for ``sync`` to do again.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import os
@@ -25,11 +26,11 @@ from typing import Any
 
 import numpy as np
 import psycopg
-from numpy.typing import NDArray
 from psycopg import sql
 from sqlalchemy.engine import Connection
 
 from simindex.core import validators
+from simindex.core.fingerprints import fingerprint_batch
 from simindex.core.frequency import KEPT_SHINGLES, SAMPLE_ROWS, ShingleCounts, count_shingles
 from simindex.core.spec import SPEC_VERSION, IndexSpec, refreshed
 from simindex.db.answers import visible_statements
@@ -54,7 +55,6 @@ from simindex.db.privileges import (
     grants_of,
     warn_if_superuser,
 )
-from simindex.db.simhash_store import SimHashStore
 from simindex.db.source import Source, check_owner, describe, row_count, unfiltered
 from simindex.db.statements import run, statement
 from simindex.db.triggers import Triggers, event_triggers_on
@@ -131,7 +131,7 @@ class _Read:
         self.versions: list[str] = []
         self.ctids: list[str] = []
 
-    def batches(self, cursor: Any, size: int) -> Iterator[tuple[list[Any], list[str | None]]]:
+    def batches(self, cursor: Any, size: int) -> Iterator[tuple[list[Any], list[str | None], int]]:
         keys: list[Any] = []
         texts: list[str | None] = []
         held = 0
@@ -146,17 +146,17 @@ class _Read:
                     if found is None:
                         continue  # deleted since the read's snapshot: the delete queued it
                     self._seen(key, version, ctid)
-                    yield [key], [found[0]]
+                    yield [key], [found[0]], length
                     continue
                 self._seen(key, version, ctid)
                 keys.append(key)
                 texts.append(text)
                 held += length or 0
                 if len(keys) >= size or held >= BATCH_BYTES:
-                    yield keys, texts
+                    yield keys, texts, held
                     keys, texts, held = [], [], 0
         if keys:
-            yield keys, texts
+            yield keys, texts, held
 
     def _seen(self, key: str, version: str, ctid: str) -> None:
         if key in self.queued:
@@ -222,17 +222,18 @@ def build(
                     key=sql.Identifier(source.key_column),
                     text=sql.Identifier(source.text_column),
                     table=source.identifier,
+                    version=statement("build_row_version") if queued else sql.SQL("NULL"),
                 ),
                 {"inline": INLINE_BYTES},
             )
-            for keys, (values, present) in computed(
-                spec_json, read.batches(reader, batch_size), workers
+            task = functools.partial(copy_rows, store, spec_json)
+            in_flight = (workers + 1) * BATCH_BYTES
+            for lines, kept, read_rows in computed(
+                task, read.batches(reader, batch_size), workers, in_flight
             ):
-                kept = np.flatnonzero(present)
-                kept_keys = [keys[i] for i in kept.tolist()]
-                pending.add(conn, kept_keys, values[kept])
-                indexed += len(kept_keys)
-                skipped += len(keys) - len(kept_keys)
+                pending.add(conn, lines, kept)
+                indexed += kept
+                skipped += read_rows - kept
                 if progress is not None:
                     progress(indexed + skipped, estimate)
             reader.close()
@@ -375,8 +376,19 @@ def _prepare(conn: PgConnection, index_schema: str, name: str) -> tuple[IndexInf
     )
 
 
+def copy_rows(
+    store: Store, spec_json: str, keys: list[Any], texts: list[str | None]
+) -> tuple[str, int, int]:
+    """A batch's side-table rows as COPY text, the rows in it and the texts read: the work of
+    build's worker processes (fingerprints, and the text the build's COPY sends)."""
+    values, present = fingerprint_batch(spec_json, texts)
+    kept = np.flatnonzero(present)
+    kept_keys = [keys[i] for i in kept.tolist()]
+    return store.copy_lines(kept_keys, values[kept]), len(kept_keys), len(keys)
+
+
 class _Pending:
-    """Rows waiting for their COPY into the staging tables.
+    """Rows waiting for their COPY into the staging tables, as COPY text.
 
     Few large COPY statements, not one per batch: since PostgreSQL 16 each COPY extends the
     table by up to 64 pages ahead and leaves what it did not fill empty, which cost a
@@ -386,32 +398,28 @@ class _Pending:
     def __init__(self, store: Store, *, switch: bool) -> None:
         self.store = store
         self.switch = switch
-        self.keys: list[Any] = []
-        self.values: list[NDArray[np.uint64]] = []
+        self.rows = 0
+        self.chunks: list[str] = []
 
-    def add(self, conn: PgConnection, keys: list[Any], values: NDArray[np.uint64]) -> None:
-        if keys:
-            self.keys += keys
-            self.values.append(values)
-        if len(self.keys) >= _COPY_ROWS:
+    def add(self, conn: PgConnection, lines: str, rows: int) -> None:
+        if rows:
+            self.chunks.append(lines)
+            self.rows += rows
+        if self.rows >= _COPY_ROWS:
             self.flush(conn)
 
     def flush(self, conn: PgConnection) -> None:
         """COPY the rows waiting: as the caller, when it has the owner role's privileges (no
         role switch while the build's read cursor is open); else, with ``switch``, as the owner
         role, the caller's role back before the next fetch."""
-        if not self.keys:
+        if not self.rows:
             return
-        values = np.concatenate(self.values)
         if self.switch:
             run(conn, become_owner())
-        if isinstance(self.store, SimHashStore):
-            self.store.copy(conn, self.store.rows(self.keys, values), staging=True)
-        else:
-            self.store.copy(conn, self.keys, values, staging=True)
+        self.store.copy_text(conn, self.chunks, staging=True)
         if self.switch:
             run(conn, back_to_caller())
-        self.keys, self.values = [], []
+        self.rows, self.chunks = 0, []
 
 
 def _lock_for_swap(conn: PgConnection, tables: list[sql.Identifier]) -> None:

@@ -5,7 +5,10 @@ runs the index's typed SQL function by key and, when the key is not in the index
 (its row queued and not synced yet, a failed item, the index broken), all in one round trip.
 On a pooled connection in autocommit that is the whole query; in a caller's transaction the
 entry is checked first (a statement that fails there would abort the caller's transaction),
-and so is a first query, which reads the entry. ``near_key`` (SimHash) and ``similar(key=...,
+and so is a first query, which reads the entry. Both statements name every function, operator
+and type with its schema, so the happy path sends them on the connection as the caller left
+it, with no round trips to pin its ``search_path`` and set it back; everything else (reading
+the entry) runs pinned. ``near_key`` (SimHash) and ``similar(key=...,
 verify="estimate")`` (MinHash) both come here; the SQL functions themselves are the answer's
 only source.
 """
@@ -19,7 +22,7 @@ import psycopg
 from simindex.core import validators
 from simindex.core.spec import MinHash
 from simindex.db.catalog import IndexInfo, catalog, store_of
-from simindex.db.connection import PgConnection
+from simindex.db.connection import PgConnection, pinned
 from simindex.db.entry import Entry, KeptEntry
 from simindex.db.keys import key_cursor
 from simindex.db.simhash_store import SimHashStore
@@ -50,22 +53,43 @@ def by_key(
     check_key(key)
     validators.limit(limit)
     entry = kept.entry
-    if entry is not None and conn.autocommit:
-        try:
-            rows = _run(conn, kept, entry, key, measure, bound, limit)
-        except psycopg.Error:  # the index was dropped meanwhile, or the key is of a wrong type
-            rows = None
+    if entry is not None:
+        rows = _unpinned(conn, kept, entry, key, measure, bound, limit)
         if rows is not None:
             return entry.info, _answer(entry.info, key, rows)
-    for _ in range(_ATTEMPTS):
-        entry = kept.ready(conn)
-        with key_errors(entry.info.source, key):
-            rows = _run(conn, kept, entry, key, measure, bound, limit)
-        if rows is not None:
-            return entry.info, _answer(entry.info, key, rows)
+    with pinned(conn):
+        for _ in range(_ATTEMPTS):
+            entry = kept.ready(conn)
+            with key_errors(entry.info.source, key):
+                rows = _run(conn, kept, entry, key, measure, bound, limit)
+            if rows is not None:
+                return entry.info, _answer(entry.info, key, rows)
     raise psycopg.errors.SerializationFailure(
         f"index {kept.name!r} was rebuilt {_ATTEMPTS} times during a query: try again"
     )
+
+
+def _unpinned(
+    conn: PgConnection,
+    kept: KeptEntry,
+    entry: Entry,
+    key: Any,
+    measure: Measure,
+    bound: float | None,
+    limit: int | None,
+) -> list[Any] | None:
+    """The happy path, on ``conn`` as it is (perhaps on a caller's search_path: the
+    statements sent here schema-qualify every name): in autocommit ``facade_by_key`` alone,
+    in a transaction after the entry's check. None when the entry must be read again."""
+    if conn.autocommit:
+        try:
+            return _run(conn, kept, entry, key, measure, bound, limit)
+        except psycopg.Error:  # the index was dropped meanwhile, or the key is of a wrong type
+            return None
+    if kept.token(conn) != entry.token:
+        return None
+    with key_errors(entry.info.source, key):
+        return _run(conn, kept, entry, key, measure, bound, limit)
 
 
 def _run(

@@ -17,18 +17,22 @@ import sys
 import threading
 import warnings
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import ExitStack
 from multiprocessing.context import BaseContext
-from typing import Any
+from typing import Any, TypeVar
 
-from simindex.core.fingerprints import Batch, fingerprint_batch
 from simindex.core.tokens import install_tokenizers, registered_tokenizers
 from simindex.errors import SerialBuildWarning
 
-Batches = Iterator[tuple[list[Any], list[str | None]]]
+Batches = Iterator[tuple[list[Any], list[str | None], int]]
+"""(keys, texts, bytes of text) of each batch."""
+T = TypeVar("T")
+
+AHEAD_PER_WORKER = 8
+"""Batches in flight per worker at most (sent ahead while the build COPYs)."""
 
 # Worker start-up, the probe's round trip included, is well under this on a loaded machine.
 _PROBE_SECONDS = 60.0
@@ -46,24 +50,37 @@ def _probe() -> bool:
     return True
 
 
-def computed(spec_json: str, batches: Batches, workers: int) -> Iterator[tuple[list[Any], Batch]]:
-    """Fingerprints of each batch, in order; in ``workers`` processes when above one and
-    they can start, else here."""
+def computed(
+    task: Callable[[list[Any], list[str | None]], T],
+    batches: Batches,
+    workers: int,
+    max_bytes: int,
+) -> Iterator[T]:
+    """``task(keys, texts)`` of each batch, in order; in ``workers`` processes when above one
+    and they can start, else here (``task`` must pickle: a module's function, or a partial
+    of one). Batches are sent ahead while the caller consumes the results (a COPY keeps no
+    worker idle): up to :data:`AHEAD_PER_WORKER` per worker, and at most ``max_bytes`` of
+    text in flight (a batch's third item, its size), one batch at least."""
     with ExitStack() as stack:
         pool = _started_pool(workers, stack) if workers > 1 else None
         if pool is None:
-            for keys, texts in batches:
-                yield keys, fingerprint_batch(spec_json, texts)
+            for keys, texts, _ in batches:
+                yield task(keys, texts)
             return
-        pending: deque[tuple[list[Any], Future[Batch]]] = deque()
-        for keys, texts in batches:
-            pending.append((keys, pool.submit(fingerprint_batch, spec_json, texts)))
-            if len(pending) > workers:
-                done_keys, future = pending.popleft()
-                yield done_keys, _result(future)
+        pending: deque[tuple[int, Future[T]]] = deque()
+        held = 0
+        for keys, texts, size in batches:
+            while pending and (
+                len(pending) >= AHEAD_PER_WORKER * workers or held + size > max_bytes
+            ):
+                done_size, future = pending.popleft()
+                held -= done_size
+                yield _result(future)
+            pending.append((size, pool.submit(task, keys, texts)))
+            held += size
         while pending:
-            done_keys, future = pending.popleft()
-            yield done_keys, _result(future)
+            _, future = pending.popleft()
+            yield _result(future)
 
 
 def _started_pool(workers: int, stack: ExitStack) -> ProcessPoolExecutor | None:
@@ -98,7 +115,7 @@ def _started_pool(workers: int, stack: ExitStack) -> ProcessPoolExecutor | None:
     return stack.enter_context(pool)
 
 
-def _result(future: Future[Batch]) -> Batch:
+def _result(future: Future[T]) -> T:
     try:
         return future.result()
     except BrokenProcessPool as exc:

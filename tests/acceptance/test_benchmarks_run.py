@@ -18,7 +18,9 @@ import pytest
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 RUNS = {
     "query": ["query.py", "--quick", "--no-peers", "--no-phases"],
-    "dedup": ["dedup.py", "--quick"],  # beside datasketch and simhash: the bench extra
+    # Beside datasketch and simhash (the bench extra); on 2,000 rows, not quick's 20,000: the
+    # same steps, in two thirds of the time.
+    "dedup": ["dedup.py", "--quick", "--rows", "2000"],
     "sync": ["sync.py", "--quick"],
     "boilerplate": ["boilerplate.py", "--quick"],
 }

@@ -21,6 +21,7 @@ from simindex.db.schema import head_revision
 from simindex.errors import IndexNotFoundError, KeyNotIndexedError
 from simindex.index import Index, create_index, get_index, list_indexes
 from simindex.ops.queue import queue_counts
+from tests.commands import run_simindex
 
 TEXTS = [
     "the quick brown fox jumps over the lazy dog near the river bank today",
@@ -41,15 +42,7 @@ def environment(**values: str) -> dict[str, str]:
 
 
 def simindex(*args: str, stdin: str = "", **env: str) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [sys.executable, "-m", "simindex", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=environment(**env),
-        timeout=TIMEOUT,
-        check=False,
-    )
+    result = run_simindex(args, stdin=stdin, env=environment(**env), timeout=TIMEOUT)
     # The tests run as a superuser, which sync and build warn about (tests/security runs
     # them as ordinary roles); the rest of stderr is what these tests check.
     result.stderr = "".join(
@@ -847,7 +840,7 @@ def test_fingerprint_is_what_the_sql_function_takes(index: Index, docs: str) -> 
 def test_a_minhash_fingerprint_calls_the_sql_function_by_its_parameter_names(
     database_dsn: str,
 ) -> None:
-    """``fingerprint --json`` names the arrays as the SQL function's parameters are named."""
+    """``fingerprint --json`` names the values as the SQL function's parameters are named."""
     from simindex import sync
     from simindex.core.spec import MinHash
 
@@ -858,16 +851,16 @@ def test_a_minhash_fingerprint_calls_the_sql_function_by_its_parameter_names(
         conn.cursor().executemany("INSERT INTO notes VALUES (%s, %s)", list(enumerate(TEXTS)))
     sync(database_dsn, ["notes"])
     arrays = run_json("fingerprint", "notes", TEXTS[0], dsn=database_dsn)
-    assert set(arrays) == {"index", "signature", "band_keys"}
+    assert set(arrays) == {"index", "sketch", "band_keys", "set_hash"}
     text = simindex("fingerprint", "notes", TEXTS[0], SIMINDEX_DSN=database_dsn).stdout
-    assert [line.split()[0] for line in text.splitlines()] == ["signature", "band_keys"]
+    assert [line.split()[0] for line in text.splitlines()] == ["sketch", "band_keys", "set_hash"]
     with psycopg.connect(database_dsn) as conn:
         found = conn.execute(
-            "SELECT key FROM simindex.notes_similar_v1("
-            "signature => %(signature)s, band_keys => %(band_keys)s)",
+            "SELECT key, identical FROM simindex.notes_similar_v1(sketch => "
+            "%(sketch)s::bit varying, band_keys => %(band_keys)s, set_hash => %(set_hash)s)",
             arrays,
         ).fetchall()
-    assert found == [(0,)]
+    assert found == [(0, True)]
 
 
 def test_query_shows_columns(index: Index, docs: str) -> None:

@@ -14,7 +14,7 @@ from sqlalchemy.engine import Engine
 
 from simindex.core.spec import MinHash, SimHash
 from simindex.core.text import Shingling
-from simindex.db.connection import connect, engine_for, raw_connection, transaction
+from simindex.db.connection import Bind, connect, engine_for, raw_connection, transaction
 from simindex.errors import (
     IndexNotFoundError,
     KeyNotIndexedError,
@@ -243,37 +243,50 @@ def _round_trips(trace: str) -> list[str]:
     ]
 
 
+@pytest.mark.parametrize("bind", ["dsn", "engine", "connection"])
 @pytest.mark.parametrize("method", [SimHash(), MinHash(threshold=0.5)], ids=["simhash", "minhash"])
-def test_a_query_by_key_on_a_pooled_connection_is_one_statement(
-    docs: str, method: SimHash | MinHash, tmp_path: Path
+def test_a_query_by_key_is_one_statement_on_a_pooled_connection(
+    docs: str, method: SimHash | MinHash, bind: str, tmp_path: Path
 ) -> None:
-    """Counted on the wire (libpq's protocol trace of the pooled connection): after the first
-    query reads the catalog entry, ``near_key`` / ``similar(key=..., verify="estimate")`` send
-    one statement, and a key that is not indexed is explained by that same statement."""
-    index = create_index(docs, "docs", "docs", "body", method=method)
-    index.build()
+    """Counted on the wire (libpq's protocol trace of the connection): after the first query
+    reads the catalog entry, ``near_key`` / ``similar(key=..., verify="estimate")`` send one
+    statement on a DSN's pooled connection and on a caller's Engine's (no round trips to pin
+    the search_path and set it back), two in a caller's transaction (the entry's check, then
+    the query), and a key that is not indexed is explained by that same statement."""
+    create_index(docs, "docs", "docs", "body", method=method).build()
     with psycopg.connect(docs, autocommit=True) as conn:
         conn.execute("INSERT INTO docs VALUES (7, 'a row written after the build, not synced')")
+    engine = create_engine("postgresql+psycopg://", creator=lambda: psycopg.connect(docs))
+    callers = engine.connect()
+    binds: dict[str, Bind] = {"dsn": docs, "engine": engine, "connection": callers}
+    index = Index(binds[bind], "docs")
 
     def query(key: int) -> object:
         if isinstance(method, SimHash):
             return index.near_key(key)
         return index.similar(key=key, verify="estimate")
 
-    query(1)  # reads the catalog entry
-    pooled = engine_for(docs).raw_connection()
-    traced = pooled.driver_connection
-    assert isinstance(traced, psycopg.Connection)
-    path = tmp_path / "trace"
-    with open(path, "w") as trace:
-        traced.pgconn.trace(trace.fileno())
-        traced.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
-        pooled.close()
-        try:
-            assert [found.key for found in query(1)] == [2]  # type: ignore[attr-defined]
-            with pytest.raises(KeyNotIndexedError, match="queued and not synced yet"):
-                query(7)
-        finally:
-            traced.pgconn.untrace()
+    try:
+        query(1)  # reads the catalog entry
+        if bind == "connection":
+            traced = raw_connection(callers)
+        else:
+            pooled = (engine_for(docs) if bind == "dsn" else engine).raw_connection()
+            traced = pooled.driver_connection  # type: ignore[assignment]
+            pooled.close()
+        assert isinstance(traced, psycopg.Connection)
+        path = tmp_path / "trace"
+        with open(path, "w") as trace:
+            traced.pgconn.trace(trace.fileno())
+            traced.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+            try:
+                assert [found.key for found in query(1)] == [2]  # type: ignore[attr-defined]
+                with pytest.raises(KeyNotIndexedError, match="queued and not synced yet"):
+                    query(7)
+            finally:
+                traced.pgconn.untrace()
+    finally:
+        callers.close()
+        engine.dispose()
     sent = _round_trips(path.read_text())
-    assert len(sent) == 2, sent
+    assert len(sent) == (4 if bind == "connection" else 2), sent

@@ -94,13 +94,17 @@ def test_minhash_limit_on_every_path(database_dsn: str, engine: Engine) -> None:
     exact = index.similar(TEMPLATE, verify="exact")
     assert index.similar(TEMPLATE, verify="exact", limit=3) == exact[:3]
     assert (
-        rows(database_dsn, "SELECT * FROM simindex.tmpl_similar_key_v1(%s, 0.8, 5)", member)
+        rows(
+            database_dsn,
+            "SELECT key, similarity FROM simindex.tmpl_similar_key_v1(%s, 0.8, 5)",
+            member,
+        )
         == by_key[:5]
     )
     assert (
         rows(
             database_dsn,
-            "SELECT * FROM simindex.similar_key_v1('tmpl', %s, max_rows => 5)",
+            "SELECT key, similarity FROM simindex.similar_key_v1('tmpl', %s, max_rows => 5)",
             member,
         )
         == by_key[:5]

@@ -184,11 +184,15 @@ def typed_calls(dsn: str, kind: str) -> dict[str, tuple[str, tuple[Any, ...]]]:
         ).fetchone()
         assert columns is not None
         values = conn.execute(
-            f"SELECT signature, ARRAY[{columns[0]}] FROM simindex.docs_minhash WHERE key = 10"
+            f"SELECT sketch, ARRAY[{columns[0]}], set_hash FROM simindex.docs_minhash "
+            "WHERE key = 10"
         ).fetchone()
         assert values is not None
     return {
-        "by value": ("SELECT * FROM simindex.docs_similar_v1(%s, %s)", tuple(values)),
+        "by value": (
+            "SELECT * FROM simindex.docs_similar_v1(%s::bit varying, %s, set_hash => %s)",
+            tuple(values),
+        ),
         "by key": ("SELECT * FROM simindex.docs_similar_key_v1(10)", ()),
         "dispatcher": ("SELECT * FROM simindex.similar_key_v1('docs', 10)", ()),
     }

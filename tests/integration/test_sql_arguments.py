@@ -2,7 +2,7 @@
 
 Today's behaviour is pinned where it is sane: a bad limit is SQLSTATE 22023 with a sentence, an
 unknown index 42704, a NULL or unknown key no rows (as ``WHERE key = NULL`` would); nonsense
-(a NULL index name, a threshold outside [0, 1], a signature of the wrong length) is 22023.
+(a NULL index name, a threshold outside [0, 1], a sketch of the wrong length) is 22023.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import pytest
 from simindex.core.spec import MinHash, SimHash
 from simindex.index import create_index
 
-# Storage format 2: the signature and one band key a column (b0, b1, ...), in one row.
-SIGNATURE = "(SELECT signature FROM simindex.notes_minhash WHERE key = 1)"
+# The stored form: the set hash, one band key a column (b0, b1, ...) and the sketch, in one row.
+SKETCH = "(SELECT sketch FROM simindex.notes_minhash WHERE key = 1)"
 BANDS = (
     "(SELECT array_agg(b.value ORDER BY b.band) FROM simindex.notes_minhash AS m, "
     "LATERAL (SELECT substr(j.key, 2)::integer, j.value::integer FROM jsonb_each_text("
-    "to_jsonb(m) - 'key' - 'signature') AS j) AS b(band, value) WHERE m.key = 1)"
+    "to_jsonb(m) - 'key' - 'sketch' - 'set_hash') AS j) AS b(band, value) WHERE m.key = 1)"
 )
 
 
@@ -80,9 +80,15 @@ SANE_ANSWERS = [
     ("near_key_v1('docs', 1, NULL)", 6),  # NULL: the index's own max_distance
     ("similar_key_v1('notes', NULL::integer)", 0),
     ("notes_similar_key_v1(NULL)", 0),
-    ("similar_key_v1('notes', 1, NULL)", 19),  # NULL: the index's own threshold
-    ("notes_similar_key_v1(1)", 19),
+    ("similar_key_v1('notes', 1, 1)", 6),  # the identical copies of row 1
 ]
+# NULL or no threshold: the index's own, 0.5 (what its estimate answers on these four-shingle
+# texts, J = 0.6 to the other two groups, is the estimate's business, not this test's).
+SAME_AS_OWN_THRESHOLD = (
+    "similar_key_v1('notes', 1, NULL)",
+    "notes_similar_key_v1(1)",
+    "notes_similar_key_v1(1, max_rows => NULL)",
+)
 
 
 def test_sane_answers_to_bad_arguments_are_kept(
@@ -90,6 +96,10 @@ def test_sane_answers_to_bad_arguments_are_kept(
 ) -> None:
     for call, count in SANE_ANSWERS:
         assert rows(conn, f"SELECT * FROM simindex.{call}") == count, call
+    own = rows(conn, "SELECT * FROM simindex.similar_key_v1('notes', 1, 0.5)")
+    assert own >= 6
+    for call in SAME_AS_OWN_THRESHOLD:
+        assert rows(conn, f"SELECT * FROM simindex.{call}") == own, call
     for call, sqlstate, message in SANE_ERRORS:
         with pytest.raises(psycopg.Error, match=message) as raised:
             conn.execute(f"SELECT * FROM simindex.{call}")
@@ -109,11 +119,11 @@ NONSENSE = {
     "notes_similar_key_v1 1.5": "notes_similar_key_v1(1, 1.5)",
     "notes_similar_key_v1 -1": "notes_similar_key_v1(1, -1)",
     "notes_similar_key_v1 NULL": "notes_similar_key_v1(1, NULL)",
-    "notes_similar_v1 2": f"notes_similar_v1({SIGNATURE}, {BANDS}, 2)",
-    "notes_similar_v1 NULL": f"notes_similar_v1({SIGNATURE}, {BANDS}, NULL)",
-    # A signature or band list of the wrong length was once compared as if it were right.
-    "notes_similar_v1 short signature": f"notes_similar_v1({SIGNATURE}[1:10], {BANDS})",
-    "notes_similar_v1 short bands": f"notes_similar_v1({SIGNATURE}, {BANDS}[1:2])",
+    "notes_similar_v1 2": f"notes_similar_v1({SKETCH}, {BANDS}, 2)",
+    "notes_similar_v1 NULL": f"notes_similar_v1({SKETCH}, {BANDS}, NULL)",
+    # A sketch or band list of the wrong length was once compared as if it were right.
+    "notes_similar_v1 short sketch": f"notes_similar_v1(substring({SKETCH} for 64), {BANDS})",
+    "notes_similar_v1 short bands": f"notes_similar_v1({SKETCH}, {BANDS}[1:2])",
 }
 
 

@@ -643,7 +643,7 @@ def test_follow_reconnects_after_a_server_restart() -> None:
 def test_check_finds_and_repair_fixes(database_dsn: str, index: Index) -> None:
     simhash = index.info().spec.kind == "simhash"
     side = "docs_simhash" if simhash else "docs_minhash"
-    stored = "fingerprint = fingerprint # 1" if simhash else "signature[1] = signature[1] + 1"
+    stored = "fingerprint = fingerprint # 1" if simhash else "sketch = ~sketch"
     run(
         database_dsn,
         # Behind the queue's back: what a bug, a restore or a manual edit could leave (a

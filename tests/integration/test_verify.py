@@ -198,3 +198,35 @@ def test_a_tokenizer_not_registered_stops_create(database_dsn: str) -> None:
         create_index(database_dsn, "notes", "notes", "body", method=method)
     with pytest.raises(IndexNotFoundError):
         get_index(database_dsn, "notes")
+
+
+def test_exact_verification_reads_no_text_of_an_identical_row(database_dsn: str) -> None:
+    """Rows whose stored set hash equals the query's score 1 without their texts being read;
+    every other candidate's text is read and scored. The texts are changed under the index
+    (triggers off, as if the worker had not caught up): an identical row whose text is now
+    NULL still scores 1, a near copy whose text is now unrelated is read and dropped."""
+    original = edited_corpus(11, 1)[0]
+    words = original.split()
+    near = " ".join([*words[:-3], "x1", "x2", "x3"])
+    texts = [original, original, original, original, near, near + " x4"]
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute("CREATE TABLE copies (id integer PRIMARY KEY, body text)")
+        conn.cursor().executemany("INSERT INTO copies VALUES (%s, %s)", list(enumerate(texts)))
+    index = create_index(
+        database_dsn, "copies", "copies", "body", method=MinHash(threshold=THRESHOLD)
+    )
+    index.build()
+    before = {m.key: m.similarity for m in index.similar(key=0)}
+    assert before == pytest.approx(
+        {1: 1.0, 2: 1.0, 3: 1.0} | {k: exact_jaccard(original, texts[k]) for k in (4, 5)}
+    )
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute("SET session_replication_role = replica")  # no trigger queues the change
+        conn.execute("UPDATE copies SET body = NULL WHERE id IN (1, 2, 3)")
+        conn.execute("UPDATE copies SET body = 'an unrelated text of other words' WHERE id = 4")
+    # The estimate is the stored rows' alone: all five still there.
+    assert {m.key for m in index.similar(key=0, verify="estimate")} == {1, 2, 3, 4, 5}
+    after = {m.key: m.similarity for m in index.similar(key=0)}  # exact, the default
+    assert after == pytest.approx({1: 1.0, 2: 1.0, 3: 1.0, 5: before[5]})
+    by_text = {m.key: m.similarity for m in index.similar(original)}
+    assert by_text == pytest.approx({0: 1.0, 1: 1.0, 2: 1.0, 3: 1.0, 5: before[5]})

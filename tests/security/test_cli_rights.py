@@ -4,8 +4,6 @@ right and the grant that gives it, a non-zero exit, and nothing recorded as brok
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -14,6 +12,7 @@ from simindex import sync
 from simindex.errors import MissingRightError
 from simindex.index import Index, create_index
 from simindex.ops.queue import queue_counts
+from tests.commands import run_simindex
 from tests.security.conftest import MakeRole, scalar, superuser
 
 
@@ -38,14 +37,7 @@ def test_a_reader_running_sync_is_told_to_get_the_worker_right(
         for name, value in os.environ.items()
         if name not in {"SIMINDEX_DSN", "DATABASE_URL", "SIMINDEX_SCHEMA"}
     }
-    result = subprocess.run(
-        [sys.executable, "-m", "simindex", "sync"],
-        capture_output=True,
-        text=True,
-        env=env | {"SIMINDEX_DSN": reader.dsn},
-        timeout=60,
-        check=False,
-    )
+    result = run_simindex(["sync"], env=env | {"SIMINDEX_DSN": reader.dsn}, timeout=60)
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
         f"simindex: error: role {reader.name!r} lacks the worker right that sync needs (it may "

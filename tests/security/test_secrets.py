@@ -11,6 +11,7 @@ import sys
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from tests.commands import run_simindex
 from tests.security.conftest import MakeRole
 
 SECRET = "Zq7pw0rdXy"
@@ -29,14 +30,7 @@ def cli(*args: str, dsn: str, via_environment: bool = False) -> subprocess.Compl
         env["SIMINDEX_DSN"] = dsn
     else:
         given[1:1] = ["--dsn", dsn]
-    return subprocess.run(
-        [sys.executable, "-m", "simindex", *given],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=TIMEOUT,
-        check=False,
-    )
+    return run_simindex(given, env=env, timeout=TIMEOUT)
 
 
 def assert_no_secret(result: subprocess.CompletedProcess[str], *secrets: str) -> None:

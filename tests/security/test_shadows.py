@@ -19,7 +19,6 @@ from __future__ import annotations
 import ast
 import re
 import subprocess
-import sys
 from importlib import resources
 from pathlib import Path
 
@@ -31,11 +30,13 @@ from sqlalchemy import create_engine, text
 
 import simindex
 from simindex import sync
-from simindex.core.spec import SimHash
+from simindex.core.spec import MinHash, SimHash
 from simindex.db.connection import raw_connection
 from simindex.db.statements import _blocks
+from simindex.errors import KeyNotIndexedError
 from simindex.index import create_index, get_index
 from simindex.sqlalchemy import index_changes
+from tests.commands import run_simindex
 from tests.security.conftest import MakeRole, Role, owned_table, scalar, superuser
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -236,13 +237,7 @@ def hostile(dsn: str) -> str:
 
 
 def cli(*args: str, dsn: str) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [sys.executable, "-m", "simindex", *args, "--dsn", dsn],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    result = run_simindex([*args, "--dsn", dsn], timeout=300)
     assert result.returncode == 0, f"simindex {' '.join(args)}:\n{result.stdout}{result.stderr}"
     return result
 
@@ -398,3 +393,44 @@ def test_a_callers_connection_gets_its_own_search_path_back(database_dsn: str) -
                 assert again.execute(text("SHOW search_path")).scalar_one() == "public"
     finally:
         engine.dispose()
+
+
+def test_a_query_by_key_on_a_callers_connection_as_it_is_resolves_nothing_there(
+    database_dsn: str, shadowed: Role, make_role: MakeRole
+) -> None:
+    """A query by key sends its statements on an Engine's connection, or in a Connection's
+    transaction, without pinning the search_path (no round trips for it): on the hostile path,
+    from the first query (which reads the catalog entry pinned) to the ones after it, a key
+    not indexed and a key of a wrong type, no shadow runs."""
+    admin = make_role("admin")
+    simindex.grant(database_dsn, admin.name, "admin")
+    superuser(database_dsn, f'GRANT "{shadowed.name}" TO "{admin.name}"')
+    shadowed.run(f'GRANT ALL ON docs TO "{admin.name}"')
+    dsn = hostile(admin.dsn)
+    create_index(dsn, "by_key_sim", "docs", "body", method=SimHash(max_distance=3)).build()
+    create_index(dsn, "by_key_min", "docs", "body", method=MinHash(threshold=0.5)).build()
+    shadowed.run("INSERT INTO docs VALUES (990, 'a row written after the builds, not synced')")
+    # No hstore lookup on connect: the dialect's own query resolves names on the session's path.
+    engine = create_engine(
+        "postgresql+psycopg://", creator=lambda: psycopg.connect(dsn), use_native_hstore=False
+    )
+    try:
+        with engine.connect() as connection:
+            for bind in (engine, connection):
+                simhash, minhash = get_index(bind, "by_key_sim"), get_index(bind, "by_key_min")
+                for _ in range(3):  # the first reads the entry; psycopg prepares them all
+                    assert {101} <= {m.key for m in simhash.near_key(1)}
+                    assert {101} <= {s.key for s in minhash.similar(key=1, verify="estimate")}
+                    with pytest.raises(KeyNotIndexedError, match="queued"):
+                        simhash.near_key(990)
+                    with pytest.raises(KeyNotIndexedError, match="queued"):
+                        minhash.similar(key=990, verify="estimate")
+                    assert_no_shadow_ran(database_dsn, f"a query by key on {type(bind).__name__}")
+                connection.commit()
+            with pytest.raises(ValueError, match="bad key"):  # in the caller's transaction
+                simhash.near_key("not an integer")
+            connection.rollback()
+            assert connection.execute(text("SHOW search_path")).scalar_one() == "public,pg_catalog"
+    finally:
+        engine.dispose()
+    assert_no_shadow_ran(database_dsn, "a query by key on a caller's connection")

@@ -1,7 +1,8 @@
 -- name: catalog_token
 -- What an Index checks before using the catalog entry it keeps: the row's identity and
 -- version. Any change of the row (build, state, drop and create again) changes one of them.
-SELECT id, xmin::text FROM {catalog} WHERE name = %(name)s
+-- Every name schema-qualified: a query by key sends it unpinned, on the caller's search_path.
+SELECT id, xmin::pg_catalog.text FROM {catalog} WHERE name OPERATOR(pg_catalog.=) %(name)s
 
 -- name: key_state
 -- Why a key is not in the index: still queued (not synced yet), set aside as failed, the index
@@ -20,13 +21,17 @@ SELECT ctid FROM {queue} FOR UPDATE SKIP LOCKED
 -- The build's read: a server-side cursor over the key, in its text form (concat calls the
 -- type's output function, never a cast, and it round-trips in this session: COPY reads it back, and psycopg need not load
 -- values it cannot, such as dates past 9999 or 'infinity'), the text up to %(inline)s bytes
--- (a longer one is read alone, build_read_one), the row's version and ctid (build_dequeue),
--- and the text's size (which octet_length takes from the stored datum without reading it).
+-- (a longer one is read alone, build_read_one), the row's version (build_row_version, for
+-- build_dequeue; NULL when no key is queued, which spares every row its text) and ctid, and
+-- the text's size (which octet_length takes from the stored datum without reading it).
 SELECT pg_catalog.concat({key}),
        CASE WHEN pg_catalog.octet_length({text}::text) <= %(inline)s THEN {text} END,
-       pg_catalog.concat_ws('/', tableoid, ctid, xmin), ctid,
+       {version}, ctid,
        pg_catalog.octet_length({text}::text)
 FROM ONLY {table}
+
+-- name: build_row_version (a row's version as build_dequeue compares it: table, tuple, xmin)
+pg_catalog.concat_ws('/', tableoid, ctid, xmin)
 
 -- name: build_read_one
 -- A long text: of the row version build_read saw, by its ctid; when the row changed since, as
@@ -93,8 +98,11 @@ SELECT {columns} FROM {table} LIMIT 0
 -- A query by key, the check of the facade's kept catalog entry and, when the key is not in the
 -- index, why (queued, a failed item, the index broken), in one round trip: the key's state is
 -- looked up only when it is not indexed. When the index was dropped meanwhile this statement
--- fails: in autocommit only, so that the facade can start again from the catalog.
-SELECT c.id, c.xmin::text, i.indexed,
+-- fails: in autocommit only, so that the facade can start again from the catalog. Every name
+-- is schema-qualified (the casts' types, the operators; the query functions set their own path):
+-- the facade sends it on a caller's connection as it is, on the caller's search_path, without
+-- the two round trips of a pin and its restore.
+SELECT c.id, c.xmin::pg_catalog.text, i.indexed,
        CASE WHEN NOT i.indexed THEN
            EXISTS (SELECT 1 FROM {queue} AS w WHERE w.key OPERATOR(pg_catalog.=) %(key)s)
        END,
@@ -110,7 +118,7 @@ LEFT JOIN LATERAL ({query}) AS q ON true
 CROSS JOIN LATERAL (
     SELECT EXISTS (SELECT 1 FROM {table} AS t WHERE t.key OPERATOR(pg_catalog.=) %(key)s)
 ) AS i (indexed)
-WHERE c.name = %(name)s
+WHERE c.name OPERATOR(pg_catalog.=) %(name)s
 ORDER BY {order}
 
 -- name: sync_unlisten

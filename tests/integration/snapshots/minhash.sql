@@ -262,8 +262,7 @@ AS $body$
 BEGIN
     PERFORM "simindex"."source_usable_v1"('docs');
     IF $1 IS NULL OR NOT ($1 >= 0 AND $1 <= 1) THEN
-        RAISE EXCEPTION 'threshold must be from 0 to 1, got %', coalesce($1::text, 'NULL')
-            USING ERRCODE = '22023';
+        RAISE EXCEPTION 'threshold must be from 0 to 1, got %', $1 USING ERRCODE = '22023';
     END IF;
     -- Only keys the source holds: a deleted row's index rows stay until the worker's sweep.
     RETURN QUERY SELECT p.* FROM "simindex"."minhash_pairs_v1"('"simindex"."docs_minhash"'::regclass, NULL::bigint, 15, $1) AS p
