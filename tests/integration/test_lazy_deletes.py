@@ -17,6 +17,7 @@ from simindex.errors import KeyNotIndexedError
 from simindex.index import Index, create_index
 from simindex.ops.batch import prepare, process, write
 from simindex.ops.queue import load_target, take
+from simindex.ops.stats import index_stats
 
 METHODS: dict[str, Method] = {"simhash": SimHash(max_distance=3), "minhash": MinHash(0.7)}
 TEXT = "the quick brown fox jumps over the lazy dog near the river bank today"
@@ -88,6 +89,8 @@ def test_a_delete_leaves_index_rows_to_the_sweep_and_no_answer_names_them(
     assert {2, 3, 4} <= side_keys(docs, kind)
     assert pending_deletes(docs) == 1
     assert check(docs, "docs").orphaned  # until the worker's sweep
+    waiting = index_stats(docs, ["docs"])[0]
+    assert (waiting.rows, waiting.deletes_waiting) == (20, 1)  # the rows: until the sweep
     named = answers(docs, index, kind, 1)
     assert named & {2, 3, 4} == set()
     assert {5, 6} <= named  # the answers themselves are there
@@ -95,6 +98,8 @@ def test_a_delete_leaves_index_rows_to_the_sweep_and_no_answer_names_them(
     assert report.removed == 3
     assert side_keys(docs, kind).isdisjoint({2, 3, 4})
     assert pending_deletes(docs) == 0
+    swept = index_stats(docs, ["docs"])[0]
+    assert (swept.rows, swept.deletes_waiting) == (17, 0)
     final = check(docs, "docs")
     assert (final.missing, final.stale, final.orphaned) == ([], [], [])
 
