@@ -229,10 +229,12 @@ END IF
 DELETE FROM {table} AS s USING new_rows AS n{aliases} WHERE s.key OPERATOR({equals}) n.{key}
 
 -- name: sync_trigger_update_replaced
--- New keys without an old row (a key changed).
-DELETE FROM {table} AS s USING new_rows AS n{aliases}
-WHERE s.key OPERATOR({equals}) n.{key}
-  AND NOT EXISTS (SELECT FROM old_rows AS o{aliases} WHERE o.{key} OPERATOR({equals}) n.{key})
+-- New keys without an old row (a key changed), found first (usually none: no index probe).
+DELETE FROM {table} AS s
+WHERE s.key OPERATOR({equals}) ANY (ARRAY(
+    SELECT n.{key} FROM new_rows AS n{aliases}
+    WHERE NOT EXISTS (SELECT FROM old_rows AS o{aliases} WHERE o.{key} OPERATOR({equals}) n.{key})
+))
 
 -- name: sync_trigger_truncate
 TRUNCATE {tables}

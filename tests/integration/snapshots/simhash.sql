@@ -507,10 +507,12 @@ ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at;
 -- A key used again keeps nothing of its deleted row (see the function's comment).
 IF pg_catalog.current_setting('transaction_isolation') <> 'read committed'
    OR EXISTS (SELECT FROM "simindex"."docs_deletes") THEN
-    -- New keys without an old row (a key changed).
-DELETE FROM "simindex"."docs_simhash" AS s USING new_rows AS n
-WHERE s.key OPERATOR(pg_catalog.=) n."id"
-  AND NOT EXISTS (SELECT FROM old_rows AS o WHERE o."id" OPERATOR(pg_catalog.=) n."id");
+    -- New keys without an old row (a key changed), found first (usually none: no index probe).
+DELETE FROM "simindex"."docs_simhash" AS s
+WHERE s.key OPERATOR(pg_catalog.=) ANY (ARRAY(
+    SELECT n."id" FROM new_rows AS n
+    WHERE NOT EXISTS (SELECT FROM old_rows AS o WHERE o."id" OPERATOR(pg_catalog.=) n."id")
+));
 END IF;
             WHEN 'DELETE' THEN
                 INSERT INTO "simindex"."docs_deletes" DEFAULT VALUES;
@@ -576,10 +578,12 @@ ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at', aliases);
 -- A key used again keeps nothing of its deleted row (see the function's comment).
 IF pg_catalog.current_setting('transaction_isolation') <> 'read committed'
    OR EXISTS (SELECT FROM "simindex"."docs_deletes") THEN
-    EXECUTE pg_catalog.format('-- New keys without an old row (a key changed).
-DELETE FROM "simindex"."docs_simhash" AS s USING new_rows AS n (%1$s)
-WHERE s.key OPERATOR(pg_catalog.=) n.k
-  AND NOT EXISTS (SELECT FROM old_rows AS o (%1$s) WHERE o.k OPERATOR(pg_catalog.=) n.k)', aliases);
+    EXECUTE pg_catalog.format('-- New keys without an old row (a key changed), found first (usually none: no index probe).
+DELETE FROM "simindex"."docs_simhash" AS s
+WHERE s.key OPERATOR(pg_catalog.=) ANY (ARRAY(
+    SELECT n.k FROM new_rows AS n (%1$s)
+    WHERE NOT EXISTS (SELECT FROM old_rows AS o (%1$s) WHERE o.k OPERATOR(pg_catalog.=) n.k)
+))', aliases);
 END IF;
             WHEN 'DELETE' THEN
                 INSERT INTO "simindex"."docs_deletes" DEFAULT VALUES;
