@@ -91,6 +91,8 @@ def query() -> str:
                 ]
             )
             continue
+        if "simhash" not in data:  # another query benchmark (templates): its own table
+            continue
         simhash, minhash = data["simhash"], data.get("minhash", {})
         peers = [f"brute force {n(simhash['brute_force_sql']['latency']['p50_ms'])} ms"]
         pgvector = data.get("pgvector", {})
@@ -336,7 +338,67 @@ def by_key() -> str:
     return table(["results", "method", "path", "p50 / p99", "p50 over the typed function"], rows)
 
 
+def templates() -> str:
+    rows = []
+    for name in sorted(p.name for p in RESULTS.glob("query-templates-*.json")):
+        data = load(name)
+        for label, call in data["calls"].items():
+            over = data["over_pk_lookup"].get(label)
+            rows.append(
+                [
+                    source(name),
+                    n(data["rows"]),
+                    label,
+                    ms(call["latency"]),
+                    "1" if over is None else f"{over['p50_ms']} / {over['p99_ms']}",
+                    n(call["answers_max"]),
+                ]
+            )
+        build = data["build"]
+        rows.append(
+            [
+                source(name),
+                n(data["rows"]),
+                "build",
+                f"{n(build['rows_per_second'])} rows/s",
+                f"{n(build['bytes_per_row'], 1)} bytes a row",
+                "–",
+            ]
+        )
+    return table(
+        ["results", "rows", "MinHash 0.8 by key", "p50 / p99", "× pk lookup p50 / p99", "answers"],
+        rows,
+    )
+
+
+def minhash_estimate() -> str:
+    rows = []
+    for name in sorted(p.name for p in RESULTS.glob("quality-long*.json")):
+        data = load(name)
+        for row in data["rows"]:
+            if row["threshold"] != 0.8 or row["tokens"] != "own" or row["corpus"] == "short":
+                continue
+            if row["method"] == "simindex" and row["index"] != "default":
+                continue
+            if row["method"] == "simindex" and row["protocol"] == "queries":
+                what = (
+                    "`similar_key_v1` (SQL estimate)"
+                    if row["verify"] == "estimate"
+                    else "`similar(key=)` exact"
+                )
+            elif row["method"] == "simindex":
+                what = f"`pairs()` {row['verify']}"
+            else:
+                what = f"{row['index']} {row['verify']} ({row['protocol']})"
+            rows.append(
+                [source(name), row["corpus"], what, f"{row['recall']} / {row['precision']}"]
+            )
+    return table(["results", "corpus", "at J ≥ 0.8", "recall / precision"], rows)
+
+
 TABLES: dict[str, Callable[[], str]] = {
+    "templates": templates,
+    "minhash-estimate": minhash_estimate,
     "by-key": by_key,
     "machines": machines,
     "query": query,

@@ -53,7 +53,7 @@ FUNCTIONS = (
     ("distance_allowed_v1", "integer, integer", False),
     ("query_ready_v1", "text, regclass", False),
     ("minhash_similarity_v1", "bit varying, bit varying", False),
-    ("minhash_pairs_v1", "regclass, anyelement, integer, double precision", False),
+    ("minhash_pairs_of_table_v1", "regclass, anyelement, integer, double precision", False),
     ("follow_source_v1", "oid", True),
     ("distrust_v1", "text", True),
     ("on_sql_drop_v1", "", True),

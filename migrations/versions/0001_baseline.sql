@@ -381,13 +381,13 @@ BEGIN
 END
 $body$
 
--- name: minhash_pairs_v1
+-- name: minhash_pairs_of_table_v1
 -- Every pair of a MinHash index's table (side) whose similarity reaches threshold, each once
 -- (left < right): per band, the rows of equal band keys, scored only in the first band they
 -- share (later bands skip pairs an earlier band key of which agrees); identical shingle sets
 -- score 1. The self-join reads only keys and band keys, so its hash table stays small;
 -- sketches are read for the candidate pairs alone. key_type: a NULL of the key's type.
-CREATE FUNCTION {schema}.minhash_pairs_v1(
+CREATE FUNCTION {schema}.minhash_pairs_of_table_v1(
     side regclass, key_type anyelement, num_bands integer, threshold double precision
 )
 RETURNS TABLE (left_key anyelement, right_key anyelement, similarity double precision)

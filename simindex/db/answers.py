@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from psycopg import sql
 
 from simindex.db.connection import PgConnection
+from simindex.db.privileges import OWNER
 from simindex.db.source import Source
 from simindex.db.statements import statement
 
@@ -52,16 +53,26 @@ def visible_statements(schema: str, name: str, source: Source) -> list[sql.Compo
     ]
 
 
-def visible_is_current(conn: PgConnection, schema: str, name: str, source: Source) -> bool:
-    """Whether the probe function names ``source`` as it is now. Without event triggers a
-    rename of the table or its key is not written into it until a sync or build notices."""
+def visible_is_stale(conn: PgConnection, schema: str, name: str, source: Source) -> bool:
+    """Whether the probe function no longer names ``source`` as it is now and the caller may
+    write it again as the owner role. Without event triggers (they may be disabled) a rename
+    of the table or its key is written into it only by a build, or by a worker that sees it."""
     function = visible_function(schema, name)
     signature = sql.SQL("{}({})").format(function, sql.SQL(source.key_type)).as_string(conn)
-    row = conn.execute(statement("answers_visible_body"), {"signature": signature}).fetchone()
-    probe = sql.SQL("{} AS s WHERE s.{} ").format(
+    table = source.identifier.as_string(conn)
+    row = conn.execute(
+        statement("answers_visible_body"),
+        {"signature": signature, "table": table, "key": source.key_column, "owner": OWNER},
+    ).fetchone()
+    assert row is not None
+    body, relation, key, may_write = row
+    if body is None or not may_write:
+        return False
+    ours = sql.SQL("{} AS s WHERE s.{} ").format(
         source.identifier, sql.Identifier(source.key_column)
     )
-    return row is not None and probe.as_string(conn) in str(row[0])
+    theirs = f"{relation} AS s WHERE s.{key} "  # as follow_source_v1 writes it
+    return ours.as_string(conn) not in body and theirs not in body
 
 
 def protect_statements(

@@ -90,7 +90,7 @@ class MinHashStore:
             function=self.pairs_function,
             threshold=sql.Literal(self.threshold),
             key_type=self._key_type(),
-            pairs=sql.Identifier(self.schema, "minhash_pairs_v1"),
+            pairs=sql.Identifier(self.schema, "minhash_pairs_of_table_v1"),
             table_name=sql.Literal(quoted),
             num_bands=sql.Literal(self.design.num_bands),
         )

@@ -17,7 +17,7 @@ import psycopg
 from psycopg import sql
 
 from simindex.core.spec import IndexSpec
-from simindex.db.answers import visible_is_current, visible_statements
+from simindex.db.answers import visible_is_stale, visible_statements
 from simindex.db.catalog import (
     DEFAULT_SCHEMA,
     Health,
@@ -58,8 +58,9 @@ class Target:
 def follow_renames(conn: PgConnection, target: Target) -> None:
     """Write the index's probe function again when the source's table or key was renamed
     and no event trigger wrote it (they may be disabled): every answer is filtered through
-    it, so until then each query would fail on the old name."""
-    if not visible_is_current(conn, target.store.schema, target.name, target.source):
+    it, so until then each query fails on the old name. A worker that may not act as the
+    owner role leaves it to the next build."""
+    if visible_is_stale(conn, target.store.schema, target.name, target.source):
         run(conn, as_owner(visible_statements(target.store.schema, target.name, target.source)))
 
 

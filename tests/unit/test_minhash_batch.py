@@ -1,11 +1,15 @@
-"""MinHasher.rows computes many documents at once: the same values as one document at a time."""
+"""MinHasher.rows computes many short documents at once: the same values as one document at a
+time."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import pytest
 from numpy.typing import NDArray
 
+from simindex.core import minhash
 from simindex.core.minhash import (
     _BATCH_DOCUMENTS,
     MinHasher,
@@ -51,11 +55,16 @@ def documents(seed: int) -> list[NDArray[np.uint64]]:
     return found
 
 
+@pytest.mark.parametrize("batched", [None, 10**9], ids=["short-batched", "all-batched"])
 @pytest.mark.parametrize("scheme", ["one_permutation", "classic"])
 @pytest.mark.parametrize(("num_perm", "sketch_bits"), [(128, 1792), (64, 256), (7, 64)])
 def test_rows_equal_the_rows_made_one_document_at_a_time(
-    scheme: str, num_perm: int, sketch_bits: int
+    scheme: str, num_perm: int, sketch_bits: int, batched: int | None, monkeypatch: Any
 ) -> None:
+    """rows() as it runs (short texts batched, long ones alone), and with every text batched:
+    the batch's values are those of one text at a time at every size."""
+    if batched is not None:
+        monkeypatch.setattr(minhash, "_BATCHED", batched)
     hasher = MinHasher(scheme, num_perm, seed=3)  # type: ignore[arg-type]
     docs = documents(num_perm)
     assert len(docs) > _BATCH_DOCUMENTS  # more than one batch

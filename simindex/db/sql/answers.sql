@@ -44,6 +44,10 @@ CREATE POLICY simindex_update_v1 ON {table} FOR UPDATE USING (true) WITH CHECK (
 CREATE POLICY simindex_delete_v1 ON {table} FOR DELETE USING (true)
 
 -- name: answers_visible_body
--- The body of an index's probe function, to see whether it names the source as it is now.
-SELECT p.prosrc FROM pg_catalog.pg_proc AS p
-WHERE p.oid OPERATOR(pg_catalog.=) pg_catalog.to_regprocedure(%(signature)s)
+-- The body of an index's probe function, the source's names as the event triggers write them
+-- (follow_source_v1), and whether the caller may act as the owner role to write it again.
+SELECT (SELECT p.prosrc FROM pg_catalog.pg_proc AS p
+        WHERE p.oid OPERATOR(pg_catalog.=) pg_catalog.to_regprocedure(%(signature)s)),
+       pg_catalog.to_regclass(%(table)s)::pg_catalog.text,
+       pg_catalog.quote_ident(%(key)s),
+       pg_catalog.pg_has_role(%(owner)s, 'MEMBER')

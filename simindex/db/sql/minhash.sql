@@ -1,6 +1,6 @@
 -- A MinHash index (simindex.core.packing): one table, one row per document. What is the same
 -- for every index (scoring, all pairs) is in the baseline migration: minhash_similarity_v1 and
--- minhash_pairs_v1; what names the index's table and band columns is generated here.
+-- minhash_pairs_of_table_v1; what names the index's table and band columns is generated here.
 
 -- name: minhash_create_table
 -- The shingle set's hash (identical sets), one 32-bit key per LSH band, and the one-bit
@@ -97,7 +97,7 @@ AS $body$
 $body$
 
 -- name: minhash_pairs_function
--- Every pair, for SQL callers: minhash_pairs_v1 over this index's table. Not a reader's right
+-- Every pair, for SQL callers: minhash_pairs_of_table_v1 over this index's table. Not a reader's right
 -- (pairs_revoke_function): n identical rows make n(n-1)/2 pairs, which the Python path
 -- collapses into groups. No SET work_mem: the caller's own settings govern its cost.
 CREATE FUNCTION {function}(threshold double precision DEFAULT {threshold})
@@ -117,7 +117,7 @@ END
 $body$
 
 -- name: minhash_pairs
--- One band's share of all pairs (the Python path; minhash_pairs_v1 is the same in SQL): rows
+-- One band's share of all pairs (the Python path; minhash_pairs_of_table_v1 is the same in SQL): rows
 -- with the same band key, scored by their sketches, each pair once (left < right) and only in
 -- the first band they share (the "earlier" conditions). The self-join reads only keys and band
 -- keys, so its hash table stays small; sketches are fetched for the candidate pairs alone.

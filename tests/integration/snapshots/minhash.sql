@@ -251,7 +251,7 @@ AS $body$
     LIMIT $3
 $body$;
 
--- Every pair, for SQL callers: minhash_pairs_v1 over this index's table. Not a reader's right
+-- Every pair, for SQL callers: minhash_pairs_of_table_v1 over this index's table. Not a reader's right
 -- (pairs_revoke_function): n identical rows make n(n-1)/2 pairs, which the Python path
 -- collapses into groups. No SET work_mem: the caller's own settings govern its cost.
 CREATE FUNCTION "simindex"."docs_pairs_v1"(threshold double precision DEFAULT 0.8)
@@ -265,7 +265,7 @@ BEGIN
         RAISE EXCEPTION 'threshold must be from 0 to 1, got %', $1 USING ERRCODE = '22023';
     END IF;
     -- Only keys the source holds: a deleted row's index rows stay until the worker's sweep.
-    RETURN QUERY SELECT p.* FROM "simindex"."minhash_pairs_v1"('"simindex"."docs_minhash"'::regclass, NULL::bigint, 15, $1) AS p
+    RETURN QUERY SELECT p.* FROM "simindex"."minhash_pairs_of_table_v1"('"simindex"."docs_minhash"'::regclass, NULL::bigint, 15, $1) AS p
     WHERE "simindex"."docs_visible_v1"(p.left_key) AND "simindex"."docs_visible_v1"(p.right_key);
 END
 $body$;
