@@ -14,7 +14,7 @@ from typing import Protocol
 import fingerprint_makers as makers
 import numpy as np
 from fingerprint_makers import Timing, Work, measure, timing_record
-from fingerprint_spec import CLASSIC, METHODS, spec_work
+from fingerprint_spec import DEFAULT_MINHASH, METHODS, spec_work
 from numpy.typing import NDArray
 from report import log
 
@@ -43,7 +43,9 @@ def stage_profile(texts: list[str], size: Size) -> dict[str, object]:
     tokens = [_token_bytes(text) for text in normalized]
     units = [hash_strings(items, shingling.seed) for items in tokens]
     shingles = [combine_ngrams(values, shingling.size) for values in units]
-    specs = {method: resolve(METHODS[method]).to_json() for method in ("SimHash()", CLASSIC)}
+    specs = {
+        method: resolve(METHODS[method]).to_json() for method in ("SimHash()", DEFAULT_MINHASH)
+    }
     chunks: list[list[str | None]] = [list(chunk) for chunk in makers.batches(texts, size.batch)]
     ascii_rows = [text for text in normalized if text.isascii()]
     other_rows = [text for text in normalized if not text.isascii()]

@@ -437,7 +437,43 @@ def minhash_estimate() -> str:
     return table(["results", "corpus", "at J ≥ 0.8", "recall / precision"], rows)
 
 
+def build_runs() -> str:
+    """``benchmarks/build.py``: builds of this checkout beside a baseline commit, interleaved."""
+    rows = []
+    for name in sorted(p.name for p in RESULTS.glob("build-*.json")):
+        data = load(name)
+        for kind, figures in data.get("summary", {}).items():
+            base, this = figures["baseline"], figures["this"]
+            rows.append(
+                [
+                    source(name),
+                    kind,
+                    n(data["data"]["rows"]),
+                    f"{n(base['median_seconds'], 2)} / {n(this['median_seconds'], 2)} s",
+                    f"{figures['ratio_this_to_baseline']:.2f}",
+                    f"{n(base['median_cpu_seconds']['total'], 1)} / "
+                    f"{n(this['median_cpu_seconds']['total'], 1)} s",
+                    f"{figures['cpu_ratio_this_to_baseline']:.2f}",
+                    n(this["extrapolated_1m_seconds"], 1),
+                ]
+            )
+    return table(
+        [
+            "results",
+            "index",
+            "rows",
+            "baseline / this, median",
+            "ratio",
+            "CPU baseline / this",
+            "CPU ratio",
+            "1M rows, extrapolated s",
+        ],
+        rows,
+    )
+
+
 TABLES: dict[str, Callable[[], str]] = {
+    "build-runs": build_runs,
     "templates": templates,
     "minhash-estimate": minhash_estimate,
     "by-key": by_key,
