@@ -9,7 +9,11 @@ and a MinHash index over them. Then, R rounds: each round rebuilds both indexes 
 checkout's ``simindex`` and once with the baseline's (``git archive REF``), in alternating
 order, each build in a fresh Python process (``Index.build()`` with its defaults: every core).
 The machine is shared: the two run side by side under the same load, and the ratio of their
-median times is the figure to read; absolute rates are the load's. Writes
+median times is the figure to read; absolute rates are the load's. Each build's CPU seconds
+are kept too (the build's process from its start, imports included; its worker processes; the
+server's processes, from /proc):
+on a machine whose cores are all busy, wall time follows CPU time, and on an idle one a
+pipeline that overlaps its parts finishes sooner than its CPU time says. Writes
 ``benchmarks/results/build-<rows>.json``. Not a test: nothing here asserts a timing.
 """
 
@@ -29,7 +33,7 @@ from typing import Any
 
 import psycopg
 from dataset import make_dataset
-from pgserver import add_server_options, benchmark_server, load_table
+from pgserver import add_server_options, benchmark_server, load_table, scalar
 from query_plan import MAX_DISTANCE, MINHASH_THRESHOLD, NUM_PERM, SERVER_SETTINGS, SHORT_WORDS_LIMIT
 from report import RESULTS, log, new_result, print_table, server_version, write_result
 
@@ -41,11 +45,17 @@ DEFAULT_ROWS = 100_000
 TARGET_SECONDS_1M = {"simhash": 12.0, "minhash": 60.0}
 # One build in a fresh process: the checkout on PYTHONPATH decides which simindex it is.
 RUNNER = """
-import json, sys
+import json, resource, sys
 import simindex
 index = simindex.get_index(sys.argv[1], sys.argv[2])
 report = index.build()
-print(json.dumps({"rows": report.rows, "seconds": report.seconds}))
+own, children = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+print(json.dumps({
+    "rows": report.rows,
+    "seconds": report.seconds,
+    "python_cpu_seconds": own.ru_utime + own.ru_stime,
+    "worker_cpu_seconds": children.ru_utime + children.ru_stime,
+}))
 """
 
 
@@ -54,6 +64,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--rows", type=int, default=DEFAULT_ROWS, help="short texts loaded")
     parser.add_argument("--rounds", type=int, default=3, help="builds of each kind per side")
     parser.add_argument("--baseline", default="main", help="git commit to compare with")
+    parser.add_argument("--baseline-note", default="", help="what the baseline commit is")
     add_server_options(parser, default="local", embedded="PostgreSQL 18")
     parser.add_argument("--output", type=Path, help="JSON path (default under results/)")
     return parser.parse_args(argv)
@@ -77,8 +88,40 @@ def export(ref: str, into: Path) -> str:
     return commit
 
 
-def timed_build(dsn: str, name: str, checkout: Path) -> dict[str, Any]:
+def server_processes(dsn: str) -> int:
+    """The postmaster's process id (its children are the server's processes)."""
+    with psycopg.connect(dsn) as conn:
+        backend = int(scalar(conn, "SELECT pg_backend_pid()"))
+    return int(Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+class ServerCpu:
+    """CPU seconds of the server's processes so far (Linux /proc): the postmaster's own and
+    its ended children's (which it waited for), and its live children's: the backend a build
+    runs in, parallel index builds, background processes."""
+
+    def __init__(self, postmaster: int) -> None:
+        self.postmaster = postmaster
+
+    def __call__(self) -> float:
+        ticks = 0
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(entry.name) == self.postmaster:
+                ticks += sum(int(field) for field in fields[11:15])  # utime, stime, cutime, cstime
+            elif int(fields[1]) == self.postmaster:
+                ticks += int(fields[11]) + int(fields[12])
+        return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def timed_build(dsn: str, name: str, checkout: Path, server_cpu: ServerCpu) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(checkout)}
+    before = server_cpu()
     done = subprocess.run(
         [sys.executable, "-c", RUNNER, dsn, name],
         env=env,
@@ -88,6 +131,7 @@ def timed_build(dsn: str, name: str, checkout: Path) -> dict[str, Any]:
         cwd=checkout,
     )
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    result["server_cpu_seconds"] = round(server_cpu() - before, 2)
     return result
 
 
@@ -100,7 +144,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         benchmark_server(args.server, SERVER_SETTINGS) as server,
     ):
         baseline_dir = Path(scratch)
-        report["baseline"] = {"ref": args.baseline, "commit": export(args.baseline, baseline_dir)}
+        report["baseline"] = {
+            "ref": args.baseline,
+            "commit": export(args.baseline, baseline_dir),
+            "note": args.baseline_note,
+        }
         report["server"] = {"kind": server.kind, "settings": server.settings}
         log(f"{server_version(server.version)} ({server.kind}); migrating")
         simindex.migrate(server.dsn)
@@ -130,6 +178,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             method=MinHash(MINHASH_THRESHOLD, NUM_PERM),
         )
         sides = {"baseline": baseline_dir, "this": REPOSITORY}
+        server_cpu = ServerCpu(server_processes(server.dsn))
         runs: dict[str, dict[str, list[dict[str, Any]]]] = {
             kind: {side: [] for side in sides} for kind in ("simhash", "minhash")
         }
@@ -137,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             order = list(sides) if round_number % 2 == 0 else list(reversed(sides))
             for kind in ("simhash", "minhash"):
                 for side in order:
-                    run = timed_build(server.dsn, f"short_{kind}", sides[side])
+                    run = timed_build(server.dsn, f"short_{kind}", sides[side], server_cpu)
                     runs[kind][side].append(run)
                     log(f"round {round_number + 1} {kind} {side}: {run['seconds']:.2f} s")
     report["runs"] = runs
@@ -149,6 +198,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"{figures['baseline']['median_seconds']:.2f}",
             f"{figures['this']['median_seconds']:.2f}",
             f"{figures['ratio_this_to_baseline']:.2f}",
+            f"{figures['baseline']['median_cpu_seconds']['total']:.1f}",
+            f"{figures['this']['median_cpu_seconds']['total']:.1f}",
             f"{figures['this']['rows_per_second']:,.0f}",
             f"{figures['this']['extrapolated_1m_seconds']:.1f}",
             f"{TARGET_SECONDS_1M[kind]:.0f}",
@@ -157,7 +208,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     ]
     print_table(
         f"Build of {report['data']['rows']:,} short texts, median of {args.rounds}",
-        ["index", "baseline s", "this s", "ratio", "this rows/s", "1M s (extrap.)", "target"],
+        [
+            "index",
+            "baseline s",
+            "this s",
+            "ratio",
+            "baseline CPU s",
+            "this CPU s",
+            "this rows/s",
+            "1M s (extrap.)",
+            "target",
+        ],
         rows,
     )
     print(f"\nwritten: {output}")
@@ -170,13 +231,23 @@ def summarise(runs: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, Any
         for side, results in sides.items():
             seconds = statistics.median(r["seconds"] for r in results)
             rows = results[0]["rows"]
+            cpu = {
+                part: round(statistics.median(r[f"{part}_cpu_seconds"] for r in results), 2)
+                for part in ("python", "worker", "server")
+            }
             figures[side] = {
                 "median_seconds": round(seconds, 3),
+                "median_cpu_seconds": {**cpu, "total": round(sum(cpu.values()), 2)},
                 "rows_per_second": round(rows / seconds),
                 "extrapolated_1m_seconds": round(seconds * 1_000_000 / rows, 1),
             }
         figures["ratio_this_to_baseline"] = round(
             figures["this"]["median_seconds"] / figures["baseline"]["median_seconds"], 3
+        )
+        figures["cpu_ratio_this_to_baseline"] = round(
+            figures["this"]["median_cpu_seconds"]["total"]
+            / figures["baseline"]["median_cpu_seconds"]["total"],
+            3,
         )
         figures["extrapolation"] = (
             "linear from this row count to 1M; an estimate, not a measurement (sorts and "

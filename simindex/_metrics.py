@@ -30,6 +30,12 @@ _INDEX_GAUGES: tuple[tuple[str, str, Callable[[IndexStats], float]], ...] = (
     ),
     ("simindex_failed_items", "rows the sync worker could not process", lambda s: s.failed),
     (
+        "simindex_deletes_waiting",
+        "DELETE statements whose index rows the sync worker has not swept yet "
+        "(simindex_index_rows counts those rows until then)",
+        lambda s: s.deletes_waiting,
+    ),
+    (
         "simindex_index_broken",
         "1 while the sync worker's batches of the index fail as a whole",
         lambda s: float(s.info.broken),

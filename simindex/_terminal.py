@@ -335,6 +335,7 @@ def stats_json(stats: IndexStats) -> dict[str, Any]:
         "queued": stats.queued,
         "lag_seconds": round(stats.lag_seconds, 3),
         "failed": stats.failed,
+        "deletes_waiting": stats.deletes_waiting,
         "broken": info.broken,
         "last_error": info.last_error,
         "last_error_at": info.last_error_at,

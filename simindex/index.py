@@ -31,7 +31,7 @@ from simindex.db.catalog import (
     store_of,
 )
 from simindex.db.connection import Bind, PgConnection
-from simindex.db.entry import KeptEntry
+from simindex.db.entry import Entry, KeptEntry, Query
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.objects import index_sql
 from simindex.db.simhash_store import SimHashStore
@@ -231,25 +231,32 @@ class Index:
         key; ``limit`` keeps the first rows only (a text inside a cluster of thousands of
         copies). A text with no features (None, empty) has no neighbours: ``[]``.
         """
-        with reading(self.bind, self.index_schema) as conn:
-            info, store = self._simhash(conn, "similar()")
-            return near_op.near(
-                conn,
-                info,
-                store,
+
+        def query(entry: Entry) -> Query | None:
+            return near_op.query(
+                entry.info,
+                self._simhash_store(entry.store, "similar()"),
                 text=text,
                 fingerprint=fingerprint,
                 max_distance=max_distance,
                 limit=limit,
             )
 
+        with reading(self.bind, self.index_schema, pin=False) as conn:  # see near_key
+            _, rows = self._kept.query(conn, "near", query)
+        return [Match(key, distance) for key, distance in rows]
+
     def near_key(
         self, key: Any, *, max_distance: int | None = None, limit: int | None = None
     ) -> list[Match]:
         """Rows within ``max_distance`` bits of the row with ``key`` (itself excluded), the
         nearest ``limit`` of them when given."""
-        with reading(self.bind, self.index_schema, pin=False) as conn:  # by_key pins if need be
-            _, rows = by_key_op.by_key(conn, self._kept, key, "distance", max_distance, limit)
+        # On the connection as the caller left it: the query's statements name every function,
+        # operator and type with its schema; by_key pins the path for anything else.
+        with reading(self.bind, self.index_schema, pin=False) as conn:
+            _, rows = by_key_op.by_key(
+                conn, self._kept, key, measure="distance", bound=max_distance, limit=limit
+            )
         return [Match(found_key, distance) for found_key, distance in rows]
 
     def similar(
@@ -273,9 +280,25 @@ class Index:
         mode = similar_op.verify_mode(verify)
         if mode == "estimate" and key is not None and text is None:
             with reading(self.bind, self.index_schema, pin=False) as conn:  # see near_key
-                info, rows = by_key_op.by_key(conn, self._kept, key, "similarity", threshold, limit)
+                info, rows = by_key_op.by_key(
+                    conn, self._kept, key, measure="similarity", bound=threshold, limit=limit
+                )
             _warn_below_threshold(info, threshold)
-            return [Similar(found_key, float(value)) for found_key, value in rows]
+            return [Similar(found_key, value) for found_key, value in rows]
+        if mode == "estimate" and key is None:
+
+            def query(entry: Entry) -> Query | None:
+                store = entry.store
+                if not isinstance(store, MinHashStore):
+                    raise TypeError(f"index {self.name!r} is a SimHash index: use near()")
+                return similar_op.estimate_query(
+                    entry.info, store, text=text, threshold=threshold, limit=limit
+                )
+
+            with reading(self.bind, self.index_schema, pin=False) as conn:  # see near_key
+                entry, found = self._kept.query(conn, "similar", query)
+            _warn_below_threshold(entry.info, threshold)
+            return [Similar(found_key, similarity) for found_key, similarity, _ in found]
         with reading(self.bind, self.index_schema) as conn:
             info, store = self._ready(conn)
             if not isinstance(store, MinHashStore):

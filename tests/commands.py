@@ -59,8 +59,12 @@ def run_simindex(
     capture_output=True, text=True, env=env, timeout=timeout, cwd=cwd)`` returns."""
     command = [*_ARGS, *args]
     given = dict(os.environ if env is None else env)
-    if _read_at_startup(given) != _read_at_startup(_SERVER_ENVIRONMENT):
-        # PYTHONPATH and the like shape an interpreter as it starts: a new one, then.
+    if (
+        _read_at_startup(given) != _read_at_startup(_SERVER_ENVIRONMENT)
+        or os.environ.get("SIMINDEX_TEST_NEW_INTERPRETER") == "1"
+    ):
+        # PYTHONPATH and the like shape an interpreter as it starts: a new one, then; or
+        # always, when asked (to rule the fork server out, or to compare).
         return subprocess.run(
             command, input=stdin, capture_output=True, text=True, env=given, timeout=timeout,
             cwd=cwd, check=False,

@@ -78,6 +78,8 @@ def query() -> str:
     rows = []
     for name in sorted(p.name for p in RESULTS.glob("query*.json")):
         data = load(name)
+        if data.get("benchmark") == "query_facade":  # the layers table's
+            continue
         if "synthetic" in data:
             synthetic = data["synthetic"]
             rows.append(
@@ -320,6 +322,8 @@ def by_key() -> str:
     rows = []
     for name in sorted(p.name for p in RESULTS.glob("query*.json")):
         data = load(name)
+        if data.get("benchmark") == "query_facade":  # the layers table's
+            continue
         for method in ("simhash", "minhash"):
             paths = data.get(method, {}).get("by_key_paths")
             if not paths:
@@ -336,6 +340,43 @@ def by_key() -> str:
                     ]
                 )
     return table(["results", "method", "path", "p50 / p99", "p50 over the typed function"], rows)
+
+
+def layers() -> str:
+    name = "query-facade.json"
+    if not (RESULTS / name).exists():
+        return f"(no `{name}` yet: run `python benchmarks/query_facade.py`)"
+    data = load(name)
+    rows = []
+    for method in ("simhash", "minhash"):
+        for part, label in (("by_key", "by key"), ("by_text", "by text")):
+            found = data[method][part]
+            paired = found.get("paired_p50_over_floor_ms", {})
+            cpu = found.get("client_cpu_over_floor_ms", {})
+            for path, latency in found["latency"].items():
+                rows.append(
+                    [
+                        source(name),
+                        method,
+                        label,
+                        f"`{path}`",
+                        ms(latency),
+                        f"{found['p50_over_floor_ms'][path]:+.3f} ms",
+                        f"{paired[path]:+.3f} ms" if path in paired else "–",
+                        f"{cpu[path]:+.3f} ms" if path in cpu else "–",
+                    ]
+                )
+    header = [
+        "results",
+        "method",
+        "query",
+        "layer",
+        "p50 / p99",
+        "p50 over the floor's",
+        "median of each query's difference",
+        "client CPU over the floor's",
+    ]
+    return str(data.get("scale_note", "")) + "\n\n" + table(header, rows)
 
 
 def templates() -> str:
@@ -396,10 +437,47 @@ def minhash_estimate() -> str:
     return table(["results", "corpus", "at J ≥ 0.8", "recall / precision"], rows)
 
 
+def build_runs() -> str:
+    """``benchmarks/build.py``: builds of this checkout beside a baseline commit, interleaved."""
+    rows = []
+    for name in sorted(p.name for p in RESULTS.glob("build-*.json")):
+        data = load(name)
+        for kind, figures in data.get("summary", {}).items():
+            base, this = figures["baseline"], figures["this"]
+            rows.append(
+                [
+                    source(name),
+                    kind,
+                    n(data["data"]["rows"]),
+                    f"{n(base['median_seconds'], 2)} / {n(this['median_seconds'], 2)} s",
+                    f"{figures['ratio_this_to_baseline']:.2f}",
+                    f"{n(base['median_cpu_seconds']['total'], 1)} / "
+                    f"{n(this['median_cpu_seconds']['total'], 1)} s",
+                    f"{figures['cpu_ratio_this_to_baseline']:.2f}",
+                    n(this["extrapolated_1m_seconds"], 1),
+                ]
+            )
+    return table(
+        [
+            "results",
+            "index",
+            "rows",
+            "baseline / this, median",
+            "ratio",
+            "CPU baseline / this",
+            "CPU ratio",
+            "1M rows, extrapolated s",
+        ],
+        rows,
+    )
+
+
 TABLES: dict[str, Callable[[], str]] = {
+    "build-runs": build_runs,
     "templates": templates,
     "minhash-estimate": minhash_estimate,
     "by-key": by_key,
+    "layers": layers,
     "machines": machines,
     "query": query,
     "build": build,

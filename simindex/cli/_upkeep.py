@@ -74,7 +74,7 @@ def add_sync(commands: Subparsers, common: argparse.ArgumentParser) -> None:
 
 def _add_worker_options(parser: argparse.ArgumentParser) -> None:
     """The options whose defaults are the worker's (its modules load the driver)."""
-    from simindex.ops.sync import DEFAULT_CONNECTIONS
+    from simindex.ops.sync import DEFAULT_CONNECTIONS, DEFAULT_SWEEP_DELAY
 
     _add_batch_size(parser)
     parser.add_argument(
@@ -91,6 +91,15 @@ def _add_worker_options(parser: argparse.ArgumentParser) -> None:
         default=30.0,
         metavar="S",
         help="with --follow, look at the queues at least every S seconds (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--sweep-delay",
+        type=seconds,
+        default=DEFAULT_SWEEP_DELAY,
+        metavar="S",
+        help="with --follow, sweep the index rows of deleted rows once the oldest delete not "
+        "swept yet is S seconds old: one sweep (a full anti-join) per index every S seconds at "
+        "most; without --follow, sync sweeps before it ends (default: %(default)s)",
     )
     add_max_text_bytes_option(parser)
 
@@ -173,6 +182,7 @@ def run_sync(args: argparse.Namespace) -> int:
             max_text_bytes=args.max_text_bytes,
             heartbeat=args.heartbeat,
             connections=args.connections,
+            sweep_delay=args.sweep_delay,
             index_schema=schema,
             report=report,
         )

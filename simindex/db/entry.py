@@ -4,19 +4,22 @@ Reading an entry costs several statements; a query must not pay them each time. 
 :class:`KeptEntry` keeps the catalog row and store it read, with the row's identity and
 version (its id and ``xmin``: any change of the row, a build, a state, a drop and create
 again, changes one of them), and checks them before each use: alone (``catalog_token``, one
-short prepared statement), or inside the query by key itself (``facade_by_key``), which returns
-them beside the answer.
+short prepared statement), or inside the query itself (``facade_by_key``, ``facade_checked``),
+which returns them beside the answer.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 from psycopg import sql
 
 from simindex.db.catalog import IndexInfo, Store, catalog, ready_index
-from simindex.db.connection import PgConnection
+from simindex.db.connection import PgConnection, pinned
+from simindex.db.keys import key_cursor
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.statements import statement
 from simindex.db.triggers import Triggers
@@ -32,6 +35,12 @@ class Entry:
     store: Store
 
 
+Query = tuple[Callable[[], sql.Composed], sql.Composable, dict[str, Any]]
+"""A query of an index's SQL functions: its statement (composed only when no kept one is at
+hand: composing costs more than the rest of a call), its ORDER BY (of ``q.``'s columns, for
+``facade_checked``) and its parameters."""
+
+
 class KeptEntry:
     """The catalog entry of index ``name``, read once and kept while its row is unchanged."""
 
@@ -41,17 +50,20 @@ class KeptEntry:
         self.entry: Entry | None = None
         self._by_key: tuple[tuple[Any, ...], bytes] | None = None
         self._token: bytes | None = None
+        self._checked: dict[str, tuple[tuple[Any, ...], bytes]] = {}
 
     def ready(self, conn: PgConnection) -> Entry:
         """The entry, read again if its catalog row changed (one prepared statement when it
-        did not); IndexNotFoundError when there is no such index, IndexNotReadyError when it
-        cannot answer."""
+        did not, which may go out unpinned: see :meth:`token`; the entry is read again with
+        the path pinned); IndexNotFoundError when there is no such index, IndexNotReadyError
+        when it cannot answer."""
         token = self.token(conn)
         if token is None:
             self.entry = None
             raise IndexNotFoundError(f"no index named {self.name!r}")
         if self.entry is None or self.entry.token != token:
-            info, store = ready_index(conn, self.schema, self.name)
+            with pinned(conn):
+                info, store = ready_index(conn, self.schema, self.name)
             self.entry = Entry(token, info, store)
         return self.entry
 
@@ -86,4 +98,52 @@ class KeptEntry:
             order=order,
         ).as_bytes(conn)
         self._by_key = (entry.token, text)
+        return text
+
+    def query(
+        self, conn: PgConnection, kind: str, query: Callable[[Entry], Query | None]
+    ) -> tuple[Entry, list[Any]]:
+        """The entry and the rows of the statement ``query`` gives for it (None: no statement,
+        no rows, as for a text without features), after the entry's check: in autocommit in
+        the same statement (``facade_checked``, one round trip; composed once per entry and
+        ``kind``), else one statement before it (a statement that fails in a caller's
+        transaction would abort it). Every name those statements resolve is schema-qualified:
+        ``conn`` may be on the caller's search_path."""
+        entry = self.entry
+        if entry is not None and conn.autocommit:
+            made = query(entry)
+            if made is None:
+                return entry, []
+            compose, order, params = made
+            text = self._checked_statement(conn, entry, kind, compose, order)
+            try:
+                cursor = key_cursor(conn, entry.info.source.key_type)
+                found = cursor.execute(text, {**params, "name": self.name}, prepare=True).fetchall()
+            except psycopg.Error:  # the index was dropped meanwhile: read the catalog again
+                found = []
+            if found and tuple(found[0][:2]) == entry.token:
+                return entry, [row[2:] for row in found if row[2] is not None]
+        entry = self.ready(conn)
+        made = query(entry)
+        if made is None:
+            return entry, []
+        compose, _, params = made
+        cursor = key_cursor(conn, entry.info.source.key_type)
+        return entry, cursor.execute(compose(), params).fetchall()
+
+    def _checked_statement(
+        self,
+        conn: PgConnection,
+        entry: Entry,
+        kind: str,
+        compose: Callable[[], sql.Composed],
+        order: sql.Composable,
+    ) -> bytes:
+        kept = self._checked.get(kind)
+        if kept is not None and kept[0] == entry.token:
+            return kept[1]
+        text = statement(
+            "facade_checked", catalog=catalog(self.schema), query=compose(), order=order
+        ).as_bytes(conn)
+        self._checked[kind] = (entry.token, text)
         return text

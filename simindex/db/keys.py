@@ -66,9 +66,18 @@ def install(adapters: AdaptersMap) -> None:
         adapters.register_loader(name, loader)
 
 
-def key_cursor(conn: PgConnection) -> psycopg.Cursor[Any]:
+# Key types psycopg loads every value of, as the catalog names them (format_type, its typmod
+# cut off): a cursor for keys of these needs no loaders of its own.
+_LOADABLE = frozenset(
+    ("smallint", "integer", "bigint", "text", "character varying", "character", "uuid", "numeric")
+)
+
+
+def key_cursor(conn: PgConnection, key_type: str | None = None) -> psycopg.Cursor[Any]:
     """A cursor of ``conn`` that loads every key (see the module); the connection's own
-    adapters are left as they are."""
+    adapters are left as they are. ``key_type``: the keys' stored type as the catalog names
+    it; one psycopg loads every value of spares the query the loaders (None: installed)."""
     cursor = conn.cursor()
-    install(cursor.adapters)
+    if key_type is None or key_type.split("(")[0] not in _LOADABLE:
+        install(cursor.adapters)
     return cursor

@@ -132,6 +132,7 @@ class MinHashStore:
                 "minhash_create_table",
                 table=self.table(staging),
                 key_type=self._key_type(),
+                key_constraint=sql.SQL("NOT NULL" if staging else "PRIMARY KEY"),
                 band_columns=band_columns,
                 sketch_bits=sql.Literal(self.sketch_bits),
             ),
@@ -303,6 +304,8 @@ class MinHashStore:
             )
             for band, column in enumerate(self.columns)
         ]
+        if staging:  # its primary key after the load: one sort, not an insert a row
+            indexes.insert(0, statement("add_primary_key", table=self.table(staging)))
         return [*indexes, statement("analyze", table=self.table(staging))]
 
     def swap_in_staging(self, conn: PgConnection) -> None:

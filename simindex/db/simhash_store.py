@@ -78,6 +78,11 @@ def _prefix_sql(table: MankuTable, fingerprint: sql.Composable) -> sql.Composabl
     )
 
 
+def _key_constraint(staging: bool) -> sql.SQL:
+    """A staging table's primary key comes after its load (:meth:`SimHashStore.finish`)."""
+    return sql.SQL("NOT NULL" if staging else "PRIMARY KEY")
+
+
 def _lines(rows: Iterable[tuple[object, ...]]) -> str:
     """(key, integer, ...) rows as COPY text."""
     return "".join(field(row[0]) + "\t" + "\t".join(map(str, row[1:])) + "\n" for row in rows)
@@ -146,6 +151,7 @@ class SimHashStore:
                 "simhash_create_table",
                 table=self.table(staging),
                 key_type=self._key_type(),
+                key_constraint=_key_constraint(staging),
                 prefix_columns=prefix_columns,
             ),
             *protect_statements(self.schema, self.name, self._table_name(staging)),
@@ -394,6 +400,8 @@ class SimHashStore:
             )
             for position in range(self.design.table_count)
         ]
+        if staging:
+            statements.insert(0, statement("add_primary_key", table=self.table(staging)))
         return [*statements, statement("analyze", table=self.table(staging))]
 
     def swap_in_staging(self, conn: PgConnection) -> None:

@@ -53,6 +53,12 @@ _TRANSITION_TABLES = {
 }
 ROW_EVENTS = ("insert", "update", "delete")
 """The events of the row triggers, which fire in replica mode only (see ``db/sql/sync.sql``)."""
+# The blocks of an event that may use a deleted key again: queue its keys, then remove the index
+# rows of its new keys (see db/sql/sync.sql).
+_KEY_USED_AGAIN = {
+    "insert": ("sync_trigger_insert", "sync_trigger_insert_replaced"),
+    "update": ("sync_trigger_update", "sync_trigger_update_replaced"),
+}
 # Where the aliases go in a statement run with EXECUTE format(statement, aliases).
 _ALIASES_MARK = "\0aliases\0"
 BUILD_LOCK_CLASS = 0x53494D58
@@ -313,23 +319,21 @@ class Triggers:
                 return one
             return statement("sync_trigger_dynamic", statement=_FormatString(one))
 
-        if event == "insert":
-            replaced = [
-                run("sync_trigger_insert_replaced", table=table)
-                for table in self.store.side_tables()
-            ]
+        if event in ("insert", "update"):
+            # Queued first: a writer of a key a batch holds waits for that batch here, so the
+            # index rows the batch wrote from the key's deleted row are there to remove.
+            queue_block, replaced_block = _KEY_USED_AGAIN[event]
+            replaced = [run(replaced_block, table=table) for table in self.store.side_tables()]
             return sql.SQL(";\n").join(
                 [
+                    run(queue_block),
                     statement(
                         "sync_trigger_if_deleted",
                         deletes=self.deletes,
                         statement=sql.SQL(";\n").join(replaced),
                     ),
-                    run("sync_trigger_insert"),
                 ]
             )
-        if event == "update":
-            return run("sync_trigger_update")
         if event == "truncate":
             return sql.SQL("NULL")
         return statement("sync_trigger_delete", deletes=self.deletes)

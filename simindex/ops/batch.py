@@ -80,7 +80,14 @@ def process(
     Texts are read and fingerprinted :data:`BATCH_BYTES` at a time (a longer one alone)."""
     if not keys:
         return BatchResult(0, 0, 0, 0)
-    ready = prepare(conn, target, keys, max_text_bytes=max_text_bytes)
+    return write(
+        conn, target, prepare(conn, target, keys, max_text_bytes=max_text_bytes), len(keys)
+    )
+
+
+def write(conn: PgConnection, target: Target, ready: Prepared, taken: int) -> BatchResult:
+    """Write what :func:`prepare` read and computed of ``taken`` keys, and record the rows
+    that failed (see :func:`process`)."""
     failures = list(ready.failures)
     unread = ready.unread
     written = _write(conn, target, ready.remove + unread, ready.keys, ready.values, set(unread))
@@ -92,7 +99,7 @@ def process(
         note(conn, target, "row_error", f"key {key}: {error}")
     else:
         note(conn, target, "resolved")
-    return BatchResult(len(keys), written.indexed, written.removed, len(failures), tuple(failures))
+    return BatchResult(taken, written.indexed, written.removed, len(failures), tuple(failures))
 
 
 @dataclass(frozen=True, slots=True)

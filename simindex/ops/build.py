@@ -8,7 +8,10 @@ common shingles or weighs by IDF learns their counts from a sample of the rows
 (:func:`learn_counts`); the swap then replaces the query functions and the delete triggers
 too, since the side tables' columns may have changed.
 
-Memory stays bounded: at most ``workers + 1`` batches are in flight. Queue entries the
+The worker processes make each batch's COPY text as well as its fingerprints
+(:func:`copy_rows`), and batches go to them ahead of the COPYs, so a COPY leaves no core idle.
+Memory stays bounded: at most ``(workers + 1) *`` :data:`BATCH_BYTES` of text is in flight
+(:func:`~simindex.ops.workers.computed`). Queue entries the
 build's read covered are removed with the swap (see :func:`_dequeue`), so a build after
 loading a table leaves nothing for ``sync`` to do again.
 """

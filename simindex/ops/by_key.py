@@ -43,6 +43,7 @@ def by_key(
     conn: PgConnection,
     kept: KeptEntry,
     key: Any,
+    *,
     measure: Measure,
     bound: float | None,
     limit: int | None,
@@ -115,7 +116,8 @@ def _run(
         assert isinstance(method, MinHash)
         params["threshold"] = validators.threshold(bound, method.threshold)
     text = kept.by_key_statement(conn, entry)
-    rows = key_cursor(conn).execute(text, params, prepare=True).fetchall()
+    cursor = key_cursor(conn, entry.info.source.key_type)
+    rows = cursor.execute(text, params, prepare=True).fetchall()
     if not rows or tuple(rows[0][:2]) != entry.token:
         return None
     return rows

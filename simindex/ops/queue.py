@@ -114,12 +114,13 @@ def requeue(conn: PgConnection, target: Target, keys: Sequence[Any]) -> None:
     )
 
 
-def deletes_pending(conn: PgConnection, target: Target) -> bool:
-    """Whether deletes of source rows are recorded that no sweep has handled yet."""
+def deletes_due_in(conn: PgConnection, target: Target, delay: float) -> float | None:
+    """Seconds until the oldest delete of source rows that no sweep has handled yet is
+    ``delay`` seconds old (0 or less: a sweep is due); None when none is recorded."""
     row = conn.execute(
-        statement("sync_deletes_pending", deletes=target.triggers.deletes)
+        statement("sync_deletes_due", deletes=target.triggers.deletes), {"delay": delay}
     ).fetchone()
-    return bool(row and row[0])
+    return None if row is None or row[0] is None else float(row[0])
 
 
 def sweep(conn: PgConnection, target: Target) -> int | None:

@@ -6,11 +6,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 from simindex.core import validators
 from simindex.core.spec import IndexSpec, MinHash
 from simindex.db.catalog import IndexInfo, lock_source
 from simindex.db.connection import PgConnection
+from simindex.db.entry import Query
 from simindex.db.keys import key_cursor
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.source import key_errors
@@ -90,24 +92,10 @@ def similar(
             ):
                 raise KeyNotIndexedError.of(info.name, key)
     else:
-        values, lengths = info.spec.minhash_values([text])
-        if not lengths[0]:
+        made = _by_text(store, info.spec, text, floor, fetch)
+        if made is None:
             return []
-        sketch, band_keys, set_hash = store.query_arguments(values[0])
-        rows = (
-            key_cursor(conn)
-            .execute(
-                statement("minhash_similar", function=store.similar_function),
-                {
-                    "sketch": sketch,
-                    "band_keys": band_keys,
-                    "threshold": floor,
-                    "limit": fetch,
-                    "set_hash": set_hash,
-                },
-            )
-            .fetchall()
-        )
+        rows = key_cursor(conn).execute(made[0](), made[2]).fetchall()
     if verify == "estimate":
         return [Similar(found_key, float(similarity)) for found_key, similarity, _ in rows]
     if not rows:
@@ -137,3 +125,41 @@ def similar(
         # Keys Python cannot compare with each other (dates with some in their text form,
         # simindex.db.keys): equal similarities in the order the index answered them.
         return sorted(kept, key=lambda match: -match.similarity)[:limit]
+
+
+def estimate_query(
+    info: IndexInfo,
+    store: MinHashStore,
+    *,
+    text: str | None,
+    threshold: float | None,
+    limit: int | None,
+) -> Query | None:
+    """The statement of :func:`similar` by text verified by the estimate, its order and its
+    parameters, checked; None for a text with no features (no statement: no rows). Its rows
+    are (key, similarity, identical)."""
+    validators.limit(limit)
+    return _by_text(store, info.spec, text, check_threshold(info.spec, threshold), limit)
+
+
+def _by_text(
+    store: MinHashStore, spec: IndexSpec, text: str | None, floor: float, fetch: int | None
+) -> Query | None:
+    values, lengths = spec.minhash_values([text])
+    if not lengths[0]:
+        return None
+    sketch, band_keys, set_hash = store.query_arguments(values[0])
+    return (
+        lambda: statement("minhash_similar", function=store.similar_function),
+        _ORDER,
+        {
+            "sketch": sketch,
+            "band_keys": band_keys,
+            "threshold": floor,
+            "limit": fetch,
+            "set_hash": set_hash,
+        },
+    )
+
+
+_ORDER = sql.SQL("q.similarity DESC, q.key")

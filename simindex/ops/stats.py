@@ -24,7 +24,12 @@ class IndexStats:
     """One index: its catalog row (state, ``broken``, ``last_error``), the bytes each of its
     tables takes (``pg_total_relation_size``, by table name), the keys it holds now, its queued
     keys, the age in seconds of the oldest queued entry (how far the index lags behind its
-    table; 0 with an empty queue), and its failed items."""
+    table; 0 with an empty queue), its failed items, and the DELETE statements on its table
+    the worker has not swept yet (``deletes_waiting``).
+
+    ``rows`` counts the index rows of deleted source rows until the worker's sweep removes
+    them (no answer names them meanwhile): leaving them out would cost a join of the whole
+    index with its table, as the sweep itself does, on every call."""
 
     info: IndexInfo
     table_bytes: dict[str, int]
@@ -32,6 +37,7 @@ class IndexStats:
     queued: int
     lag_seconds: float
     failed: int
+    deletes_waiting: int = 0
 
     @property
     def total_bytes(self) -> int:
@@ -67,10 +73,11 @@ def one_index(conn: PgConnection, info: IndexInfo) -> IndexStats:
             rows=store.side_tables()[0],
             queue=triggers.queue,
             failed=triggers.failed,
+            deletes=triggers.deletes,
         )
     ).fetchone()
     assert now is not None
-    rows, queued, lag, failed = now
+    rows, queued, lag, failed, deletes = now
     return IndexStats(
         info,
         {str(table): int(size) for table, size in sizes},
@@ -78,4 +85,5 @@ def one_index(conn: PgConnection, info: IndexInfo) -> IndexStats:
         int(queued),
         float(lag),
         int(failed),
+        int(deletes),
     )

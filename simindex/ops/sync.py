@@ -48,7 +48,7 @@ from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES, BatchResult, probe, proce
 from simindex.ops.build import MAX_BATCH_SIZE
 from simindex.ops.queue import (
     Target,
-    deletes_pending,
+    deletes_due_in,
     fail,
     follow_renames,
     load_target,
@@ -76,6 +76,10 @@ _RECONNECT_DELAYS = (0.1, 0.5, 1.0, 2.0, 5.0)
 # marked broken: the cause is then the index's (a statement_timeout too short for any row).
 CANCELLED_SINGLES = 3
 BROKEN_RETRY_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+# Seconds a following worker lets recorded deletes wait before it sweeps them: each sweep is a
+# full anti-join (about 1 s at 1M rows), so an app that deletes all the time costs one sweep per
+# index this often at most, whatever the number of workers.
+DEFAULT_SWEEP_DELAY = 30.0
 _log = logging.getLogger(__name__)
 
 
@@ -96,6 +100,7 @@ def sync(
     connections: int = DEFAULT_CONNECTIONS,
     index_schema: str = DEFAULT_SCHEMA,
     report: SyncReport | None = None,
+    sweep_delay: float = DEFAULT_SWEEP_DELAY,
 ) -> SyncReport:
     """Drain the queues of ``names`` (default: every index), one transaction per batch.
 
@@ -119,6 +124,10 @@ def sync(
         index_schema: the schema simindex was migrated into.
         report: the report to fill and return; another thread may read it while sync runs
             (to serve metrics).
+        sweep_delay: with ``follow``, the index rows of deleted source rows are swept once
+            the oldest delete not swept yet is this many seconds old (at most one sweep per
+            index this often, however many workers); answers never name those rows
+            meanwhile. Without ``follow``, sync sweeps before it returns, whatever their age.
 
     Returns what was done; ``report.ok`` is false when rows failed or an index is broken.
     """
@@ -127,6 +136,8 @@ def sync(
     if not heartbeat > 0:
         raise ValueError(f"heartbeat must be a positive number of seconds, got {heartbeat!r}")
     validators.positive("connections", connections)
+    if not sweep_delay >= 0:
+        raise ValueError(f"sweep_delay must be 0 or more seconds, got {sweep_delay!r}")
     if follow and isinstance(bind, Connection):
         raise ValueError(
             "follow=True commits batch by batch: give an Engine or a DSN, not a Connection"
@@ -143,6 +154,7 @@ def sync(
         connections=1 if isinstance(bind, Connection) else connections,
         schema=index_schema,
         report=report if report is not None else SyncReport(),
+        sweep_delay=sweep_delay,
     )
     started = time.perf_counter()
     worker.run(follow=follow, retry_failed=retry_failed)
@@ -170,8 +182,12 @@ class _Worker:
         connections: int,
         schema: str,
         report: SyncReport,
+        sweep_delay: float,
     ) -> None:
         self.where = WorkerBind(bind)
+        self.sweep_delay = sweep_delay
+        # When (time.monotonic()) each index's recorded deletes are due for a sweep.
+        self.sweep_at: dict[str, float] = {}
         self.names = names
         self.batch_size = batch_size
         self.stop = stop
@@ -212,7 +228,9 @@ class _Worker:
                         self._drain(conns)
                         failures = 0
                         wait_for_notification(
-                            listener, self.stop, min(self.heartbeat, self._next_retry())
+                            listener,
+                            self.stop,
+                            min(self.heartbeat, self._next_retry(), self._next_sweep()),
                         )
             except (psycopg.OperationalError, sqlalchemy.exc.OperationalError) as exc:
                 delay = _RECONNECT_DELAYS[min(failures, len(_RECONNECT_DELAYS) - 1)]
@@ -390,11 +408,16 @@ class _Worker:
 
     def _sweep(self, conn: PgConnection, target: Target) -> int | None:
         """Once the queue is empty: the index rows of deleted source rows removed (see
-        :func:`~simindex.ops.queue.sweep`); how many, or None when no delete was recorded or
-        a build runs."""
-        if not deletes_pending(conn, target):
-            return None
-        return sweep(conn, target)
+        :func:`~simindex.ops.queue.sweep`); how many, or None when no delete was recorded, or
+        none is ``sweep_delay`` old yet (following; the wait then ends when one is), or a
+        build runs."""
+        due_in = deletes_due_in(conn, target, self.sweep_delay if self.follow else 0.0)
+        with self._report_lock:
+            if due_in is not None and due_in > 0:
+                self.sweep_at[target.name] = time.monotonic() + due_in
+                return None
+            self.sweep_at.pop(target.name, None)
+        return None if due_in is None else sweep(conn, target)
 
     def _cancelled(
         self,
@@ -472,6 +495,13 @@ class _Worker:
         with self._report_lock:
             entry = self.broken.get(name)
         return entry is not None and time.monotonic() < entry.retry_at
+
+    def _next_sweep(self) -> float:
+        """Seconds until the next index's recorded deletes are due for a sweep (infinity if
+        none)."""
+        with self._report_lock:
+            due = min(self.sweep_at.values(), default=float("inf"))
+        return max(due - time.monotonic(), 0.0)
 
     def _next_retry(self) -> float:
         """Seconds until the next broken index is due (infinity if none)."""

@@ -24,6 +24,7 @@ statement runs.
 from __future__ import annotations
 
 import re
+import weakref
 from typing import Any
 
 from sqlalchemy import BigInteger, Double, Integer, String, cast, column, literal, null
@@ -40,10 +41,12 @@ from sqlalchemy.sql.sqltypes import NullType
 from sqlalchemy.sql.visitors import InternalTraversal
 from sqlalchemy.types import TypeEngine, UserDefinedType
 
+from simindex._session import reading
 from simindex.core import validators
 from simindex.core.bits import check_fingerprint, to_signed
-from simindex.db.catalog import DEFAULT_SCHEMA, IndexInfo, check_name, check_schema, ready_index
-from simindex.db.connection import transaction
+from simindex.db.catalog import DEFAULT_SCHEMA, IndexInfo, check_name, check_schema
+from simindex.db.connection import engine_for
+from simindex.db.entry import KeptEntry
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.simhash_store import SimHashStore
 
@@ -326,16 +329,30 @@ def _required(bind: QueryBind | None, verb: str) -> QueryBind:
     return bind
 
 
+_kept: weakref.WeakKeyDictionary[Engine, dict[tuple[str, str], KeptEntry]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def _ready(
     bind: QueryBind, name: str, index_schema: str
 ) -> tuple[IndexInfo, SimHashStore | MinHashStore]:
-    """The catalog's word on the index; IndexNotFoundError or IndexNotReadyError otherwise."""
+    """The catalog's word on the index; IndexNotFoundError or IndexNotReadyError otherwise.
+    Its entry is kept per Engine and index, and checked by one statement (as an Index
+    checks its own: :mod:`simindex.db.entry`), sent on the connection as the caller left it."""
     if isinstance(bind, Session):
         bind = bind.connection()  # the session's own transaction
     check_name(name)
     check_schema(index_schema)
-    with transaction(bind) as conn:
-        return ready_index(conn, index_schema, name)
+    engine = engine_for(bind) if isinstance(bind, str) else bind
+    if isinstance(engine, Connection):
+        engine = engine.engine
+    kept = _kept.setdefault(engine, {}).setdefault(
+        (index_schema, name), KeptEntry(index_schema, name)
+    )
+    with reading(bind, index_schema, pin=False) as conn:
+        entry = kept.ready(conn)
+    return entry.info, entry.store
 
 
 def _by_key(

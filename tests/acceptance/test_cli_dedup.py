@@ -370,3 +370,17 @@ def test_pairs_by_groups_of_identical_rows(table: str) -> None:
     rows = csv_rows(run("pairs", "docs", "--groups", dsn=table).stdout)
     assert rows[0] == ["left", "right", "distance", "identical"]
     assert ["1", "40", "0", "true"] in rows
+
+
+def test_pairs_and_clusters_name_no_row_deleted_and_not_swept(simhash: Index, table: str) -> None:
+    """The CLI runs as whoever the DSN names (here a superuser, who sees every index row):
+    a row deleted and not swept yet is named by no pair and no cluster."""
+    with psycopg.connect(table) as conn:
+        conn.execute("DELETE FROM docs WHERE id = 1")  # the BASE cluster's id until now
+    result = run("pairs", "docs", "--json", dsn=table)
+    pairs = [json.loads(line) for line in result.stdout.splitlines()]
+    named = {pair[side] for pair in pairs for side in ("left", "right")}
+    assert 1 not in named and {2, 3} <= named
+    report = json.loads(run("clusters", "docs", "--json", "--largest", "1", dsn=table).stdout)
+    assert report["rows"] == 10
+    assert report["largest_clusters"] == [{"cluster_id": 2, "size": 2, "keys": [2, 3]}]

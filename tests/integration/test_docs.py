@@ -32,6 +32,7 @@ import contextlib
 import io
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -58,6 +59,7 @@ import simindex
 import simindex.alembic
 import simindex.sqlalchemy
 from simindex.db.connection import dispose_engines
+from tests.commands import run_simindex
 from tests.postgres import TEMPLATE, Server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -299,6 +301,11 @@ def run_shell(code: str, dsn: str, directory: Path) -> None:
     for line in code.replace("\\\n", " ").splitlines():
         if not line.strip():
             continue
+        words = plain_simindex(line)
+        if words is not None:  # what bash would run: the command, with these words
+            result = run_simindex(words, env=env, cwd=directory, timeout=60)
+            assert result.returncode == 0, f"{line}\n{result.stdout}\n{result.stderr}"
+            continue
         process = subprocess.Popen(
             ["bash", "-c", line],
             cwd=directory,
@@ -313,6 +320,27 @@ def run_shell(code: str, dsn: str, directory: Path) -> None:
             process.send_signal(signal.SIGTERM)
         out, err = process.communicate(timeout=60)
         assert process.returncode == 0, f"{line}\n{out}\n{head}{err}"
+
+
+# What would make bash do more than run one command with the words as shlex reads them.
+_SHELL = re.compile(r"[$`\\*?~{}\[\]!]")
+
+
+def plain_simindex(line: str) -> list[str] | None:
+    """The arguments of a line that only runs ``simindex`` with fixed words (run by
+    :func:`tests.commands.run_simindex`); None for a line bash must read: a pipe, a
+    redirection, ``||``, an expansion, a worker that follows the queue."""
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        words = list(lexer)
+    except ValueError:  # an unclosed quote: bash says what is wrong
+        return None
+    if not words or words[0] != "simindex" or "--follow" in words:
+        return None
+    if any(set(word) <= set(lexer.punctuation_chars) or _SHELL.search(word) for word in words):
+        return None
+    return words[1:]
 
 
 def _until_following(process: subprocess.Popen[str]) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -290,3 +291,41 @@ def test_a_query_by_key_is_one_statement_on_a_pooled_connection(
         engine.dispose()
     sent = _round_trips(path.read_text())
     assert len(sent) == (4 if bind == "connection" else 2), sent
+
+
+@pytest.mark.parametrize("method", [SimHash(), MinHash(threshold=0.5)], ids=["simhash", "minhash"])
+def test_a_query_by_text_on_a_callers_engine_is_one_statement(
+    docs: str, method: SimHash | MinHash, tmp_path: Path
+) -> None:
+    """On a caller's Engine, ``near(text)`` / ``similar(text, verify="estimate")`` send one
+    statement, the entry's check and the query together: no round trips to pin the
+    search_path and set it back, nor one for the check alone."""
+    create_index(docs, "docs", "docs", "body", method=method).build()
+    engine = create_engine("postgresql+psycopg://", creator=lambda: psycopg.connect(docs))
+    index = Index(engine, "docs")
+
+    def query() -> list[Any]:
+        if isinstance(method, SimHash):
+            return [found.key for found in index.near(TEXTS[1])]
+        return [found.key for found in index.similar(TEXTS[1], verify="estimate")]
+
+    try:
+        expected = query()  # reads the catalog entry
+        assert 1 in expected
+        assert query() == expected  # prepares the statement (a round trip of its own)
+        pooled = engine.raw_connection()
+        traced = pooled.driver_connection
+        pooled.close()
+        assert isinstance(traced, psycopg.Connection)
+        path = tmp_path / "trace"
+        with open(path, "w") as trace:
+            traced.pgconn.trace(trace.fileno())
+            traced.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+            try:
+                assert query() == expected
+            finally:
+                traced.pgconn.untrace()
+    finally:
+        engine.dispose()
+    sent = _round_trips(path.read_text())
+    assert len(sent) == 1, sent

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from typing import Any
 
 import psycopg
@@ -14,8 +15,9 @@ from simindex import IdenticalGroup, check, sync
 from simindex.core.spec import Method, MinHash, SimHash
 from simindex.errors import KeyNotIndexedError
 from simindex.index import Index, create_index
-from simindex.ops.batch import process
+from simindex.ops.batch import prepare, process, write
 from simindex.ops.queue import load_target, take
+from simindex.ops.stats import index_stats
 
 METHODS: dict[str, Method] = {"simhash": SimHash(max_distance=3), "minhash": MinHash(0.7)}
 TEXT = "the quick brown fox jumps over the lazy dog near the river bank today"
@@ -25,6 +27,13 @@ OTHER = "an entirely different sentence about accounting ledgers and quarterly r
 def side_keys(dsn: str, kind: str) -> set[Any]:
     with psycopg.connect(dsn) as conn:
         return {key for (key,) in conn.execute(f"SELECT key FROM simindex.docs_{kind}")}
+
+
+def by_text(index: Index, kind: str) -> set[Any]:
+    """The keys of the rows near TEXT."""
+    if kind == "simhash":
+        return {m.key for m in index.near(TEXT)}
+    return {m.key for m in index.similar(TEXT, verify="estimate")}
 
 
 def pending_deletes(dsn: str) -> int:
@@ -80,6 +89,8 @@ def test_a_delete_leaves_index_rows_to_the_sweep_and_no_answer_names_them(
     assert {2, 3, 4} <= side_keys(docs, kind)
     assert pending_deletes(docs) == 1
     assert check(docs, "docs").orphaned  # until the worker's sweep
+    waiting = index_stats(docs, ["docs"])[0]
+    assert (waiting.rows, waiting.deletes_waiting) == (20, 1)  # the rows: until the sweep
     named = answers(docs, index, kind, 1)
     assert named & {2, 3, 4} == set()
     assert {5, 6} <= named  # the answers themselves are there
@@ -87,6 +98,8 @@ def test_a_delete_leaves_index_rows_to_the_sweep_and_no_answer_names_them(
     assert report.removed == 3
     assert side_keys(docs, kind).isdisjoint({2, 3, 4})
     assert pending_deletes(docs) == 0
+    swept = index_stats(docs, ["docs"])[0]
+    assert (swept.rows, swept.deletes_waiting) == (17, 0)
     final = check(docs, "docs")
     assert (final.missing, final.stale, final.orphaned) == ([], [], [])
 
@@ -224,3 +237,185 @@ def test_pairs_and_clusters_from_python_never_name_a_deleted_row(
     assert {2, 3} <= named
     sync(docs, ["docs"])
     assert _bulk_keys(index, kind, **arguments) == named
+
+
+@pytest.mark.parametrize("kind", METHODS)
+def test_a_key_changed_to_a_deleted_key_keeps_nothing_of_its_deleted_row(
+    docs: str, kind: str
+) -> None:
+    index = create_index(docs, "docs", "docs", "body", method=METHODS[kind])
+    index.build()
+    with psycopg.connect(docs) as conn:
+        conn.execute("DELETE FROM docs WHERE id = 3")
+    with psycopg.connect(docs) as conn:
+        conn.execute("UPDATE docs SET id = 3 WHERE id = 15")  # another text, a key used again
+    # The deleted row's fingerprint (TEXT's) never answers for the row now keyed 3.
+    assert 3 not in side_keys(docs, kind)
+    assert 3 not in answers(docs, index, kind, 1)
+    sync(docs, ["docs"])
+    final = check(docs, "docs")
+    assert (final.missing, final.stale, final.orphaned) == ([], [], [])
+    assert 3 in side_keys(docs, kind) and 15 not in side_keys(docs, kind)
+    assert 3 not in by_text(index, kind)
+
+
+@pytest.mark.parametrize("kind", METHODS)
+@pytest.mark.parametrize("write", ["insert", "update"])
+def test_a_repeatable_read_writer_that_cannot_see_the_delete_keeps_nothing_of_the_deleted_row(
+    docs: str, kind: str, write: str
+) -> None:
+    index = create_index(docs, "docs", "docs", "body", method=METHODS[kind])
+    index.build()
+    with psycopg.connect(docs) as writer:
+        writer.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        writer.execute("SELECT count(*) FROM docs")  # its snapshot: before the delete
+        with psycopg.connect(docs, autocommit=True) as app:
+            app.execute("DELETE FROM docs WHERE id = 3")
+        if write == "insert":
+            writer.execute("INSERT INTO docs VALUES (3, %s)", (OTHER + " again",))
+        else:
+            writer.execute("UPDATE docs SET id = 3 WHERE id = 15")
+    assert 3 not in side_keys(docs, kind)
+    assert 3 not in answers(docs, index, kind, 1)
+    sync(docs, ["docs"])
+    final = check(docs, "docs")
+    assert (final.missing, final.stale, final.orphaned) == ([], [], [])
+    assert 3 in side_keys(docs, kind)
+    assert 3 not in by_text(index, kind)
+
+
+def _batch_holding_key_3(dsn: str) -> tuple[psycopg.Connection[Any], Any, Any]:
+    """A worker's batch that took key 3 (queued by an update) and read its row, not written
+    yet: (its connection, target, what it prepared)."""
+    with psycopg.connect(dsn) as conn:
+        conn.execute("UPDATE docs SET body = %s WHERE id = 3", (TEXT + " v2",))
+    worker = psycopg.connect(dsn)
+    target = load_target(worker, "simindex", "docs")
+    assert target is not None
+    keys = take(worker, target, 10)
+    assert keys == ["3"]  # in their text form
+    return worker, target, prepare(worker, target, keys)
+
+
+@pytest.mark.parametrize("kind", METHODS)
+def test_a_batch_that_read_the_deleted_row_never_answers_for_the_key_used_again(
+    docs: str, kind: str
+) -> None:
+    """A batch reads row 3; the app deletes it and inserts key 3 again with another text;
+    then the batch writes what it read. The insert waits for the batch (which holds key 3's
+    queue entry), then removes what it wrote: no answer names the new row 3 by the old
+    row's fingerprint, and the next batch indexes the new row."""
+    index = create_index(docs, "docs", "docs", "body", method=METHODS[kind])
+    index.build()
+    worker, target, ready = _batch_holding_key_3(docs)
+    with worker:
+        with psycopg.connect(docs, autocommit=True) as app:
+            app.execute("DELETE FROM docs WHERE id = 3")
+        errors: list[BaseException] = []
+
+        def insert() -> None:
+            try:
+                with psycopg.connect(docs, autocommit=True) as app:
+                    app.execute("INSERT INTO docs VALUES (3, %s)", (OTHER + " again",))
+            except BaseException as exc:
+                errors.append(exc)
+
+        thread = threading.Thread(target=insert)
+        thread.start()
+        thread.join(1.0)
+        assert thread.is_alive()  # it waits for the batch holding key 3
+        write(worker, target, ready, 1)
+        worker.commit()
+        thread.join(30)
+    assert not thread.is_alive() and errors == []
+    assert 3 not in side_keys(docs, kind)
+    assert 3 not in answers(docs, index, kind, 1)
+    sync(docs, ["docs"])
+    final = check(docs, "docs")
+    assert (final.missing, final.stale, final.orphaned) == ([], [], [])
+    assert 3 in side_keys(docs, kind) and 3 not in by_text(index, kind)
+
+
+def test_a_repeatable_read_insert_after_a_batch_rewrote_the_deleted_row_fails_to_serialize(
+    docs: str,
+) -> None:
+    """Under REPEATABLE READ the insert's snapshot predates what the batch wrote: its removal
+    fails with a serialization failure (the insert never lands, so nothing is answered
+    wrong), and the retry removes what the batch wrote."""
+    kind = "simhash"
+    index = create_index(docs, "docs", "docs", "body", method=METHODS[kind])
+    index.build()
+    worker, target, ready = _batch_holding_key_3(docs)
+    with psycopg.connect(docs) as writer:
+        writer.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        writer.execute("SELECT count(*) FROM docs")
+        with worker:
+            with psycopg.connect(docs, autocommit=True) as app:
+                app.execute("DELETE FROM docs WHERE id = 3")
+            write(worker, target, ready, 1)
+            worker.commit()
+        with pytest.raises(psycopg.errors.SerializationFailure):
+            writer.execute("INSERT INTO docs VALUES (3, %s)", (OTHER + " again",))
+        writer.rollback()
+        writer.execute("INSERT INTO docs VALUES (3, %s)", (OTHER + " again",))
+    assert 3 not in side_keys(docs, kind)
+    assert 3 not in answers(docs, index, kind, 1)
+    sync(docs, ["docs"])
+    final = check(docs, "docs")
+    assert (final.missing, final.stale, final.orphaned) == ([], [], [])
+
+
+def _following(dsn: str, **options: Any) -> tuple[threading.Thread, threading.Event]:
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=sync, args=(dsn, ["docs"]), kwargs={"follow": True, "stop": stop, **options}
+    )
+    thread.start()
+    return thread, stop
+
+
+def _wait_for(condition: Any, seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def test_a_following_worker_sweeps_at_most_once_per_sweep_delay(docs: str) -> None:
+    """Each sweep is a full anti-join: deletes wait sweep_delay seconds (the oldest one's
+    age) while the worker keeps indexing; a sync that does not follow sweeps before it ends."""
+    index = create_index(docs, "docs", "docs", "body", method=METHODS["simhash"])
+    index.build()
+    thread, stop = _following(docs, sweep_delay=3600.0, heartbeat=0.2)
+    try:
+        with psycopg.connect(docs) as conn:
+            conn.execute("DELETE FROM docs WHERE id = 2")
+        with psycopg.connect(docs) as conn:
+            conn.execute("INSERT INTO docs VALUES (21, %s)", (TEXT,))
+        _wait_for(lambda: 21 in side_keys(docs, "simhash"))  # the worker is at work
+        time.sleep(1.0)  # passes over an empty queue, a heartbeat each
+        assert pending_deletes(docs) == 1 and 2 in side_keys(docs, "simhash")
+        assert 2 not in answers(docs, index, "simhash", 1)
+    finally:
+        stop.set()
+        thread.join(30)
+    report = sync(docs, ["docs"])
+    assert report.removed == 1 and pending_deletes(docs) == 0
+    final = check(docs, "docs")
+    assert (final.missing, final.stale, final.orphaned) == ([], [], [])
+
+
+def test_a_following_worker_sweeps_once_the_oldest_delete_is_due(docs: str) -> None:
+    """No notification comes when a delete becomes due: the worker's wait ends then."""
+    create_index(docs, "docs", "docs", "body", method=METHODS["simhash"]).build()
+    thread, stop = _following(docs, sweep_delay=1.0, heartbeat=600.0)
+    try:
+        with psycopg.connect(docs) as conn:
+            conn.execute("DELETE FROM docs WHERE id IN (2, 3)")
+        _wait_for(lambda: pending_deletes(docs) == 0, 20.0)
+        assert side_keys(docs, "simhash").isdisjoint({2, 3})
+    finally:
+        stop.set()
+        thread.join(30)
+    final = check(docs, "docs")
+    assert (final.missing, final.stale, final.orphaned) == ([], [], [])

@@ -7,6 +7,7 @@ import random
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -456,3 +457,40 @@ def test_max_distance_beyond_the_index(engine: Engine, integer_simhashed: Corpus
         rows(engine, select(near_key(None, INDEX, key, max_distance=4)))
     assert isinstance(raised.value.orig, psycopg.Error)
     assert raised.value.orig.sqlstate == "22023"
+
+
+def test_a_selectable_with_a_bind_checks_its_kept_entry_in_one_statement(
+    engine: Engine, integer_simhashed: Corpus, database_dsn: str, tmp_path: Path
+) -> None:
+    """With a bind, ``near``/``near_key`` read the catalog entry once per Engine and index and
+    then check it by one statement (a build, a drop, a create again is seen at once)."""
+    text = integer_simhashed.texts[0]
+    expected = rows(engine, select(near(engine, INDEX, text).c.key))
+    assert expected
+    pooled = engine.raw_connection()
+    traced = pooled.driver_connection
+    pooled.close()
+    assert isinstance(traced, psycopg.Connection)
+    path = tmp_path / "trace"
+    with open(path, "w") as trace:
+        traced.pgconn.trace(trace.fileno())
+        traced.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+        try:
+            near(engine, INDEX, text)
+            near_key(engine, INDEX, integer_simhashed.keys[0])
+        finally:
+            traced.pgconn.untrace()
+    # Statements run (a first use on this connection also sends a Parse of its own).
+    sent = [
+        line
+        for line in path.read_text().splitlines()
+        if line.split("\t")[0] == "F" and line.split("\t")[2].split(" ")[0] in ("Query", "Execute")
+    ]
+    assert len(sent) == 2, sent
+    simindex.drop_index(database_dsn, INDEX)
+    with pytest.raises(errors.IndexNotFoundError):
+        near(engine, INDEX, text)
+    create_index(database_dsn, INDEX, "documents", "body", method=MinHash(THRESHOLD)).build()
+    with pytest.raises(TypeError, match="MinHash index"):
+        near(engine, INDEX, text)
+    assert rows(engine, select(similar(engine, INDEX, str(text)).c.key))

@@ -35,7 +35,7 @@ from simindex.db.connection import raw_connection
 from simindex.db.statements import _blocks
 from simindex.errors import KeyNotIndexedError
 from simindex.index import create_index, get_index
-from simindex.sqlalchemy import index_changes
+from simindex.sqlalchemy import index_changes, near, near_key, similar, similar_key
 from tests.commands import run_simindex
 from tests.security.conftest import MakeRole, Role, owned_table, scalar, superuser
 
@@ -395,13 +395,14 @@ def test_a_callers_connection_gets_its_own_search_path_back(database_dsn: str) -
         engine.dispose()
 
 
-def test_a_query_by_key_on_a_callers_connection_as_it_is_resolves_nothing_there(
+def test_a_query_on_a_callers_connection_as_it_is_resolves_nothing_there(
     database_dsn: str, shadowed: Role, make_role: MakeRole
 ) -> None:
-    """A query by key sends its statements on an Engine's connection, or in a Connection's
-    transaction, without pinning the search_path (no round trips for it): on the hostile path,
-    from the first query (which reads the catalog entry pinned) to the ones after it, a key
-    not indexed and a key of a wrong type, no shadow runs."""
+    """A query by key, by text or by fingerprint (verified by the estimate) sends its
+    statements on an Engine's connection, or in a Connection's transaction, without pinning
+    the search_path (no round trips for it): on the hostile path, from the first query (which
+    reads the catalog entry pinned) to the ones after it, a key not indexed and a key of a
+    wrong type, no shadow runs."""
     admin = make_role("admin")
     simindex.grant(database_dsn, admin.name, "admin")
     superuser(database_dsn, f'GRANT "{shadowed.name}" TO "{admin.name}"')
@@ -425,7 +426,18 @@ def test_a_query_by_key_on_a_callers_connection_as_it_is_resolves_nothing_there(
                         simhash.near_key(990)
                     with pytest.raises(KeyNotIndexedError, match="queued"):
                         minhash.similar(key=990, verify="estimate")
-                    assert_no_shadow_ran(database_dsn, f"a query by key on {type(bind).__name__}")
+                    said = "the text of row 1 says 1 things about 1 subjects"
+                    assert 101 in {m.key for m in simhash.near(said)}
+                    fingerprint = simhash.fingerprint(said)
+                    assert isinstance(fingerprint, int)
+                    assert 101 in {m.key for m in simhash.near(fingerprint=fingerprint)}
+                    assert 101 in {s.key for s in minhash.similar(said, verify="estimate")}
+                    # The selectables' checks of the index (their kept entries).
+                    near(bind, "by_key_sim", said)
+                    near_key(bind, "by_key_sim", 1)
+                    similar(bind, "by_key_min", said)
+                    similar_key(bind, "by_key_min", 1)
+                    assert_no_shadow_ran(database_dsn, f"a query on {type(bind).__name__}")
                 connection.commit()
             with pytest.raises(ValueError, match="bad key"):  # in the caller's transaction
                 simhash.near_key("not an integer")
@@ -433,4 +445,4 @@ def test_a_query_by_key_on_a_callers_connection_as_it_is_resolves_nothing_there(
             assert connection.execute(text("SHOW search_path")).scalar_one() == "public,pg_catalog"
     finally:
         engine.dispose()
-    assert_no_shadow_ran(database_dsn, "a query by key on a caller's connection")
+    assert_no_shadow_ran(database_dsn, "a query on a caller's connection")

@@ -9,7 +9,7 @@ and is no superuser.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
 import pytest
@@ -214,3 +214,29 @@ def test_clusters_by_an_admin_run_no_policy_of_the_table_owners(
     with pytest.raises(SourceError, match="row-level security"):
         Index(admin.dsn, "docs").clusters(method="bottom_k")
     assert scalar(database_dsn, POLICY_LOG) == []
+
+
+@pytest.mark.parametrize("right", ["worker", "admin"])
+def test_roles_that_see_every_index_row_meet_no_deleted_row_in_pairs_or_clusters(
+    database_dsn: str, make_role: MakeRole, right: Literal["worker", "admin"]
+) -> None:
+    """A worker and an admin see every row of the side tables (a deleted row's too, until the
+    sweep): their pairs and clusters are joined with the table as they read it."""
+    role = make_role(right)
+    superuser(database_dsn, DOCS)
+    superuser(database_dsn, "INSERT INTO docs SELECT g, 'the same text for every row' FROM "
+                            "generate_series(1, 6) AS g")  # fmt: skip
+    create_index(database_dsn, "docs", "docs", "body").build()
+    simindex.grant(database_dsn, role.name, right)
+    superuser(
+        database_dsn,
+        sql.SQL("GRANT SELECT ON docs TO {}").format(sql.Identifier(role.name)),
+        "DELETE FROM docs WHERE id IN (1, 2)",
+    )
+    assert scalar(role.dsn, SIDE_ROWS) == 6  # not swept yet, and seen
+    index = simindex.get_index(role.dsn, "docs")
+    named = {key for pair in index.pairs() for key in (pair.left, pair.right)}
+    assert named == {3, 4, 5, 6}
+    if right == "admin":
+        assert index.clusters().rows == 4
+        assert {m.cluster_id for m in index.cluster_members()} == {3}

@@ -39,3 +39,13 @@ def test_the_figures_are_the_results_files() -> None:
 def test_an_unknown_table_fails_the_build() -> None:
     with pytest.raises(ValueError, match="no such table"):
         hook().render("<!-- results: nonesuch -->")
+
+
+def test_the_layers_table_is_the_query_facade_results() -> None:
+    module = hook()
+    path = ROOT / "benchmarks/results/query-facade.json"
+    facade = json.loads(path.read_text(encoding="utf-8"))
+    rendered = module.render("<!-- results: layers -->")
+    floor = facade["simhash"]["by_key"]["latency"]["sql_typed"]
+    assert f"{floor['p50_ms']:.2f} / {floor['p99_ms']:.2f} ms" in rendered
+    assert "`index_engine`" in rendered and "not 1M" in rendered

@@ -34,6 +34,7 @@ COMPUTED: dict[str, tuple[str, frozenset[str]]] = {
                 "sync_trigger_insert",
                 "sync_trigger_insert_replaced",
                 "sync_trigger_update",
+                "sync_trigger_update_replaced",
             }
         ),
     ),

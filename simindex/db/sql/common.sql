@@ -7,6 +7,10 @@ ALTER TABLE {table} RENAME TO {name}
 -- name: rename_index
 ALTER INDEX {index} RENAME TO {name}
 
+-- name: add_primary_key
+-- A staging table's primary key, built once its rows are loaded (named as it would have been).
+ALTER TABLE {table} ADD PRIMARY KEY (key)
+
 -- name: analyze
 ANALYZE {table}
 

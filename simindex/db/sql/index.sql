@@ -121,5 +121,16 @@ CROSS JOIN LATERAL (
 WHERE c.name OPERATOR(pg_catalog.=) %(name)s
 ORDER BY {order}
 
+-- name: facade_checked
+-- A query by text or fingerprint and the check of the facade's kept catalog entry, in one round
+-- trip: the catalog row's id and xmin beside each row of the answer (a row of NULLs when there
+-- is none). When the index was dropped meanwhile this statement fails: it is sent in autocommit
+-- only. Every name is schema-qualified, as in facade_by_key.
+SELECT c.id, c.xmin::pg_catalog.text, q.*
+FROM {catalog} AS c
+LEFT JOIN LATERAL ({query}) AS q ON true
+WHERE c.name OPERATOR(pg_catalog.=) %(name)s
+ORDER BY {order}
+
 -- name: sync_unlisten
 UNLISTEN *

@@ -4,9 +4,10 @@
 
 -- name: minhash_create_table
 -- The shingle set's hash (identical sets), one 32-bit key per LSH band, and the one-bit
--- sketch the similarity is estimated from (last: the one column of variable width).
+-- sketch the similarity is estimated from (last: the one column of variable width). A
+-- build's staging table gets its primary key after the load (add_primary_key).
 CREATE TABLE {table} (
-    key {key_type} PRIMARY KEY,
+    key {key_type} {key_constraint},
     set_hash bigint NOT NULL,
     {band_columns},
     sketch bit({sketch_bits}) NOT NULL

@@ -2,10 +2,11 @@
 -- One row per document: the fingerprint, the prefix of each Manku table but the first (its
 -- prefix bits packed into the smallest integer type that holds them, simhash_store.prefix_type)
 -- and the key, in the order that wastes no alignment padding. The first table's prefix is the
--- fingerprint's top bits: its index is on the fingerprint itself.
+-- fingerprint's top bits: its index is on the fingerprint itself. A build's staging table
+-- gets its primary key after the load (add_primary_key): one sort, not an insert a row.
 CREATE TABLE {table} (
     fingerprint bigint NOT NULL,
-    {prefix_columns}key {key_type} PRIMARY KEY
+    {prefix_columns}key {key_type} {key_constraint}
 )
 
 -- name: simhash_create_prefix_index

@@ -55,8 +55,16 @@ CREATE TABLE {failed} (
 -- table): the index rows of the deleted keys are removed by the worker (sync_sweep_rows), and
 -- until then no answer names them, since answers are filtered through the source. An append,
 -- never an update of a shared row, so concurrent deletes never wait for each other.
--- INSERT also removes the index rows of inserted keys while deletes are recorded (a key deleted
--- and inserted again before the sweep).
+-- INSERT and UPDATE, once their keys are queued, also remove the index rows of keys used again
+-- while deletes are recorded (a key deleted, then inserted or another row's key changed to it,
+-- before the sweep), so no answer names the new row by the old row's fingerprint. Queued
+-- first: a writer of a key a batch holds waits for that batch, and under READ COMMITTED the
+-- next statement's snapshot sees what it wrote (from the deleted row, read before the delete)
+-- and every delete recorded before. A REPEATABLE READ or SERIALIZABLE transaction's snapshot
+-- may predate a delete's record, so there the index rows of its new keys go always (a lookup
+-- by key; a key never used before has none); should a batch have rewritten them since that
+-- snapshot, the DELETE fails with a serialization failure (40001), which such a transaction
+-- retries, and its retry removes what the batch wrote.
 -- TRUNCATE leaves the queue and the failed items: their keys no longer exist, so a worker
 -- deletes nothing for them (truncating them here could deadlock with a worker holding them).
 -- Replica mode (session_replication_role = replica: a logical replication subscription's apply,
@@ -211,14 +219,22 @@ ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at
 INSERT INTO {deletes} DEFAULT VALUES
 
 -- name: sync_trigger_if_deleted
--- While deletes wait for the worker's sweep, a key inserted again must not keep the index
--- rows of its deleted row until the worker comes: they go now.
-IF EXISTS (SELECT FROM {deletes}) THEN
+-- A key used again keeps nothing of its deleted row (see the function's comment).
+IF pg_catalog.current_setting('transaction_isolation') <> 'read committed'
+   OR EXISTS (SELECT FROM {deletes}) THEN
     {statement};
 END IF
 
 -- name: sync_trigger_insert_replaced
 DELETE FROM {table} AS s USING new_rows AS n{aliases} WHERE s.key OPERATOR({equals}) n.{key}
+
+-- name: sync_trigger_update_replaced
+-- New keys without an old row (a key changed), found first (usually none: no index probe).
+DELETE FROM {table} AS s
+WHERE s.key OPERATOR({equals}) ANY (ARRAY(
+    SELECT n.{key} FROM new_rows AS n{aliases}
+    WHERE NOT EXISTS (SELECT FROM old_rows AS o{aliases} WHERE o.{key} OPERATOR({equals}) n.{key})
+))
 
 -- name: sync_trigger_truncate
 TRUNCATE {tables}
@@ -248,8 +264,10 @@ SELECT pg_catalog.pg_advisory_xact_lock(%(class)s, %(key)s)
 -- index rows back, and its statements see what they wrote.
 SELECT pg_catalog.pg_advisory_xact_lock_shared(%(class)s, %(key)s)
 
--- name: sync_deletes_pending
-SELECT EXISTS (SELECT FROM {deletes})
+-- name: sync_deletes_due
+-- Seconds until the oldest recorded delete is %(delay)s seconds old (0 or less: a sweep is due);
+-- NULL when none is recorded. The table holds one row per DELETE statement since the last sweep.
+SELECT (EXTRACT(epoch FROM min(deleted_at) - now()) + %(delay)s)::float8 FROM {deletes}
 
 -- name: sync_sweep_begin
 -- A sweep's locks, for its transaction: none while a build holds its lock (the build's

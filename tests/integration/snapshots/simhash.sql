@@ -84,7 +84,8 @@ SELECT pg_catalog.set_config('check_function_bodies',
 -- One row per document: the fingerprint, the prefix of each Manku table but the first (its
 -- prefix bits packed into the smallest integer type that holds them, simhash_store.prefix_type)
 -- and the key, in the order that wastes no alignment padding. The first table's prefix is the
--- fingerprint's top bits: its index is on the fingerprint itself.
+-- fingerprint's top bits: its index is on the fingerprint itself. A build's staging table
+-- gets its primary key after the load (add_primary_key): one sort, not an insert a row.
 CREATE TABLE "simindex"."docs_simhash" (
     fingerprint bigint NOT NULL,
     "p1" smallint NOT NULL,
@@ -403,8 +404,16 @@ WHERE pg_catalog.random() < 0;
 -- table): the index rows of the deleted keys are removed by the worker (sync_sweep_rows), and
 -- until then no answer names them, since answers are filtered through the source. An append,
 -- never an update of a shared row, so concurrent deletes never wait for each other.
--- INSERT also removes the index rows of inserted keys while deletes are recorded (a key deleted
--- and inserted again before the sweep).
+-- INSERT and UPDATE, once their keys are queued, also remove the index rows of keys used again
+-- while deletes are recorded (a key deleted, then inserted or another row's key changed to it,
+-- before the sweep), so no answer names the new row by the old row's fingerprint. Queued
+-- first: a writer of a key a batch holds waits for that batch, and under READ COMMITTED the
+-- next statement's snapshot sees what it wrote (from the deleted row, read before the delete)
+-- and every delete recorded before. A REPEATABLE READ or SERIALIZABLE transaction's snapshot
+-- may predate a delete's record, so there the index rows of its new keys go always (a lookup
+-- by key; a key never used before has none); should a batch have rewritten them since that
+-- snapshot, the DELETE fails with a serialization failure (40001), which such a transaction
+-- retries, and its retry removes what the batch wrote.
 -- TRUNCATE leaves the queue and the failed items: their keys no longer exist, so a worker
 -- deletes nothing for them (truncating them here could deadlock with a worker holding them).
 -- Replica mode (session_replication_role = replica: a logical replication subscription's apply,
@@ -476,14 +485,14 @@ ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at', key_name) USING OLD;
     IF written_for THEN
         CASE TG_OP
             WHEN 'INSERT' THEN
-                -- While deletes wait for the worker's sweep, a key inserted again must not keep the index
--- rows of its deleted row until the worker comes: they go now.
-IF EXISTS (SELECT FROM "simindex"."docs_deletes") THEN
-    DELETE FROM "simindex"."docs_simhash" AS s USING new_rows AS n WHERE s.key OPERATOR(pg_catalog.=) n."id";
-END IF;
-INSERT INTO "simindex"."docs_queue" AS q (key)
+                INSERT INTO "simindex"."docs_queue" AS q (key)
 SELECT n."id" FROM new_rows AS n WHERE n."id" IS NOT NULL
 ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at;
+-- A key used again keeps nothing of its deleted row (see the function's comment).
+IF pg_catalog.current_setting('transaction_isolation') <> 'read committed'
+   OR EXISTS (SELECT FROM "simindex"."docs_deletes") THEN
+    DELETE FROM "simindex"."docs_simhash" AS s USING new_rows AS n WHERE s.key OPERATOR(pg_catalog.=) n."id";
+END IF;
             WHEN 'UPDATE' THEN
                 -- One pass (a hash full join on the key): new keys whose text differs from their old row's,
 -- new keys without an old row and old keys without a new row (a key that changed).
@@ -496,6 +505,16 @@ WHERE coalesce(n."id", o."id") IS NOT NULL
        OR (o."body"::text COLLATE pg_catalog."C")
           IS DISTINCT FROM (n."body"::text COLLATE pg_catalog."C"))
 ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at;
+-- A key used again keeps nothing of its deleted row (see the function's comment).
+IF pg_catalog.current_setting('transaction_isolation') <> 'read committed'
+   OR EXISTS (SELECT FROM "simindex"."docs_deletes") THEN
+    -- New keys without an old row (a key changed), found first (usually none: no index probe).
+DELETE FROM "simindex"."docs_simhash" AS s
+WHERE s.key OPERATOR(pg_catalog.=) ANY (ARRAY(
+    SELECT n."id" FROM new_rows AS n
+    WHERE NOT EXISTS (SELECT FROM old_rows AS o WHERE o."id" OPERATOR(pg_catalog.=) n."id")
+));
+END IF;
             WHEN 'DELETE' THEN
                 INSERT INTO "simindex"."docs_deletes" DEFAULT VALUES;
             WHEN 'TRUNCATE' THEN
@@ -537,14 +556,14 @@ ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at;
         FROM generate_series(1, greatest(source.key_position, source.text_position)) AS p;
         CASE TG_OP
             WHEN 'INSERT' THEN
-                -- While deletes wait for the worker's sweep, a key inserted again must not keep the index
--- rows of its deleted row until the worker comes: they go now.
-IF EXISTS (SELECT FROM "simindex"."docs_deletes") THEN
-    EXECUTE pg_catalog.format('DELETE FROM "simindex"."docs_simhash" AS s USING new_rows AS n (%1$s) WHERE s.key OPERATOR(pg_catalog.=) n.k', aliases);
-END IF;
-EXECUTE pg_catalog.format('INSERT INTO "simindex"."docs_queue" AS q (key)
+                EXECUTE pg_catalog.format('INSERT INTO "simindex"."docs_queue" AS q (key)
 SELECT n.k FROM new_rows AS n (%1$s) WHERE n.k IS NOT NULL
 ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at', aliases);
+-- A key used again keeps nothing of its deleted row (see the function's comment).
+IF pg_catalog.current_setting('transaction_isolation') <> 'read committed'
+   OR EXISTS (SELECT FROM "simindex"."docs_deletes") THEN
+    EXECUTE pg_catalog.format('DELETE FROM "simindex"."docs_simhash" AS s USING new_rows AS n (%1$s) WHERE s.key OPERATOR(pg_catalog.=) n.k', aliases);
+END IF;
             WHEN 'UPDATE' THEN
                 EXECUTE pg_catalog.format('-- One pass (a hash full join on the key): new keys whose text differs from their old row''s,
 -- new keys without an old row and old keys without a new row (a key that changed).
@@ -557,6 +576,16 @@ WHERE coalesce(n.k, o.k) IS NOT NULL
        OR (o.t::text COLLATE pg_catalog."C")
           IS DISTINCT FROM (n.t::text COLLATE pg_catalog."C"))
 ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at', aliases);
+-- A key used again keeps nothing of its deleted row (see the function's comment).
+IF pg_catalog.current_setting('transaction_isolation') <> 'read committed'
+   OR EXISTS (SELECT FROM "simindex"."docs_deletes") THEN
+    EXECUTE pg_catalog.format('-- New keys without an old row (a key changed), found first (usually none: no index probe).
+DELETE FROM "simindex"."docs_simhash" AS s
+WHERE s.key OPERATOR(pg_catalog.=) ANY (ARRAY(
+    SELECT n.k FROM new_rows AS n (%1$s)
+    WHERE NOT EXISTS (SELECT FROM old_rows AS o (%1$s) WHERE o.k OPERATOR(pg_catalog.=) n.k)
+))', aliases);
+END IF;
             WHEN 'DELETE' THEN
                 INSERT INTO "simindex"."docs_deletes" DEFAULT VALUES;
             WHEN 'TRUNCATE' THEN
