@@ -23,8 +23,11 @@ def text(rng: random.Random) -> str:
 
 
 def worker(dsn: str, stop: StopFlag, batch_size: int, reports: Any) -> None:
-    """A --follow worker until ``stop`` is set; puts its report on the ``reports`` queue."""
-    report = sync(dsn, follow=True, stop=stop, batch_size=batch_size, heartbeat=1.0)
+    """A --follow worker until ``stop`` is set, sweeping deleted rows whenever its queue is
+    empty (so sweeps race the other workers' batches); puts its report on ``reports``."""
+    report = sync(
+        dsn, follow=True, stop=stop, batch_size=batch_size, heartbeat=1.0, sweep_delay=0.0
+    )
     reports.put((report.taken, report.batches, report.reconnects, report.failed))
 
 

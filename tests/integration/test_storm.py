@@ -8,7 +8,7 @@ import time
 
 import psycopg
 
-from simindex import check
+from simindex import check, sync
 from simindex.core.bits import hamming_distance
 from simindex.core.spec import IndexSpec, SimHash
 from simindex.index import create_index
@@ -63,6 +63,8 @@ def test_storm_loses_nothing(database_dsn: str) -> None:
     assert batches > 3 and taken > 300
     assert (reconnects, failed) == (0, 0)  # no deadlock, no error ever reached a worker
     assert queue_counts(database_dsn, "docs") == (0, 0)
+    # Deletes the workers had not swept yet when they stopped: a one-shot sync sweeps them.
+    assert sync(database_dsn).taken == 0
 
     report = check(database_dsn, "docs")
     assert (report.missing, report.stale, report.orphaned) == ([], [], [])
