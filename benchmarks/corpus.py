@@ -25,6 +25,7 @@ import json
 import os
 import re
 import statistics
+import sys
 import sysconfig
 import zlib
 from collections.abc import Iterable, Iterator
@@ -303,9 +304,12 @@ def sources() -> dict[str, str]:
     return {
         "licenses": LICENSES,
         "copyrights": COPYRIGHTS,
-        "stdlib": os.path.join(stdlib_directory(), "**", "*.py (no site-packages)"),
+        # Named by Python's version, not its path on the machine that ran the benchmark.
+        "stdlib": f"the standard library of Python {sys.version.split()[0]}: **/*.py"
+        " (no site-packages)",
         "package_descriptions": f"{DPKG_STATUS}, {APT_PACKAGES} (uncompressed only)",
-        "cjk_paragraphs": os.path.join(stdlib_directory(), "test", "cjkencodings", "*-utf8.txt"),
+        "cjk_paragraphs": f"the standard library of Python {sys.version.split()[0]}:"
+        " test/cjkencodings/*-utf8.txt",
     }
 
 
