@@ -313,6 +313,8 @@ class MinHasher:
 
 
 _BATCH_DOCUMENTS = 256
+_STEPS = 8
+"""Steps of the probe order a batch's empty bins look at together."""
 """Documents whose sketches :meth:`MinHasher.rows` computes together (a few MiB of arrays)."""
 _BATCHED = 200
 """Texts of fewer feature hashes are computed in batches, longer ones one at a time (faster
@@ -374,18 +376,20 @@ class _SortedBatch:
     def one_permutation(self, num_perm: int, seed: int) -> NDArray[np.uint64]:
         """:meth:`MinHasher._one_permutation` of each document: an empty bin takes the value
         of the first non-empty bin of its probe order, looked up for the bins still empty
-        only, one step of the order at a time."""
+        only, ``_STEPS`` steps of the order at a time."""
         least, nonempty = self.least(num_perm)
         order = _probe_order(num_perm, seed)
         values = least.copy()
         documents, bins = np.nonzero(~nonempty)
-        for step in range(num_perm):
+        for step in range(0, num_perm, _STEPS):
             if not len(bins):
                 break
-            probed = order[bins, step]
-            found = nonempty[documents, probed]
-            values[documents[found], bins[found]] = least[documents[found], probed[found]]
-            documents, bins = documents[~found], bins[~found]
+            probed = order[bins, step : step + _STEPS]
+            found = nonempty[documents[:, None], probed]
+            hit = found.any(axis=1)
+            picked = probed[np.arange(len(bins)), found.argmax(axis=1)]
+            values[documents[hit], bins[hit]] = least[documents[hit], picked[hit]]
+            documents, bins = documents[~hit], bins[~hit]
         return values
 
     def sketches(self, values: int, seed: int) -> NDArray[np.uint8]:

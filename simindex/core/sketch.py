@@ -69,6 +69,14 @@ def _probes(values: int, seed: int) -> NDArray[np.intp]:
 
 
 @functools.lru_cache(maxsize=8)
+def _first_probes(values: int, seed: int) -> NDArray[np.intp]:
+    """The first ``_FIRST`` columns of :func:`_probes`, contiguous."""
+    first = np.ascontiguousarray(_probes(values, seed)[:, :_FIRST])
+    first.setflags(write=False)
+    return first
+
+
+@functools.lru_cache(maxsize=8)
 def _probed_by(
     values: int, seed: int
 ) -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp]]:
@@ -118,16 +126,20 @@ def _borrowed(
     borrows: the found bin's least hash mixed with the empty bin's number, so two bins that
     borrow from one bin of unlike values differ independently (their bits are not copies)."""
     probes = _probes(len(least), seed)
-    first = probes[empty, :_FIRST]
+    first = _first_probes(len(least), seed).take(empty, axis=0)
     found = nonempty[first]
-    hit: NDArray[np.bool_] = np.asarray(found.any(axis=1))
-    picked = first[np.arange(len(empty)), found.argmax(axis=1)]
+    column = found.argmax(axis=1)  # the first non-empty probe, or 0 when none is
+    rows = np.arange(len(empty))
+    hit = found[rows, column]
+    picked = first[rows, column]
     missed = np.flatnonzero(~hit)
     if len(missed) and PROBES > _FIRST:  # a long text's bins: nearly all served by now
         rest = probes[empty[missed], _FIRST:]
         found = nonempty[rest]
-        hit[missed] = found.any(axis=1)
-        picked[missed] = rest[np.arange(len(missed)), found.argmax(axis=1)]
+        column = found.argmax(axis=1)
+        rows = np.arange(len(missed))
+        hit[missed] = found[rows, column]
+        picked[missed] = rest[rows, column]
     values = fmix64(least[picked[hit]] ^ (empty[hit].astype(np.uint64) * _GOLDEN))
     return hit, values
 
