@@ -77,6 +77,34 @@ def _first_probes(values: int, seed: int) -> NDArray[np.intp]:
 
 
 @functools.lru_cache(maxsize=8)
+def _backwards(values: int, seed: int) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+    """:func:`_rotation` reversed: the bin at each position, and each bin's position."""
+    order, position = _rotation(values, seed)
+    backwards = np.ascontiguousarray(order[::-1])
+    backwards_position = (values - 1) - position
+    backwards.setflags(write=False)
+    backwards_position.setflags(write=False)
+    return backwards, backwards_position
+
+
+@functools.lru_cache(maxsize=8)
+def _block_tables(
+    values: int, seed: int
+) -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp], NDArray[np.intp]]:
+    """For each flat index ``document * values + bin`` of a block of :func:`sketch_rows`: the
+    bin, the row's first flat index, and the flat index of the bin's place in the cyclic order
+    reversed; and for each such place, the flat index of its bin (lookups, not divisions)."""
+    backwards, backwards_position = _backwards(values, seed)
+    bins = np.tile(np.arange(values), _BLOCK)
+    rows = np.repeat(np.arange(_BLOCK) * values, values)
+    at = rows + backwards_position[bins]
+    placed = rows + backwards[bins]
+    for table in (bins, rows, at, placed):
+        table.setflags(write=False)
+    return bins, rows, at, placed
+
+
+@functools.lru_cache(maxsize=8)
 def _probed_by(
     values: int, seed: int
 ) -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp]]:
@@ -212,7 +240,8 @@ def _sketch_block(
     first = np.full(count * values, PROBES, np.intp)
     np.minimum.at(first, cell[open_], naming_probe[entry[open_]])
     won = np.flatnonzero(first < PROBES)  # document * values + empty bin
-    won_bin = won % values
+    bin_of, row_of, backwards_at, backwards_bin = _block_tables(values, seed)
+    won_bin = bin_of[won]
     lender = _probes(values, seed)[won_bin, first[won]]
     lent = filled[won - won_bin + lender]
     filled[won] = fmix64(lent ^ (won_bin.astype(np.uint64) * _GOLDEN))  # as _borrowed mixes
@@ -223,18 +252,19 @@ def _sketch_block(
     left[won] = False
     rest = np.flatnonzero(left)
     if len(rest):
-        order, position = _rotation(values, seed)
-        backwards = order[::-1]
-        index = np.where(nonempty[:, backwards].ravel(), np.arange(count * values), -1)
+        _, backwards_position = _backwards(values, seed)
+        index = np.full(count * values, -1, np.intp)
+        held = documents * values + backwards_position[bins]
+        index[held] = held
         np.maximum.accumulate(index, out=index)
-        rest_bin = rest % values
-        base = rest - rest_bin
-        at = base + (values - 1) - position[rest_bin]  # reversed position, flat
+        base = row_of[rest]
+        at = backwards_at[rest]
         source = index[at]
-        wrapped = source < base
+        wrapped = np.flatnonzero(source < base)
         source[wrapped] = index[base[wrapped] + values - 1]
-        distance = (at - source + values * wrapped).astype(np.uint64)
-        lent = filled[base + backwards[source - base]]
-        filled[rest] = fmix64(lent + distance * _GOLDEN)
+        distance = at - source
+        distance[wrapped] += values
+        lent = filled[backwards_bin[source]]
+        filled[rest] = fmix64(lent + distance.view(np.uint64) * _GOLDEN)
     bits = (filled & _ONE).astype(np.uint8)
     return np.packbits(bits.reshape(count, values), axis=1)
