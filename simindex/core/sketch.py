@@ -213,7 +213,7 @@ def sketch_rows(
     a block of documents for the bins left.
     """
     count, values = least.shape
-    result = np.empty((count, values // 8), np.uint8)
+    result = np.empty((count, -(-values // 8)), np.uint8)
     for start in range(0, count, _BLOCK):
         block = slice(start, start + _BLOCK)
         result[block] = _sketch_block(least[block], nonempty[block], seed)
