@@ -49,6 +49,8 @@ def bin_starts(values: int) -> NDArray[np.uint64]:
 def bins_of(hashes: NDArray[np.uint64], values: int) -> NDArray[np.intp]:
     """The bin of each hash, ``floor(v * values / 2**64)`` (the last of :func:`bin_starts` not
     above it), from 32-bit halves: ``values`` is at most 2**12, so no product overflows."""
+    if values > 1 and not values & (values - 1):  # a power of two: the top bits
+        return (hashes >> np.uint64(65 - values.bit_length())).astype(np.intp)
     count = np.uint64(values)
     low = (hashes & _LOW_32) * count
     low >>= _SHIFT_32
