@@ -1,6 +1,7 @@
 """Fingerprints through the spec, as build and sync make them, and the same for an older tree.
 
-    python benchmarks/fingerprint_spec.py [--long N] [--batch N] [--repeats N] [--cpu N]
+    python benchmarks/fingerprint_spec.py [--long N] [--short N] [--batch N] [--repeats N]
+                                          [--cpu N]
 
 ``simindex.core.fingerprints.fingerprint_batch`` takes a stored spec (JSON) and a batch of
 texts, and is what ``build`` (in each worker process) and ``sync`` (per batch) call: these
@@ -187,6 +188,7 @@ def speed_targets(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--long", type=int, default=1000, help="long documents")
+    parser.add_argument("--short", type=int, default=0, help="short documents, timed apart")
     parser.add_argument("--batch", type=int, default=1000, help="texts per fingerprint_batch")
     parser.add_argument("--repeats", type=int, default=3, help="timed passes")
     parser.add_argument("--cpu", type=int, help="CPU to pin to (default: the lowest allowed)")
@@ -200,6 +202,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     texts = [document.text for document in corpus.long_documents(args.long)]
     timings = spec_timings("long", texts, args.batch, args.repeats)
+    if args.short:
+        short = [document.text for document in corpus.short_documents(args.short)]
+        timings += spec_timings("short", short, args.batch, args.repeats)
     print(
         json.dumps(
             {

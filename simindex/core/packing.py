@@ -9,7 +9,7 @@
   probability ``2**-32``: at a million rows, a query meets about one spurious candidate in
   4,000 per band, and every candidate is scored anyway;
 * ``sketch``: ``bit(sketch_bits)``, one bit of each of ``sketch_bits`` one-permutation bins
-  (:func:`simindex.core.minhash.sketch`), written as PostgreSQL's hexadecimal bit-string
+  (:func:`simindex.core.sketch.sketch`), written as PostgreSQL's hexadecimal bit-string
   input (``X`` and the hex digits). Two rows' bins agree with probability ``(1 + J) / 2``, so
   ``J`` is estimated as ``1 - 2 d / sketch_bits`` from the number ``d`` of differing bits,
   ``bit_count(a # b)`` (Li and König, "b-Bit Minwise Hashing", WWW 2010, with b = 1).

@@ -76,7 +76,7 @@ class MinHash:
         scheme: ``"one_permutation"`` or ``"classic"`` (bottom-k has no aligned slots to
             band): how the band values are made.
         sketch_bits: one-bit values of the sketch the similarity is estimated from in SQL
-            (:func:`simindex.core.minhash.sketch`), a multiple of 64.
+            (:func:`simindex.core.sketch.sketch`), a multiple of 64.
         seed: selects the hash functions.
         shingling: how text becomes features.
         num_bands: overrides the bands chosen for ``threshold`` (with ``rows_per_band``).

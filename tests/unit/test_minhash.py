@@ -12,11 +12,11 @@ from simindex.core.minhash import (
     MinHasher,
     MinHashSignature,
     Scheme,
-    _bin_starts,
     _classic_coefficients,
     _mixed,
     _probe_order,
 )
+from simindex.core.sketch import bin_starts, bins_of
 from simindex.errors import IncompatibleSignaturesError
 
 SCHEMES = list(Scheme)
@@ -46,7 +46,7 @@ def classic_reference(hasher: MinHasher, hashes: list[int]) -> list[int]:
 
 def one_permutation_reference(hasher: MinHasher, hashes: list[int]) -> list[int]:
     mixed = _mixed(np.array(sorted(set(hashes)), dtype=np.uint64), hasher.seed).tolist()
-    starts = [*_bin_starts(hasher.num_perm).tolist(), 2**64]
+    starts = [*bin_starts(hasher.num_perm).tolist(), 2**64]
     bins: list[int | None] = [None] * hasher.num_perm
     for value in mixed:
         index = next(i for i in range(hasher.num_perm) if starts[i] <= value < starts[i + 1])
@@ -232,3 +232,15 @@ def test_bad_parameters_are_refused(kwargs: dict[str, object], error: type[Excep
 def test_wrap_checks_lengths() -> None:
     with pytest.raises(ValueError, match="expected 8 values, got 3"):
         MinHasher("classic", 8).wrap(np.zeros(3, dtype=np.uint64))
+
+
+@pytest.mark.parametrize("values", [1, 7, 64, 128, 1792, 4096])
+def test_bins_of_is_the_last_bin_start_not_above_each_hash(values: int) -> None:
+    """The arithmetic bin of a hash is the bin whose range holds it, at every bin's edges."""
+    starts = bin_starts(values)
+    rng = np.random.default_rng(values)
+    edges = np.concatenate([starts, starts - np.uint64(1), starts + np.uint64(1)])
+    extremes = np.array([0, 1, 2**63, 2**64 - 2, 2**64 - 1], np.uint64)
+    hashes = np.concatenate([edges, extremes, rng.integers(0, 2**64, 5000, np.uint64)])
+    expected = np.searchsorted(starts, hashes, side="right") - 1
+    np.testing.assert_array_equal(bins_of(hashes, values), expected)
