@@ -219,6 +219,7 @@ CREATE CAST (public.evil_text AS text) WITH FUNCTION public.evil_to_text(public.
 CAST_LOG = "SELECT coalesce(array_agg(who), '{}') FROM public.cast_log"
 
 
+_SYMBOLS = {"concat": "||", "ne_text": "<>"}
 # Operators of the table owner's for the types simindex's SECURITY DEFINER functions compare
 # (text, oid, integer) and its concatenation: found first on a search_path that puts public
 # before pg_catalog, each logs who ran it (in OWNER_EVIL_TYPES's log, by an INSERT, which no
@@ -230,12 +231,13 @@ SEARCH_PATH_OPERATORS = [
         ("eq_oid", "oid", "oid", "boolean", "$1 OPERATOR(pg_catalog.=) $2"),
         ("eq_int", "integer", "integer", "boolean", "$1 OPERATOR(pg_catalog.=) $2"),
         ("concat", "text", "text", "text", "$1 OPERATOR(pg_catalog.||) $2"),
+        ("ne_text", "text", "text", "boolean", "$1 OPERATOR(pg_catalog.<>) $2"),
     )
     for statement in (
         f"CREATE FUNCTION public.evil_{name}({left}, {right}) RETURNS {result} LANGUAGE plpgsql "
         f"AS $f$ BEGIN INSERT INTO public.cast_log VALUES (current_user); RETURN {body}; "
         "END $f$",
-        f"CREATE OPERATOR public.{'||' if name == 'concat' else '='} (LEFTARG = {left}, "
+        f"CREATE OPERATOR public.{_SYMBOLS.get(name, '=')} (LEFTARG = {left}, "
         f"RIGHTARG = {right}, FUNCTION = public.evil_{name})",
     )
 ]
@@ -261,6 +263,14 @@ def test_no_security_definer_function_runs_an_operator_on_the_callers_search_pat
         "UPDATE public.docs SET body = body OPERATOR(pg_catalog.||) ' (edited)' "
         "WHERE id OPERATOR(pg_catalog.=) 100",
         "DELETE FROM public.docs WHERE id OPERATOR(pg_catalog.=) 101",
+        # A deleted key used again before the sweep: the trigger removes its old index rows
+        # (READ COMMITTED, then REPEATABLE READ, whose test compares the isolation as text).
+        "INSERT INTO public.docs VALUES (101, 'the deleted key used again')",
+        "UPDATE public.docs SET id = 102 WHERE id OPERATOR(pg_catalog.=) 101",
+        "BEGIN ISOLATION LEVEL REPEATABLE READ",
+        "DELETE FROM public.docs WHERE id OPERATOR(pg_catalog.=) 102",
+        "INSERT INTO public.docs VALUES (102, 'used again in a repeatable read transaction')",
+        "COMMIT",
         "ALTER TABLE public.docs RENAME COLUMN body TO content",
         "ALTER TABLE public.docs ALTER COLUMN content TYPE varchar(500)",
         "DROP TABLE public.docs",

@@ -301,6 +301,16 @@ def run_everything(database_dsn: str, admin: str, worker: str, owner: Role, labe
         f"INSERT INTO docs VALUES ({base}, 'the text of row 1 says 1 things about 1 subjects')",
         "UPDATE docs SET body = body || ' again' WHERE id = 2",
         f"DELETE FROM docs WHERE id = {base - 890}",
+        # Keys used again while the deletes wait for the sweep: the triggers remove their old
+        # index rows, under READ COMMITTED and REPEATABLE READ, on the app's search_path.
+        f"INSERT INTO docs VALUES ({base - 890}, 'the text of row 10 is back')",
+        f"DELETE FROM docs WHERE id = {base - 889}",
+        f"UPDATE docs SET id = {base - 889} WHERE id = {base}",
+        f"UPDATE docs SET id = {base} WHERE id = {base - 889}",
+        "BEGIN ISOLATION LEVEL REPEATABLE READ",
+        f"DELETE FROM docs WHERE id = {base - 888}",
+        f"INSERT INTO docs VALUES ({base - 888}, 'the text of row 12 is back')",
+        "COMMIT",
     )
     assert_no_shadow_ran(database_dsn, "the app's writes")
     report = sync(worker, names)
