@@ -207,8 +207,8 @@ class Index:
         """
         return build_op.build(
             self.bind,
-            self.index_schema,
             self.name,
+            index_schema=self.index_schema,
             batch_size=batch_size,
             workers=workers,
             progress=progress,

@@ -38,6 +38,7 @@ from simindex.core.frequency import KEPT_SHINGLES, SAMPLE_ROWS, ShingleCounts, c
 from simindex.core.spec import SPEC_VERSION, IndexSpec, refreshed
 from simindex.db.answers import visible_statements
 from simindex.db.catalog import (
+    DEFAULT_SCHEMA,
     IndexInfo,
     Store,
     catalog,
@@ -169,9 +170,9 @@ class _Read:
 
 def build(
     bind: Bind,
-    index_schema: str,
     name: str,
     *,
+    index_schema: str = DEFAULT_SCHEMA,
     batch_size: int = 2000,
     workers: int | None = None,
     progress: Progress | None = None,
