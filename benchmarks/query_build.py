@@ -128,7 +128,7 @@ def build_phases(
         conn.autocommit = True
         tables = [store.table()] if isinstance(store, SimHashStore) else store.side_tables()
         for relation in tables:
-            conn.execute(statement("vacuum_analyze", table=relation))
+            conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(relation))
         phases["vacuum_analyze"] = since(started, count)
         conn.execute("DROP TABLE IF EXISTS phases_source")
     drop_index(dsn, name)

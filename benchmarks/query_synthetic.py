@@ -95,7 +95,7 @@ def load_synthetic(
         conn.commit()
         conn.autocommit = True
         started = time.perf_counter()
-        conn.execute(statement("vacuum_analyze", table=store.table()))
+        conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(store.table()))
         phases["vacuum_analyze"] = since(started, rows)
         sizes = relation_sizes(conn, [store.table()])
         started = time.perf_counter()

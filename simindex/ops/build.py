@@ -479,4 +479,4 @@ def _vacuum(bind: Bind, store: Store) -> None:
         raw = connection.connection.driver_connection
         autocommit = connection.execution_options(isolation_level="AUTOCOMMIT")
         for table in tables:
-            autocommit.exec_driver_sql(statement("vacuum_analyze", table=table).as_string(raw))
+            autocommit.exec_driver_sql(statement("vacuum", table=table).as_string(raw))

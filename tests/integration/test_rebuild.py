@@ -216,3 +216,28 @@ def test_a_snapshot_older_than_a_rebuild_fails_as_a_serialization_failure(
                 conn.execute(query, arguments)
             conn.rollback()
             assert conn.execute(query, arguments).fetchall(), name  # a new snapshot answers
+
+
+@pytest.mark.parametrize("kind", sorted(METHODS))
+def test_a_build_leaves_its_tables_analysed_and_all_visible(database_dsn: str, kind: str) -> None:
+    """Queries plan on statistics from the first moment (the build analyses its tables before
+    it commits) and read the prefix and band indexes without visiting the heap (a VACUUM after
+    the commit sets the visibility map)."""
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute("CREATE TABLE docs (id integer PRIMARY KEY, body text NOT NULL)")
+        rng = random.Random(7)
+        rows = [(i, " ".join(rng.choices(WORDS, k=40))) for i in range(3000)]
+        conn.cursor().executemany("INSERT INTO docs VALUES (%s, %s)", rows)
+    index = create_index(database_dsn, "docs", "docs", "body", method=METHODS[kind])
+    index.build()
+    with psycopg.connect(database_dsn) as conn:
+        tables = conn.execute(
+            """SELECT c.relname, c.relpages, c.relallvisible, c.reltuples
+               FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
+               WHERE n.nspname = 'simindex' AND c.relkind = 'r' AND c.relname LIKE 'docs%'
+                 AND c.relpages > 0"""
+        ).fetchall()
+    assert tables
+    for name, pages, all_visible, tuples in tables:
+        assert tuples > 0, name
+        assert all_visible == pages, name

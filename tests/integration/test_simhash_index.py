@@ -198,7 +198,7 @@ def test_side_table_is_read_by_index_scans(database_dsn: str) -> None:
     fingerprints = planted_fingerprints(30_000, 3, 3)
     store = load_synthetic(database_dsn, index, fingerprints)
     with psycopg.connect(database_dsn, autocommit=True) as conn:
-        conn.execute(statement("vacuum_analyze", table=store.table()))
+        conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(store.table()))
         query = store.candidates_query(sql.Placeholder("fingerprint"), sql.Placeholder("k"))
         plan = conn.execute(
             sql.SQL("EXPLAIN (FORMAT JSON) {}").format(query),

@@ -14,8 +14,9 @@ ALTER TABLE {table} ADD PRIMARY KEY (key)
 -- name: analyze
 ANALYZE {table}
 
--- name: vacuum_analyze
-VACUUM (ANALYZE) {table}
+-- name: vacuum
+-- After a build commits: the visibility map only (the build analysed its tables already).
+VACUUM {table}
 
 -- name: drop_function
 DROP FUNCTION IF EXISTS {function}
