@@ -52,7 +52,15 @@ from pgserver import (
 from psycopg import sql
 from query_facade import sqlalchemy_engine
 from query_plan import SEED, SERVER_SETTINGS
-from report import RESULTS, latency_ms, log, new_result, print_table, write_result
+from report import (
+    RESULTS,
+    baseline_label,
+    latency_ms,
+    log,
+    new_result,
+    print_table,
+    write_result,
+)
 
 import simindex
 from simindex.core.spec import MinHash
@@ -135,17 +143,6 @@ class Baseline:
         assert self.child.stdin is not None
         self.child.stdin.close()
         self.child.wait()
-
-
-def baseline_label(tree: Path) -> str:
-    """What the BEFORE tree is: its commit."""
-    commit = subprocess.run(
-        ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
-    return f"BEFORE: simindex at {commit or 'an unknown commit'}"
 
 
 def serve(dsn: str) -> None:
