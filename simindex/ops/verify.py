@@ -9,10 +9,11 @@ same shingle set (equal stored set hashes) score 1 exactly.
 
 ``"exact"``: the Jaccard similarity of the two shingle sets themselves, recomputed in Python
 from the source rows' texts: a query's candidates are read in one statement, each distinct
-text shingled once in one batch and all scored at once (:func:`exact_scores`); pairs read each
-text once while it stays in a bounded cache (:class:`ShingleSets`). Candidates whose estimate is more than :data:`FLOOR_STANDARD_ERRORS` standard errors of 128
-values below the threshold are not read (0.66 at 0.8), and reading every band candidate's
-text would cost far more. Rows of the query's own shingle set are not read either: their
+text shingled once in one batch and all scored at once (:func:`exact_scores`); pairs read
+each text once while it stays in a bounded cache (:class:`ShingleSets`). Candidates whose
+estimate is more than :data:`FLOOR_STANDARD_ERRORS` standard errors of 128 values below the
+threshold are not read (0.66 at 0.8), and reading every band candidate's text would cost far
+more. Rows of the query's own shingle set are not read either: their
 stored set hash says they score 1.
 """
 
