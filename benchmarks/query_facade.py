@@ -1,6 +1,7 @@
 """What a call through the Python facade costs: latency, protocol trace, profile, parts.
 
     python benchmarks/query_facade.py [--rows N] [--keys K] [--texts T] [--embedded|--local]
+                                      [--baseline TREE]
 
 Run alone, it measures each layer of a query by key and by text over ``--rows`` documents
 (150,000 by default, at most 200,000: the machine it was written on is shared; the overheads
@@ -9,21 +10,28 @@ by query: the typed SQL function prepared on a psycopg connection (the floor), `
 caller's Engine, on a DSN string and in a caller's Connection, and the SQLAlchemy selectable;
 p50/p99 and the p50 over the floor (target: ``Index`` by key within 0.10 ms on an Engine and
 on a DSN), what one call sends (libpq's trace) and where it spends its time (cProfile).
+With ``--baseline TREE`` (another checkout of simindex), ``index_engine BEFORE`` and
+``index_dsn BEFORE`` take their turns by key too: the same calls in a child process with that
+tree first on ``sys.path``, timed there (the pipe to it is not counted).
 Writes ``benchmarks/results/query-facade.json``. Its helpers also serve ``query.py``.
 """
 
 from __future__ import annotations
 
 import cProfile
+import json
+import os
 import pstats
 import random
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 from pgserver import Conn
@@ -233,6 +241,59 @@ LAYER_TARGET_MS = 0.10
 """Issue 22: Python by key at most the typed SQL function + 0.10 ms p50 (Engine and DSN)."""
 
 
+class Timed(NamedTuple):
+    """A call timed by the process that made it: wall and CPU seconds."""
+
+    seconds: float
+    cpu: float
+
+
+class Baseline:
+    """``near_key`` or ``similar(key=..., verify="estimate")`` on an Engine and on a DSN, by a
+    child process whose simindex is another tree's (``--serve``)."""
+
+    def __init__(self, tree: Path, dsn: str, name: str, method: str) -> None:
+        path = os.pathsep.join([str(tree), str(Path(__file__).parent)])
+        self.child = subprocess.Popen(
+            [sys.executable, str(Path(__file__)), "--serve", dsn, name, method],
+            env=os.environ | {"PYTHONPATH": path},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def call(self, how: str) -> Callable[[Any], Timed]:
+        def timed(key: Any) -> Timed:
+            assert self.child.stdin is not None and self.child.stdout is not None
+            self.child.stdin.write(f"{how} {key}\n")
+            self.child.stdin.flush()
+            return Timed(*json.loads(self.child.stdout.readline()))
+
+        return timed
+
+    def close(self) -> None:
+        assert self.child.stdin is not None
+        self.child.stdin.close()
+        self.child.wait()
+
+
+def serve(dsn: str, name: str, method: str) -> None:
+    """The child of :class:`Baseline`: reads ``how key`` lines, answers ``[seconds, cpu]``."""
+    engine = sqlalchemy_engine(dsn)
+    indexes = {"engine": Index(engine, name), "dsn": Index(dsn, name)}
+    for line in sys.stdin:
+        how, key = line.split()
+        index = indexes[how]
+        begin, begin_cpu = time.perf_counter(), time.process_time()
+        if method == "simhash":
+            index.near_key(int(key))
+        else:
+            index.similar(key=int(key), verify="estimate")
+        took = [time.perf_counter() - begin, time.process_time() - begin_cpu]
+        print(json.dumps(took), flush=True)
+    engine.dispose()
+
+
 def _interleaved(
     paths: dict[str, Callable[[Any], object]],
     items: Sequence[Any],
@@ -249,10 +310,12 @@ def _interleaved(
         shuffler.shuffle(order)
         for path, call in order:
             begin, begin_cpu = time.perf_counter(), time.process_time()
-            call(item)
+            found = call(item)
+            took = Timed(time.perf_counter() - begin, time.process_time() - begin_cpu)
             if turn >= warm:
-                seconds[path].append(time.perf_counter() - begin)
-                cpu[path] += time.process_time() - begin_cpu
+                took = found if isinstance(found, Timed) else took
+                seconds[path].append(took.seconds)
+                cpu[path] += took.cpu
         if turn % 100 == 99:
             commit()  # a caller's transaction is not held for ever
     # The client's own CPU time a call (this process's, not the server's): what the Python
@@ -300,7 +363,12 @@ def _summary(
 
 
 def layers(
-    dsn: str, name: str, keys: Sequence[int], texts: Sequence[str], method: str
+    dsn: str,
+    name: str,
+    keys: Sequence[int],
+    texts: Sequence[str],
+    method: str,
+    baseline: Path | None = None,
 ) -> dict[str, Any]:
     """A query by key and by text through every layer, interleaved key by key: the typed SQL
     function prepared on a psycopg connection in autocommit (the floor), ``Index`` on an
@@ -384,6 +452,9 @@ def layers(
             **{f"index_{how}": key_call(index) for how, index in indexes.items()},
             "sqlalchemy_selectable": selectable_by_key,
         }
+        before = None if baseline is None else Baseline(baseline, dsn, name, method)
+        if before is not None:
+            key_paths_ |= {f"index_{how} BEFORE": before.call(how) for how in ("engine", "dsn")}
         given = {text: arguments(text) for text in texts}
         text_paths: dict[str, Callable[[Any], object]] = {
             "sql_typed_fingerprint_given": lambda text: conn.execute(
@@ -398,6 +469,8 @@ def layers(
         fingerprinter.info()
         answers = [len(conn.execute(by_key_sql, (key,)).fetchall()) for key in keys]
         by_key = _interleaved(key_paths_, keys, 100, connection.commit)
+        if before is not None:
+            before.close()
         by_text = _interleaved(text_paths, texts, 50, connection.commit)
         connection.commit()
         profiles = {
@@ -447,7 +520,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     from dataset import make_dataset
     from pgserver import add_server_options, benchmark_server, load_table, prewarm
     from query_plan import SERVER_SETTINGS
-    from report import log, new_result, write_result
+    from report import baseline_label, log, new_result, write_result
 
     import simindex
     from simindex.core.spec import MinHash, SimHash
@@ -462,10 +535,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--output", type=Path, default=Path(__file__).parent / "results" / "query-facade.json"
     )
+    parser.add_argument(
+        "--baseline", type=Path, help="another simindex tree, measured beside (as BEFORE)"
+    )
+    parser.add_argument("--serve", nargs=3, help=argparse.SUPPRESS)  # Baseline's child
     args = parser.parse_args(argv)
+    if args.serve:
+        serve(*args.serve)
+        return
     if args.rows > 200_000:
         raise SystemExit("at most 200k rows: the machine is shared (1M is for a quiet one)")
     report = new_result("query_facade", argv)
+    if args.baseline:  # no machine path in a result
+        report["command"] = report["command"].replace(str(args.baseline), "BEFORE")
+        report["baseline"] = baseline_label(args.baseline)
     report["scale_note"] = (
         f"{args.rows:,} rows, not 1M: measured on a machine shared by several engineers "
         "(2 cores, loaded); the overheads are per call and do not grow with the table"
@@ -488,9 +571,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         keys = chooser.sample(planted, min(len(planted), args.keys // 4))
         keys += chooser.sample(range(1, args.rows + 1), args.keys - len(keys))
         texts = [dataset.texts[key - 1] for key in chooser.sample(keys, args.texts)]
-        report["simhash"] = layers(dsn, "docs", keys, texts, "simhash")
+        report["simhash"] = layers(dsn, "docs", keys, texts, "simhash", args.baseline)
         log("SimHash done")
-        report["minhash"] = layers(dsn, "mh", keys, texts, "minhash")
+        report["minhash"] = layers(dsn, "mh", keys, texts, "minhash", args.baseline)
         report["server"] = {"kind": server.kind, "version": server.version}
     report["cpu_count"] = os.cpu_count()
     write_result(args.output, report, server.version)

@@ -2,7 +2,7 @@
 of a query by key, beside a primary-key lookup on the side table, in one run.
 
     python benchmarks/query_templates.py [--rows N] [--queries N] [--embedded|--local]
-                                         [--output PATH]
+                                         [--baseline TREE] [--output PATH]
 
 The corpus is ``dedup_templates.template_texts``: the short texts of ``dataset.make_dataset``
 with template clusters planted (4,910, 2,000, 1,000, 4 x 500 and 20 x 100 identical copies,
@@ -16,7 +16,11 @@ cluster: the tail; half any row), taking turns key by key on one connection each
   (prepared; the estimate, every identical copy scored 1 by its set hash);
 * ``similar exact``: ``Index.similar(key=...)`` with its default exact verification, on an
   Engine (the identical copies are not read: their set hash says they score 1);
-* ``similar estimate``: ``Index.similar(key=..., verify="estimate")`` on the same Engine.
+* ``similar estimate``: ``Index.similar(key=..., verify="estimate")`` on the same Engine;
+* with ``--baseline TREE`` (another checkout of simindex, e.g. main's from ``git worktree
+  add``), ``similar exact BEFORE`` and ``similar estimate BEFORE``: the same calls by a child
+  process with that tree first on ``sys.path``, on the same server, in the same turns, timed
+  in the child (the pipe to it is not counted).
 
 Writes ``benchmarks/results/query-templates-<rows>.json``. Not a test: nothing here asserts a
 timing. The machine is shared: compare figures of one run (ratios), not across runs.
@@ -25,7 +29,11 @@ timing. The machine is shared: compare figures of one run (ratios), not across r
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import random
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -44,7 +52,15 @@ from pgserver import (
 from psycopg import sql
 from query_facade import sqlalchemy_engine
 from query_plan import SEED, SERVER_SETTINGS
-from report import RESULTS, latency_ms, log, new_result, print_table, write_result
+from report import (
+    RESULTS,
+    baseline_label,
+    latency_ms,
+    log,
+    new_result,
+    print_table,
+    write_result,
+)
 
 import simindex
 from simindex.core.spec import MinHash
@@ -72,7 +88,11 @@ def sample_keys(texts: Sequence[str], count: int) -> tuple[list[int], int]:
     return keys, min(len(members), count // 2)
 
 
-def interleaved(calls: dict[str, Callable[[int], int]], keys: Sequence[int]) -> dict[str, Any]:
+Call = Callable[[int], int | tuple[int, float]]
+"""A timed call by key: its number of answers, or that and the seconds it measured itself."""
+
+
+def interleaved(calls: dict[str, Call], keys: Sequence[int]) -> dict[str, Any]:
     """Each call for each key in turn (after ``WARM`` warm-up keys): latency and answers."""
     seconds: dict[str, list[float]] = {label: [] for label in calls}
     answers: dict[str, list[int]] = {label: [] for label in calls}
@@ -80,8 +100,11 @@ def interleaved(calls: dict[str, Callable[[int], int]], keys: Sequence[int]) -> 
         for label, call in calls.items():
             begin = time.perf_counter()
             found = call(key)
+            took = time.perf_counter() - begin
+            if isinstance(found, tuple):
+                found, took = found
             if turn >= WARM:
-                seconds[label].append(time.perf_counter() - begin)
+                seconds[label].append(took)
                 answers[label].append(found)
     return {
         label: {
@@ -93,7 +116,49 @@ def interleaved(calls: dict[str, Callable[[int], int]], keys: Sequence[int]) -> 
     }
 
 
-def run(dsn: str, rows: int, queries: int) -> dict[str, Any]:
+class Baseline:
+    """``Index.similar`` by key in a child process whose simindex is another tree's."""
+
+    def __init__(self, tree: Path, dsn: str) -> None:
+        path = os.pathsep.join([str(tree), str(Path(__file__).parent)])
+        self.child = subprocess.Popen(
+            [sys.executable, str(Path(__file__)), "--serve", dsn],
+            env=os.environ | {"PYTHONPATH": path},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def call(self, verify: str) -> Call:
+        def timed(key: int) -> tuple[int, float]:
+            assert self.child.stdin is not None and self.child.stdout is not None
+            self.child.stdin.write(f"{verify} {key}\n")
+            self.child.stdin.flush()
+            found, seconds = json.loads(self.child.stdout.readline())
+            return int(found), float(seconds)
+
+        return timed
+
+    def close(self) -> None:
+        assert self.child.stdin is not None
+        self.child.stdin.close()
+        self.child.wait()
+
+
+def serve(dsn: str) -> None:
+    """The child of :class:`Baseline`: reads ``verify key`` lines, answers ``[answers,
+    seconds]``."""
+    engine = sqlalchemy_engine(dsn)
+    facade = Index(engine, NAME)
+    for line in sys.stdin:
+        verify, key = line.split()
+        begin = time.perf_counter()
+        found = facade.similar(key=int(key), verify=verify)  # type: ignore[arg-type]
+        print(json.dumps([len(found), time.perf_counter() - begin]), flush=True)
+    engine.dispose()
+
+
+def run(dsn: str, rows: int, queries: int, baseline: Path | None = None) -> dict[str, Any]:
     log(f"{rows:,} short texts with template clusters")
     texts, planted = template_texts(rows)
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -112,6 +177,7 @@ def run(dsn: str, rows: int, queries: int) -> dict[str, Any]:
     keys, members = sample_keys(texts, queries)
     log(f"{len(keys):,} keys ({members:,} template members), each call in turn")
     engine = sqlalchemy_engine(dsn)
+    before = None if baseline is None else Baseline(baseline, dsn)
     try:
         facade = Index(engine, NAME)
         with psycopg.connect(dsn, autocommit=True) as conn:
@@ -120,7 +186,7 @@ def run(dsn: str, rows: int, queries: int) -> dict[str, Any]:
                 store.similar_key_function
             )
             pk_text, by_key_text = pk.as_bytes(conn), by_key.as_bytes(conn)
-            calls: dict[str, Callable[[int], int]] = {
+            calls: dict[str, Call] = {
                 "pk_lookup": lambda k: len(conn.execute(pk_text, (k,), prepare=True).fetchall()),
                 "similar_key_v1": lambda k: len(
                     conn.execute(by_key_text, (k,), prepare=True).fetchall()
@@ -128,9 +194,14 @@ def run(dsn: str, rows: int, queries: int) -> dict[str, Any]:
                 "similar exact": lambda k: len(facade.similar(key=k)),
                 "similar estimate": lambda k: len(facade.similar(key=k, verify="estimate")),
             }
+            if before is not None:
+                calls["similar exact BEFORE"] = before.call("exact")
+                calls["similar estimate BEFORE"] = before.call("estimate")
             measured = interleaved(calls, keys)
     finally:
         engine.dispose()
+        if before is not None:
+            before.close()
     base = measured["pk_lookup"]["latency"]
     return {
         "rows": rows,
@@ -194,12 +265,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--rows", type=int, default=DEFAULT_ROWS)
     parser.add_argument("--queries", type=int, default=DEFAULT_QUERIES)
     parser.add_argument("--output", type=Path)
+    parser.add_argument(
+        "--baseline", type=Path, help="another simindex tree, measured beside (as BEFORE)"
+    )
+    parser.add_argument("--serve", metavar="DSN", help=argparse.SUPPRESS)  # Baseline's child
     add_server_options(parser)
     args = parser.parse_args(argv)
+    if args.serve:
+        serve(args.serve)
+        return
     result = new_result("query_templates", argv)
+    if args.baseline:  # no machine path in a result
+        result["command"] = result["command"].replace(str(args.baseline), "BEFORE")
+        result["baseline"] = baseline_label(args.baseline)
     with benchmark_server(args.server, SERVER_SETTINGS) as server:
         result["server_settings"] = server.settings
-        result |= run(server.dsn, args.rows, args.queries)
+        result |= run(server.dsn, args.rows, args.queries, args.baseline)
         version = server.version
     output = args.output or RESULTS / f"query-templates-{args.rows}.json"
     write_result(output, result, version)

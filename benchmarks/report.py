@@ -262,3 +262,14 @@ def read_result(path: Path) -> dict[str, Any]:
     if not isinstance(found, dict):
         raise ValueError(f"{path} holds no benchmark result (a JSON object)")
     return found
+
+
+def baseline_label(tree: Path) -> str:
+    """What the BEFORE tree is: its commit."""
+    commit = subprocess.run(
+        ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    return f"BEFORE: simindex at {commit or 'an unknown commit'}"

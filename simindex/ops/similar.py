@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 import psycopg
@@ -15,17 +16,17 @@ from simindex.db.connection import PgConnection
 from simindex.db.entry import Query
 from simindex.db.keys import key_cursor
 from simindex.db.minhash_store import MinHashStore
-from simindex.db.source import key_errors
+from simindex.db.source import Source, key_errors
 from simindex.db.statements import statement
 from simindex.errors import KeyNotIndexedError
 from simindex.ops.verify import (
     DEFAULT_VERIFY,
-    ShingleSets,
     Verify,
     check_verify,
     exact_floor,
     exact_scores,
     no_select,
+    source_texts,
 )
 
 
@@ -107,24 +108,41 @@ def similar(
             source = lock_source(conn, info)  # LOCK TABLE needs SELECT on it, as reading does
         except psycopg.errors.InsufficientPrivilege as exc:
             raise no_select(conn, info.source, exc) from exc
-        sets = ShingleSets(conn, source, info.spec)
-        if by_key:
-            query = sets.lookup([key]).get(key)
-            if query is None:  # the row went since it was indexed
-                return []
-        else:
-            query = sets.of_text(text)
         # Rows of the query's own shingle set (the stored set hash) score 1 unread.
-        same = [found for found, _, identical in rows if identical]
-        scored = [(found, 1.0) for found in same]
-        scored += exact_scores(sets, query, [row[0] for row in rows if not row[2]])
-    kept = [Similar(found, score) for found, score in scored if score >= lowest]
+        scored = [(found, 1.0) for found, _, identical in rows if identical]
+        wanted = [row[0] for row in rows if not row[2]]
+        texts = _texts(conn, source, key if by_key else _NO_KEY, wanted)
+        if by_key:
+            if key not in texts:  # the row went since it was indexed
+                return []
+            text = texts[key]
+        scored += exact_scores(info.spec, text, [(k, texts[k]) for k in wanted if k in texts])
+    kept = [(-score, found) for found, score in scored if score >= lowest]
     try:
-        return sorted(kept, key=lambda match: (-match.similarity, match.key))[:limit]
+        ordered = sorted(kept)
     except TypeError:
         # Keys Python cannot compare with each other (dates with some in their text form,
         # simindex.db.keys): equal similarities in the order the index answered them.
-        return sorted(kept, key=lambda match: -match.similarity)[:limit]
+        ordered = sorted(kept, key=itemgetter(0))
+    return [Similar(found, -score) for score, found in ordered[:limit]]
+
+
+_NO_KEY = object()
+
+
+def _texts(
+    conn: PgConnection, source: Source, key: Any, wanted: list[Any]
+) -> dict[Any, str | None]:
+    """The texts of ``wanted`` keys, and of ``key`` (unless _NO_KEY) in the same statement
+    when it is of their type (the array of keys is one type)."""
+    texts: dict[Any, str | None] = {}
+    batches = [wanted] if key is _NO_KEY else [[key, *wanted]]
+    if key is not _NO_KEY and not all(type(found) is type(key) for found in wanted):
+        batches = [[key], wanted]
+    for keys in batches:
+        for rows in source_texts(conn, source, keys):
+            texts.update(rows)
+    return texts
 
 
 def estimate_query(

@@ -8,10 +8,12 @@ handful of shingles, so pairs near the threshold fall on either side of it by ch
 same shingle set (equal stored set hashes) score 1 exactly.
 
 ``"exact"``: the Jaccard similarity of the two shingle sets themselves, recomputed in Python
-from the source rows' texts (each text read and shingled once while it stays in a bounded
-cache). Candidates whose estimate is more than :data:`FLOOR_STANDARD_ERRORS` standard errors of 128
-values below the threshold are not read (0.66 at 0.8), and reading every band candidate's
-text would cost far more. Rows of the query's own shingle set are not read either: their
+from the source rows' texts: a query's candidates are read in one statement, each distinct
+text shingled once in one batch and all scored at once (:func:`exact_scores`); pairs read
+each text once while it stays in a bounded cache (:class:`ShingleSets`). Candidates whose
+estimate is more than :data:`FLOOR_STANDARD_ERRORS` standard errors of 128 values below the
+threshold are not read (0.66 at 0.8), and reading every band candidate's text would cost far
+more. Rows of the query's own shingle set are not read either: their
 stored set hash says they score 1.
 """
 
@@ -28,6 +30,7 @@ from numpy.typing import NDArray
 from psycopg import sql
 
 from simindex.core.spec import IndexSpec
+from simindex.core.text import EMPTY
 from simindex.db.connection import PgConnection
 from simindex.db.keys import install, key_cursor
 from simindex.db.pg_array import key_array
@@ -87,12 +90,7 @@ class ShingleSets:
         self.texts_read = 0
         self._sets: OrderedDict[Any, NDArray[np.uint64]] = OrderedDict()
         self._size = 0
-        self._query = statement(
-            "source_texts_of_keys",
-            key=sql.Identifier(source.key_column),
-            text=sql.Identifier(source.text_column),
-            table=source.identifier,
-        )
+        self._query = texts_statement(source)
 
     def of_text(self, text: str | None) -> NDArray[np.uint64]:
         """The set of a text's features (its shingle hashes as the index sees them), sorted."""
@@ -111,13 +109,7 @@ class ShingleSets:
             else:
                 self._sets.move_to_end(key)
                 found[key] = held
-        for start in range(0, len(missing), _FETCH_ROWS):
-            chunk = missing[start : start + _FETCH_ROWS]
-            try:
-                wanted_keys = key_array(self.conn, chunk)  # before the cursor copies adapters
-                rows = key_cursor(self.conn).execute(self._query, {"keys": wanted_keys}).fetchall()
-            except psycopg.errors.InsufficientPrivilege as exc:
-                raise no_select(self.conn, self.source, exc) from exc
+        for rows in source_texts(self.conn, self.source, missing, self._query):
             # One call for the chunk's texts: tokenising and hashing run over the batch.
             features = self.spec.features([text for _, text in rows])
             for (key, _), hashes in zip(rows, features, strict=True):
@@ -145,12 +137,71 @@ def no_select(conn: PgConnection, source: Source, exc: psycopg.Error) -> Missing
     )
 
 
+def texts_statement(source: Source) -> sql.Composed:
+    """The statement reading the texts of a list of keys (``source_texts_of_keys``)."""
+    return statement(
+        "source_texts_of_keys",
+        key=sql.Identifier(source.key_column),
+        text=sql.Identifier(source.text_column),
+        table=source.identifier,
+    )
+
+
+def source_texts(
+    conn: PgConnection, source: Source, keys: Sequence[Any], query: sql.Composed | None = None
+) -> Iterator[list[tuple[Any, str | None]]]:
+    """The (key, text) rows of ``keys`` that still exist, ``_FETCH_ROWS`` keys a statement."""
+    query = texts_statement(source) if query is None else query
+    for start in range(0, len(keys), _FETCH_ROWS):
+        chunk = keys[start : start + _FETCH_ROWS]
+        try:
+            wanted = key_array(conn, chunk)  # before the cursor copies adapters
+            yield key_cursor(conn).execute(query, {"keys": wanted}).fetchall()
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise no_select(conn, source, exc) from exc
+
+
+def jaccard_with(
+    query: NDArray[np.uint64], features: Sequence[NDArray[np.uint64]]
+) -> NDArray[np.float64]:
+    """``[jaccard(query, np.unique(row)) for row in features]`` for a sorted array of distinct
+    values ``query``, computed for all rows at once: each row's distinct values by one sort
+    of them all (by row, then value), the shared ones by a binary search in ``query``. The
+    quotients are those of :func:`jaccard` (the counts are exact in a double, and a quotient
+    of two doubles is rounded once)."""
+    sizes = np.fromiter(map(len, features), np.int64, len(features))
+    if not len(features):
+        return np.zeros(0)
+    values = np.concatenate(features) if sizes.sum() else EMPTY
+    rows = np.repeat(np.arange(len(features)), sizes)
+    order = np.lexsort((values, rows))
+    values, rows = values[order], rows[order]
+    distinct = np.ones(len(values), np.bool_)
+    distinct[1:] = (values[1:] != values[:-1]) | (rows[1:] != rows[:-1])
+    values, rows = values[distinct], rows[distinct]
+    counts = np.bincount(rows, minlength=len(features))
+    if len(query):
+        places = np.minimum(np.searchsorted(query, values), len(query) - 1)
+        both = np.bincount(rows[query[places] == values], minlength=len(features))
+    else:
+        both = np.zeros(len(features), np.int64)
+    union = len(query) + counts - both
+    scores: NDArray[np.float64] = np.divide(
+        both, union, out=np.zeros(len(features)), where=union > 0
+    )
+    return scores
+
+
 def exact_scores(
-    sets: ShingleSets, query: NDArray[np.uint64], keys: Sequence[Any]
+    spec: IndexSpec, query: str | None, rows: Sequence[tuple[Any, str | None]]
 ) -> list[tuple[Any, float]]:
-    """(key, exact Jaccard with ``query``) of every key whose row still exists."""
-    found = sets.lookup(keys)
-    return [(key, jaccard(query, found[key])) for key in keys if key in found]
+    """(key, exact Jaccard of its text's shingle set with ``query``'s) of each (key, text)
+    row: each distinct text shingled once, the query's in the same batch."""
+    places: dict[str | None, int] = {query: 0}
+    indexes = [places.setdefault(text, len(places)) for _, text in rows]
+    features = spec.features(list(places))
+    scores = jaccard_with(np.unique(features[0]), features)
+    return list(zip([key for key, _ in rows], scores[indexes].tolist(), strict=True))
 
 
 def exact_pairs(

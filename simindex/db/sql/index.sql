@@ -115,8 +115,12 @@ FROM {catalog} AS c
 -- The query first: the key parameter takes its type from the function's argument (the source
 -- key's type), as it would alone, before the comparisons below use it.
 LEFT JOIN LATERAL ({query}) AS q ON true
+-- A key with neighbours is in the index; only a key without is looked up, once (OFFSET 0 keeps
+-- the subquery whole: pulled up, each of the four uses of indexed above would probe again).
 CROSS JOIN LATERAL (
-    SELECT EXISTS (SELECT 1 FROM {table} AS t WHERE t.key OPERATOR(pg_catalog.=) %(key)s)
+    SELECT q.key IS NOT NULL
+        OR EXISTS (SELECT 1 FROM {table} AS t WHERE t.key OPERATOR(pg_catalog.=) %(key)s)
+    OFFSET 0
 ) AS i (indexed)
 WHERE c.name OPERATOR(pg_catalog.=) %(name)s
 ORDER BY {order}

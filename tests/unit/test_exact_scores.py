@@ -1,0 +1,59 @@
+"""Exact verification's scores of many rows at once, held to the Jaccard of one pair at a time
+(``jaccard`` over ``np.unique`` of each text's features): equal as floats, not approximately."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simindex.core.spec import MinHash, resolve
+from simindex.core.text import Shingling
+from simindex.ops.verify import exact_scores, jaccard, jaccard_with
+
+# Few distinct values, so rows share many of them and repeat some.
+values = st.lists(st.integers(0, 40).map(np.uint64), max_size=30).map(
+    lambda row: np.array(row, np.uint64)
+)
+
+
+@settings(deadline=None)
+@given(query=values, rows=st.lists(values, max_size=12))
+def test_scores_of_many_rows_are_those_of_each_pair(
+    query: np.ndarray, rows: list[np.ndarray]
+) -> None:
+    query = np.unique(query)
+    expected = [jaccard(query, np.unique(row)) for row in rows]
+    assert jaccard_with(query, rows).tolist() == expected
+
+
+def test_large_hashes_and_no_rows() -> None:
+    top = np.uint64(2**64 - 1)
+    query = np.array([0, 5, top], np.uint64)
+    rows = [np.array([top, top, 5], np.uint64), np.zeros(0, np.uint64), query[::-1].copy()]
+    assert jaccard_with(query, rows).tolist() == [2 / 3, 0.0, 1.0]
+    assert jaccard_with(query, []).tolist() == []
+    assert jaccard_with(np.zeros(0, np.uint64), rows[1:2]).tolist() == [0.0]
+
+
+words = st.lists(st.sampled_from(["a", "b", "c", "d", "É", "x_y", "東京"]), max_size=12)
+
+
+@settings(deadline=None)
+@given(query=words, texts=st.lists(st.one_of(st.none(), words.map(" ".join)), max_size=10))
+def test_exact_scores_are_the_jaccard_of_each_text(
+    query: list[str], texts: list[str | None]
+) -> None:
+    spec = resolve(MinHash(shingling=Shingling(size=2)))
+    shingling = spec.method.shingling
+    rows = list(enumerate(texts))
+    expected = [
+        (
+            key,
+            jaccard(
+                np.unique(shingling.hashes(" ".join(query))), np.unique(shingling.hashes(text))
+            ),
+        )
+        for key, text in rows
+    ]
+    assert exact_scores(spec, " ".join(query), rows) == expected
