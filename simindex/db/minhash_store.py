@@ -24,7 +24,12 @@ from psycopg import sql
 
 from simindex.core.design import LshDesign
 from simindex.core.packing import StoredRows, sketch_digits, stored_rows
-from simindex.db.answers import max_rows, protect_statements, visible_function
+from simindex.db.answers import (
+    max_rows,
+    protect_statements,
+    visible_function,
+    visible_key_function,
+)
 from simindex.db.connection import PgConnection
 from simindex.db.copytext import field
 from simindex.db.pg_array import BigintArray, key_array, register
@@ -123,6 +128,9 @@ class MinHashStore:
     def _index_name(self, band: int, staging: bool = False) -> str:
         return f"{self._name('minhash', staging)}_b{band}"
 
+    def _set_index_name(self, staging: bool = False) -> str:
+        return f"{self._name('minhash', staging)}_set_hash"
+
     def create_statements(self, staging: bool = False) -> list[sql.Composed]:
         band_columns = sql.SQL(",\n    ").join(
             sql.SQL("{} integer NOT NULL").format(column) for column in self.columns
@@ -160,6 +168,7 @@ class MinHashStore:
                 num_bands=sql.Literal(self.design.num_bands),
                 similarity=self.similarity,
                 any_band=any_band,
+                visible_key=visible_key_function(self.schema, self.name),
             ),
             statement(
                 "minhash_similar_key_function",
@@ -304,6 +313,13 @@ class MinHashStore:
             )
             for band, column in enumerate(self.columns)
         ]
+        indexes.append(
+            statement(
+                "minhash_create_set_index",
+                index=sql.Identifier(self._set_index_name(staging)),
+                table=self.table(staging),
+            )
+        )
         if staging:  # its primary key after the load: one sort, not an insert a row
             indexes.insert(0, statement("add_primary_key", table=self.table(staging)))
         return [*indexes, statement("analyze", table=self.table(staging))]
@@ -320,6 +336,7 @@ class MinHashStore:
         renames = [
             (self._index_name(b, True), self._index_name(b)) for b in range(len(self.columns))
         ]
+        renames.append((self._set_index_name(True), self._set_index_name()))
         renames.append(
             (self._name("minhash", True) + "_pkey", self._name("minhash", False) + "_pkey")
         )
