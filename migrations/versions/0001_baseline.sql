@@ -691,8 +691,8 @@ BEGIN
       AND i.id IN (SELECT x.id FROM {schema}.indexes AS x
                    WHERE x.source::oid OPERATOR(pg_catalog.=) relid
                    FOR NO KEY UPDATE SKIP LOCKED);
-    -- Each index's probe of the source (simindex.db.answers, answers.sql) names the table and
-    -- key column as they are now; its body is not checked (the owner role may not see them).
+    -- Each index's probes of the source (simindex.db.answers, answers.sql) name the table and
+    -- key column as they are now; their bodies are not checked (the owner role may not see them).
     checking := current_setting('check_function_bodies');
     FOR found IN
         SELECT x.name, c.oid::regclass::text AS relation, k.attname AS key_name,
@@ -717,6 +717,12 @@ BEGIN
             || quote_literal('BEGIN RETURN EXISTS (SELECT FROM ' || found.relation
                              || ' AS s WHERE s.' || quote_ident(found.key_name)
                              || ' OPERATOR(pg_catalog.=) $1); END');
+        EXECUTE 'CREATE OR REPLACE FUNCTION ' || quote_ident({schema_literal}) || '.'
+            || quote_ident(found.name || '_visible_key_v1') || '(key ' || found.key_type
+            || ') RETURNS SETOF ' || found.key_type || ' LANGUAGE sql STABLE PARALLEL SAFE AS '
+            || quote_literal('SELECT s.' || quote_ident(found.key_name) || ' FROM '
+                             || found.relation || ' AS s WHERE s.' || quote_ident(found.key_name)
+                             || ' OPERATOR(pg_catalog.=) $1');
         PERFORM set_config('check_function_bodies', checking, true);
     END LOOP;
 END

@@ -54,7 +54,7 @@ def simhash_cost(design: MankuDesign) -> Cost:
 
 def minhash_cost(design: LshDesign, sketch_bits: int) -> Cost:
     """One row (key, shingle set hash, one-bit sketch, one 32-bit band key per band), a btree
-    per band."""
+    per band and one on (set hash, key)."""
     bands = design.num_bands
     row = _heap(_KEY + 8 + 8 + sketch_bits // 8 + 4 * bands)
-    return Cost(bands, row + bands * _btree(4) + _btree(_KEY))
+    return Cost(bands, row + bands * _btree(4) + _btree(_KEY) + _btree(8 + _KEY))

@@ -38,13 +38,20 @@ def visible_function(schema: str, name: str) -> sql.Identifier:
     return sql.Identifier(schema, f"{name}_visible_v1")
 
 
+def visible_key_function(schema: str, name: str) -> sql.Identifier:
+    """``<name>_visible_key_v1(key)``: ``key`` when the caller sees its source row, no row
+    otherwise; inlined into the query that calls it (a probe in that query's plan)."""
+    return sql.Identifier(schema, f"{name}_visible_key_v1")
+
+
 def visible_statements(schema: str, name: str, source: Source) -> list[sql.Composed]:
-    """The probe function, for the source as it is now (``CREATE OR REPLACE``: the policies
-    that call it stay)."""
+    """The probe functions, for the source as it is now (``CREATE OR REPLACE``: the policies
+    and query functions that call them stay)."""
     return [
         statement(
             "answers_visible_function",
             function=visible_function(schema, name),
+            key_function=visible_key_function(schema, name),
             # format_type output from the catalog: a type name PostgreSQL itself quoted.
             key_type=sql.SQL(source.key_type),
             source=source.identifier,
@@ -96,5 +103,8 @@ def protect_statements(
 
 
 def drop_statements(schema: str, name: str) -> list[sql.Composed]:
-    """The probe function goes last, after the tables whose policies call it."""
-    return [statement("drop_function", function=visible_function(schema, name))]
+    """The probe functions go last, after the tables whose policies call them."""
+    return [
+        statement("drop_function", function=function)
+        for function in (visible_key_function(schema, name), visible_function(schema, name))
+    ]

@@ -86,7 +86,7 @@ class KeptEntry:
             order = sql.SQL("q.distance, q.key")
         else:
             query = statement("minhash_similar_key", function=store.similar_key_function)
-            order = sql.SQL("q.similarity DESC, q.key")
+            order = sql.SQL("q.similarity DESC, q.identical DESC, q.key")
         triggers = Triggers(self.schema, self.name, entry.info.source, store)
         text = statement(
             "facade_by_key",

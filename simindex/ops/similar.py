@@ -180,4 +180,4 @@ def _by_text(
     )
 
 
-_ORDER = sql.SQL("q.similarity DESC, q.key")
+_ORDER = sql.SQL("q.similarity DESC, q.identical DESC, q.key")

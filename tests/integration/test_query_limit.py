@@ -11,7 +11,9 @@ import pytest
 from sqlalchemy import Engine, select
 
 from simindex.core.bits import to_signed
-from simindex.core.spec import MinHash, SimHash
+from simindex.core.design import LshDesign
+from simindex.core.packing import stored_rows
+from simindex.core.spec import MinHash, SimHash, resolve
 from simindex.index import Index, create_index
 from simindex.sqlalchemy import near, near_key, similar, similar_key
 
@@ -140,3 +142,64 @@ def test_the_dispatcher_returns_more_than_the_default_bound_when_asked(database_
     assert rows(database_dsn, asked, None) == [(1199,)]
     default = "SELECT count(*) FROM simindex.near_key_v1('many', 0)"
     assert rows(database_dsn, default) == [(1000,)]
+
+
+def test_minhash_a_set_of_max_rows_copies_answers_its_first_visible_keys(database_dsn: str) -> None:
+    """A query whose own shingle set has max_rows rows or more answers its first visible keys
+    (read from the set's index, not the band indexes): the same rows as the first of the full
+    answer, skipping rows deleted from the source and not yet swept; when too few of them are
+    visible, the full query answers, the near copies after the copies."""
+    texts = corpus()
+    load(database_dsn, texts)
+    create_index(database_dsn, "tmpl", "notes", "body", method=MinHash(0.8, 128)).build()
+    copies = sorted(key for key, text in enumerate(texts) if text == TEMPLATE)
+    member = copies[-1]
+    by_key = "SELECT key, similarity, identical FROM simindex.tmpl_similar_key_v1(%s, 0.8, %s)"
+    full = rows(database_dsn, by_key, member, 1000)
+    assert [row[0] for row in full[: COPIES - 1]] == copies[:-1]
+    assert all(identical for _, _, identical in full[: COPIES - 1])
+    assert not any(identical for _, _, identical in full[COPIES - 1 :])
+    assert len(full) > COPIES
+    assert rows(database_dsn, by_key, member, 5) == full[:5]
+    with psycopg.connect(database_dsn) as conn:  # no worker: the index rows stay
+        conn.execute("DELETE FROM notes WHERE id = ANY(%s)", (copies[1:4],))
+    after = [row for row in full if row[0] not in copies[1:4]]
+    assert rows(database_dsn, by_key, member, 5) == after[:5]
+    assert rows(database_dsn, by_key, member, COPIES - 2) == after[: COPIES - 2]
+    sketch = (
+        "SELECT sketch, ARRAY[b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14], "
+        "set_hash FROM simindex.tmpl_minhash WHERE key = %s"
+    )
+    arguments = rows(database_dsn, sketch, member)[0]
+    by_text = "SELECT key, similarity, identical FROM simindex.tmpl_similar_v1(%s, %s, 0.8, %s, %s)"
+    assert rows(database_dsn, by_text, arguments[0], arguments[1], 7, arguments[2]) == [
+        (key, 1.0, True) for key in [copies[0], *copies[4:10]]
+    ]
+
+
+def test_minhash_identical_rows_come_before_other_rows_that_estimate_one(database_dsn: str) -> None:
+    """Of rows that score 1, those of the query's own shingle set come first: a long text
+    with one word changed whose sketch is the text's own (an estimate of 1) comes after the
+    text's copies, though its key is smaller."""
+    method = MinHash(0.8, 128)
+    spec = resolve(method)
+    assert isinstance(spec.design, LshDesign)
+    design = spec.design
+    words = [f"word{i}" for i in range(3000)]
+
+    def stored(text: str) -> tuple[str, int]:
+        rows = stored_rows(design, spec.minhash_values([text])[0], method.sketch_bits)
+        return rows.sketches[0], int(rows.set_hashes[0])
+
+    text = " ".join(words)
+    variants = (" ".join([*words[:i], "edited", *words[i + 1 :]]) for i in range(0, 3000, 7))
+    variant = next(v for v in variants if stored(v)[0] == stored(text)[0])
+    assert stored(variant)[1] != stored(text)[1]
+    load(database_dsn, [variant, text, text])
+    create_index(database_dsn, "long", "notes", "body", method=MinHash(0.8, 128)).build()
+    by_key = "SELECT key, similarity, identical FROM simindex.long_similar_key_v1(%s, 0.8, %s)"
+    assert rows(database_dsn, by_key, 2, 10) == [(1, 1.0, True), (0, 1.0, False)]
+    assert rows(database_dsn, by_key, 2, 1) == [(1, 1.0, True)]
+    index = Index(database_dsn, "long")
+    assert [m.key for m in index.similar(key=2, verify="estimate")] == [1, 0]
+    assert [m.key for m in index.similar(text, verify="estimate", limit=2)] == [1, 2]

@@ -196,6 +196,12 @@ def test_the_event_trigger_follows_renames_and_marks_a_type_change(
     )
     alice.run("ALTER TABLE docs RENAME TO papers", "ALTER TABLE papers RENAME id TO paper_id")
     assert scalar(database_dsn, names) == "papers paper_id body ready"
+    for probe in ("docs_visible_v1", "docs_visible_key_v1"):  # both name the table as it is
+        body = scalar(database_dsn, "SELECT prosrc FROM pg_proc WHERE proname = %s", (probe,))
+        assert "public.papers AS s WHERE s.paper_id " in body
+    alice.run("INSERT INTO papers (paper_id, body) VALUES (-5, 'added')")
+    assert scalar(database_dsn, "SELECT simindex.docs_visible_key_v1(-5)") == -5
+    assert not scalar(database_dsn, "SELECT EXISTS (SELECT simindex.docs_visible_key_v1(-6))")
     alice.run("ALTER TABLE papers ALTER COLUMN body TYPE varchar(100)")
     assert scalar(database_dsn, names) == "papers paper_id body needs_rebuild"
     assert "changed type from text to character varying" in scalar(

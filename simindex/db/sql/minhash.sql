@@ -16,6 +16,11 @@ CREATE TABLE {table} (
 -- name: minhash_create_band_index
 CREATE INDEX {index} ON {table} ({column})
 
+-- name: minhash_create_set_index
+-- The rows of each shingle set in key order: a query whose own set has max_rows rows or more
+-- reads its answer here alone (minhash_similar_function).
+CREATE INDEX {index} ON {table} (set_hash, key)
+
 -- name: minhash_copy
 COPY {table} (key, set_hash, {columns}, sketch) FROM STDIN
 
@@ -23,7 +28,13 @@ COPY {table} (key, set_hash, {columns}, sketch) FROM STDIN
 -- Candidates share a band key with the query (a BitmapOr of the band indexes: each row is read
 -- once); each is scored by minhash_similarity_v1 (leakproof: applied before the row-level
 -- security probe), a row of the same shingle set (set_hash) by 1 exactly. A text without
--- features has NULL arguments: no candidates.
+-- features has NULL arguments: no candidates. The order: similarity, then the rows of the
+-- query's own set (identical) before other rows that estimate 1, then the key.
+-- A set of max_rows rows or more (a template's copies, each sharing every band key) is the
+-- whole answer: read in key order from the (set_hash, key) index, max_rows probes of the
+-- source, never through the band indexes. Otherwise the candidates are sorted first and probed
+-- in that order until max_rows are seen: a deleted or hidden source row costs a probe, a
+-- candidate past the answer none.
 CREATE FUNCTION {function}(
     sketch bit varying,
     band_keys integer[],
@@ -37,6 +48,7 @@ SET search_path = pg_catalog, pg_temp
 AS $body$
 DECLARE
     simindex_current boolean;
+    same {key_type}[];
 BEGIN
     {guard};
     PERFORM {usable}({index_name});
@@ -58,16 +70,38 @@ BEGIN
     IF $1 IS NULL THEN  -- no sketch, no row (similar_key's call of the guard alone)
         RETURN;
     END IF;
+    -- The probes are LATERAL subqueries with a LIMIT: never pulled up into a join, so never a
+    -- hash of the whole source, one primary-key probe a row (the inlined visible_key).
+    IF $5 IS NOT NULL AND $4 IS NOT NULL
+       AND EXISTS (SELECT FROM {table} AS c WHERE c.set_hash = $5 OFFSET $4 - 1) THEN
+        same := ARRAY(
+            SELECT c.key FROM {table} AS c
+            CROSS JOIN LATERAL (SELECT FROM {visible_key}(c.key) LIMIT 1) AS seen
+            WHERE c.set_hash = $5
+            ORDER BY c.key
+            LIMIT $4);
+        IF cardinality(same) = $4 THEN
+            RETURN QUERY SELECT u.key, 1.0::double precision, true
+            FROM unnest(same) WITH ORDINALITY AS u (key, n) ORDER BY u.n;
+            RETURN;
+        END IF;
+    END IF;
     RETURN QUERY
-    SELECT c.key, v.similarity, c.set_hash = $5
-    FROM {table} AS c
-    CROSS JOIN LATERAL (
-        SELECT CASE WHEN c.set_hash = $5 THEN 1.0::double precision
-                    ELSE {similarity}(c.sketch, $1) END AS similarity
-    ) AS v
+    SELECT o.key, o.similarity, o.identical
+    FROM (
+        SELECT c.key, v.similarity, c.set_hash = $5 AS identical
+        FROM {table} AS c
+        CROSS JOIN LATERAL (
+            SELECT CASE WHEN c.set_hash = $5 THEN 1.0::double precision
+                        ELSE {similarity}(c.sketch, $1) END AS similarity
+        ) AS v
+        WHERE ({any_band}) AND v.similarity >= $3
+        ORDER BY v.similarity DESC, identical DESC, c.key
+        OFFSET 0
+    ) AS o
     -- Only keys the source holds: a deleted row's index rows stay until the worker's sweep.
-    WHERE ({any_band}) AND v.similarity >= $3 AND {visible}(c.key)
-    ORDER BY v.similarity DESC, c.key
+    CROSS JOIN LATERAL (SELECT FROM {visible_key}(o.key) LIMIT 1) AS seen
+    ORDER BY o.similarity DESC, o.identical DESC, o.key
     LIMIT $4;
 END
 $body$
@@ -93,7 +127,7 @@ AS $body$
         s.sketch, ARRAY[{band_columns}], $2, $3 + 1, s.set_hash
     ) AS n
     WHERE s.key = $1 AND n.key <> $1 AND {usable}({index_name})
-    ORDER BY n.similarity DESC, n.key
+    ORDER BY n.similarity DESC, n.identical DESC, n.key
     LIMIT $3
 $body$
 
@@ -157,11 +191,11 @@ LEFT JOIN {table} AS g ON g.key OPERATOR(pg_catalog.=) s.{key}
 SELECT key, similarity, identical
 FROM {function}(%(sketch)s::bit varying, %(band_keys)s::integer[], %(threshold)s,
                 %(limit)s::integer, %(set_hash)s::bigint)
-ORDER BY similarity DESC, key
+ORDER BY similarity DESC, identical DESC, key
 
 -- name: minhash_similar_key
 SELECT key, similarity, identical FROM {function}(%(key)s, %(threshold)s, %(limit)s::integer)
-ORDER BY similarity DESC, key
+ORDER BY similarity DESC, identical DESC, key
 
 -- name: minhash_key_indexed
 SELECT true FROM {table} WHERE key OPERATOR(pg_catalog.=) %(key)s

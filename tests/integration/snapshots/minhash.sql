@@ -78,6 +78,16 @@ BEGIN
     RETURN EXISTS (SELECT FROM "public"."docs" AS s WHERE s."id" OPERATOR(pg_catalog.=) $1);
 END
 $body$;
+-- The same probe for a query of many keys: the key when the caller sees its source row, no row
+-- otherwise. SQL, STABLE, without a SET clause: the planner inlines it into the query that
+-- calls it (a query function's candidates, each probed by the primary key in that query's own
+-- plan, about a microsecond each, where a call of the function above costs several). The
+-- inlined body runs with the caller's rights, as the function above does.
+CREATE OR REPLACE FUNCTION "simindex"."docs_visible_key_v1"(key bigint)
+RETURNS SETOF bigint LANGUAGE sql STABLE PARALLEL SAFE
+AS $body$
+    SELECT s."id" FROM "public"."docs" AS s WHERE s."id" OPERATOR(pg_catalog.=) $1
+$body$;
 SELECT pg_catalog.set_config('check_function_bodies',
                              pg_catalog.current_setting('simindex.check_function_bodies'), true);
 
@@ -152,12 +162,22 @@ CREATE INDEX "docs_minhash_b13" ON "simindex"."docs_minhash" ("b13");
 
 CREATE INDEX "docs_minhash_b14" ON "simindex"."docs_minhash" ("b14");
 
+-- The rows of each shingle set in key order: a query whose own set has max_rows rows or more
+-- reads its answer here alone (minhash_similar_function).
+CREATE INDEX "docs_minhash_set_hash" ON "simindex"."docs_minhash" (set_hash, key);
+
 ANALYZE "simindex"."docs_minhash";
 
 -- Candidates share a band key with the query (a BitmapOr of the band indexes: each row is read
 -- once); each is scored by minhash_similarity_v1 (leakproof: applied before the row-level
 -- security probe), a row of the same shingle set (set_hash) by 1 exactly. A text without
--- features has NULL arguments: no candidates.
+-- features has NULL arguments: no candidates. The order: similarity, then the rows of the
+-- query's own set (identical) before other rows that estimate 1, then the key.
+-- A set of max_rows rows or more (a template's copies, each sharing every band key) is the
+-- whole answer: read in key order from the (set_hash, key) index, max_rows probes of the
+-- source, never through the band indexes. Otherwise the candidates are sorted first and probed
+-- in that order until max_rows are seen: a deleted or hidden source row costs a probe, a
+-- candidate past the answer none.
 CREATE FUNCTION "simindex"."docs_similar_v1"(
     sketch bit varying,
     band_keys integer[],
@@ -171,6 +191,7 @@ SET search_path = pg_catalog, pg_temp
 AS $body$
 DECLARE
     simindex_current boolean;
+    same bigint[];
 BEGIN
     -- The first statement of a query function (VOLATILE, so each of its statements takes its own
 -- snapshot). A rebuild swaps new side tables in (DROP and RENAME, in its transaction): a query
@@ -214,16 +235,38 @@ END IF;
     IF $1 IS NULL THEN  -- no sketch, no row (similar_key's call of the guard alone)
         RETURN;
     END IF;
+    -- The probes are LATERAL subqueries with a LIMIT: never pulled up into a join, so never a
+    -- hash of the whole source, one primary-key probe a row (the inlined visible_key).
+    IF $5 IS NOT NULL AND $4 IS NOT NULL
+       AND EXISTS (SELECT FROM "simindex"."docs_minhash" AS c WHERE c.set_hash = $5 OFFSET $4 - 1) THEN
+        same := ARRAY(
+            SELECT c.key FROM "simindex"."docs_minhash" AS c
+            CROSS JOIN LATERAL (SELECT FROM "simindex"."docs_visible_key_v1"(c.key) LIMIT 1) AS seen
+            WHERE c.set_hash = $5
+            ORDER BY c.key
+            LIMIT $4);
+        IF cardinality(same) = $4 THEN
+            RETURN QUERY SELECT u.key, 1.0::double precision, true
+            FROM unnest(same) WITH ORDINALITY AS u (key, n) ORDER BY u.n;
+            RETURN;
+        END IF;
+    END IF;
     RETURN QUERY
-    SELECT c.key, v.similarity, c.set_hash = $5
-    FROM "simindex"."docs_minhash" AS c
-    CROSS JOIN LATERAL (
-        SELECT CASE WHEN c.set_hash = $5 THEN 1.0::double precision
-                    ELSE "simindex"."minhash_similarity_v1"(c.sketch, $1) END AS similarity
-    ) AS v
+    SELECT o.key, o.similarity, o.identical
+    FROM (
+        SELECT c.key, v.similarity, c.set_hash = $5 AS identical
+        FROM "simindex"."docs_minhash" AS c
+        CROSS JOIN LATERAL (
+            SELECT CASE WHEN c.set_hash = $5 THEN 1.0::double precision
+                        ELSE "simindex"."minhash_similarity_v1"(c.sketch, $1) END AS similarity
+        ) AS v
+        WHERE (c."b0" = $2[1] OR c."b1" = $2[2] OR c."b2" = $2[3] OR c."b3" = $2[4] OR c."b4" = $2[5] OR c."b5" = $2[6] OR c."b6" = $2[7] OR c."b7" = $2[8] OR c."b8" = $2[9] OR c."b9" = $2[10] OR c."b10" = $2[11] OR c."b11" = $2[12] OR c."b12" = $2[13] OR c."b13" = $2[14] OR c."b14" = $2[15]) AND v.similarity >= $3
+        ORDER BY v.similarity DESC, identical DESC, c.key
+        OFFSET 0
+    ) AS o
     -- Only keys the source holds: a deleted row's index rows stay until the worker's sweep.
-    WHERE (c."b0" = $2[1] OR c."b1" = $2[2] OR c."b2" = $2[3] OR c."b3" = $2[4] OR c."b4" = $2[5] OR c."b5" = $2[6] OR c."b6" = $2[7] OR c."b7" = $2[8] OR c."b8" = $2[9] OR c."b9" = $2[10] OR c."b10" = $2[11] OR c."b11" = $2[12] OR c."b12" = $2[13] OR c."b13" = $2[14] OR c."b14" = $2[15]) AND v.similarity >= $3 AND "simindex"."docs_visible_v1"(c.key)
-    ORDER BY v.similarity DESC, c.key
+    CROSS JOIN LATERAL (SELECT FROM "simindex"."docs_visible_key_v1"(o.key) LIMIT 1) AS seen
+    ORDER BY o.similarity DESC, o.identical DESC, o.key
     LIMIT $4;
 END
 $body$;
@@ -248,7 +291,7 @@ AS $body$
         s.sketch, ARRAY[s."b0", s."b1", s."b2", s."b3", s."b4", s."b5", s."b6", s."b7", s."b8", s."b9", s."b10", s."b11", s."b12", s."b13", s."b14"], $2, $3 + 1, s.set_hash
     ) AS n
     WHERE s.key = $1 AND n.key <> $1 AND "simindex"."source_usable_v1"('docs')
-    ORDER BY n.similarity DESC, n.key
+    ORDER BY n.similarity DESC, n.identical DESC, n.key
     LIMIT $3
 $body$;
 
