@@ -341,16 +341,20 @@ class Triggers:
             # index rows the batch wrote from the key's deleted row are there to remove.
             queue_block, wait_block, replaced_block = _KEY_USED_AGAIN[event]
             replaced = [run(replaced_block, table=table) for table in self.store.side_tables()]
-            return sql.SQL(";\n").join(
-                [
-                    run(queue_block),
-                    statement(
-                        "sync_trigger_if_deleted",
-                        deletes=self.deletes,
-                        wait=run(wait_block),
-                        statement=sql.SQL(";\n").join(replaced),
-                    ),
-                ]
+            checked: sql.Composable = statement(
+                "sync_trigger_queue_checked",
+                queue=statement(queue_block, **parts),
+                deletes=self.deletes,
+                into=sql.SQL("" if by_position else " INTO deleted"),
+            )
+            if by_position:
+                checked = statement("sync_trigger_dynamic_into", statement=_FormatString(checked))
+            return statement(
+                "sync_trigger_if_deleted",
+                queue=run(queue_block),
+                queue_checked=checked,
+                wait=run(wait_block),
+                statement=sql.SQL(";\n").join(replaced),
             )
         if event == "truncate":
             return sql.SQL("NULL")

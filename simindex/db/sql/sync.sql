@@ -106,6 +106,7 @@ DECLARE
     replica CONSTANT boolean :=
         pg_catalog.current_setting('session_replication_role') = 'replica';
     key_name name;
+    deleted boolean;
 BEGIN
     IF TG_WHEN <> 'AFTER' OR (TG_LEVEL <> 'STATEMENT' AND NOT replica) THEN
         RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = 'simindex: ' || TG_NAME
@@ -239,19 +240,35 @@ WHERE coalesce(n.{key}, o.{key}) IS NOT NULL
 INSERT INTO {deletes} DEFAULT VALUES
 
 -- name: sync_trigger_if_deleted
--- A key used again keeps nothing of its deleted row (see the function's comment): the batches
--- holding its entry waited for, then its index rows removed.
-IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+-- The keys queued; then a key used again keeps nothing of its deleted row (see the function's
+-- comment): the batches holding its entry waited for, then its index rows removed. Under READ
+-- COMMITTED the append and the look for recorded deletes are one statement (queue_checked):
+-- a one-row write pays for one statement, not two.
+IF pg_catalog.current_setting('transaction_isolation') = 'read committed' THEN
+    {queue_checked};
+    IF deleted THEN
+        {wait};
+        {statement};
+    END IF;
+ELSE
+    {queue};
     BEGIN
         {wait};
     EXCEPTION WHEN serialization_failure THEN
         NULL;  -- an entry a batch consumed since this snapshot: the batch is done
     END;
     {statement};
-ELSIF EXISTS (SELECT FROM {deletes}) THEN
-    {wait};
-    {statement};
 END IF
+
+-- name: sync_trigger_queue_checked
+-- The append, and whether deletes are recorded (into the function's variable "deleted").
+WITH queued AS (
+{queue}
+)
+SELECT EXISTS (SELECT FROM {deletes}){into}
+
+-- name: sync_trigger_dynamic_into
+EXECUTE pg_catalog.format({statement}, aliases) INTO deleted
 
 -- name: sync_trigger_insert_wait
 -- PERFORM, or SELECT in a statement run with EXECUTE (its rows discarded).

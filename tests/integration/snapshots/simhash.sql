@@ -471,6 +471,7 @@ DECLARE
     replica CONSTANT boolean :=
         pg_catalog.current_setting('session_replication_role') = 'replica';
     key_name name;
+    deleted boolean;
 BEGIN
     IF TG_WHEN <> 'AFTER' OR (TG_LEVEL <> 'STATEMENT' AND NOT replica) THEN
         RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = 'simindex: ' || TG_NAME
@@ -522,11 +523,27 @@ INSERT INTO "simindex"."docs_inbox" (key) SELECT ($1).%1$I WHERE ($1).%1$I IS NO
     IF written_for THEN
         CASE TG_OP
             WHEN 'INSERT' THEN
-                INSERT INTO "simindex"."docs_inbox" (key)
+                -- The keys queued; then a key used again keeps nothing of its deleted row (see the function's
+-- comment): the batches holding its entry waited for, then its index rows removed. Under READ
+-- COMMITTED the append and the look for recorded deletes are one statement (queue_checked):
+-- a one-row write pays for one statement, not two.
+IF pg_catalog.current_setting('transaction_isolation') = 'read committed' THEN
+    -- The append, and whether deletes are recorded (into the function's variable "deleted").
+WITH queued AS (
+INSERT INTO "simindex"."docs_inbox" (key)
+SELECT n."id" FROM new_rows AS n WHERE n."id" IS NOT NULL
+)
+SELECT EXISTS (SELECT FROM "simindex"."docs_deletes") INTO deleted;
+    IF deleted THEN
+        -- PERFORM, or SELECT in a statement run with EXECUTE (its rows discarded).
+PERFORM FROM "simindex"."docs_queue" AS q
+WHERE q.key OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT n."id" FROM new_rows AS n))
+FOR KEY SHARE;
+        DELETE FROM "simindex"."docs_simhash" AS s USING new_rows AS n WHERE s.key OPERATOR(pg_catalog.=) n."id";
+    END IF;
+ELSE
+    INSERT INTO "simindex"."docs_inbox" (key)
 SELECT n."id" FROM new_rows AS n WHERE n."id" IS NOT NULL;
--- A key used again keeps nothing of its deleted row (see the function's comment): the batches
--- holding its entry waited for, then its index rows removed.
-IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
     BEGIN
         -- PERFORM, or SELECT in a statement run with EXECUTE (its rows discarded).
 PERFORM FROM "simindex"."docs_queue" AS q
@@ -536,15 +553,44 @@ FOR KEY SHARE;
         NULL;  -- an entry a batch consumed since this snapshot: the batch is done
     END;
     DELETE FROM "simindex"."docs_simhash" AS s USING new_rows AS n WHERE s.key OPERATOR(pg_catalog.=) n."id";
-ELSIF EXISTS (SELECT FROM "simindex"."docs_deletes") THEN
-    -- PERFORM, or SELECT in a statement run with EXECUTE (its rows discarded).
-PERFORM FROM "simindex"."docs_queue" AS q
-WHERE q.key OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT n."id" FROM new_rows AS n))
-FOR KEY SHARE;
-    DELETE FROM "simindex"."docs_simhash" AS s USING new_rows AS n WHERE s.key OPERATOR(pg_catalog.=) n."id";
 END IF;
             WHEN 'UPDATE' THEN
-                -- One pass (a hash full join on the key): new keys whose text differs from their old row's,
+                -- The keys queued; then a key used again keeps nothing of its deleted row (see the function's
+-- comment): the batches holding its entry waited for, then its index rows removed. Under READ
+-- COMMITTED the append and the look for recorded deletes are one statement (queue_checked):
+-- a one-row write pays for one statement, not two.
+IF pg_catalog.current_setting('transaction_isolation') = 'read committed' THEN
+    -- The append, and whether deletes are recorded (into the function's variable "deleted").
+WITH queued AS (
+-- One pass (a hash full join on the key): new keys whose text differs from their old row's,
+-- new keys without an old row and old keys without a new row (a key that changed).
+INSERT INTO "simindex"."docs_inbox" (key)
+SELECT coalesce(n."id", o."id")
+FROM new_rows AS n
+FULL JOIN old_rows AS o ON o."id" OPERATOR(pg_catalog.=) n."id"
+WHERE coalesce(n."id", o."id") IS NOT NULL
+  AND (n."id" IS NULL OR o."id" IS NULL
+       OR (o."body"::text COLLATE pg_catalog."C")
+          IS DISTINCT FROM (n."body"::text COLLATE pg_catalog."C"))
+)
+SELECT EXISTS (SELECT FROM "simindex"."docs_deletes") INTO deleted;
+    IF deleted THEN
+        -- The new keys without an old row, as sync_trigger_update_replaced finds them.
+PERFORM FROM "simindex"."docs_queue" AS q
+WHERE q.key OPERATOR(pg_catalog.=) ANY (ARRAY(
+    SELECT n."id" FROM new_rows AS n
+    WHERE NOT EXISTS (SELECT FROM old_rows AS o WHERE o."id" OPERATOR(pg_catalog.=) n."id")
+))
+FOR KEY SHARE;
+        -- New keys without an old row (a key changed), found first (usually none: no index probe).
+DELETE FROM "simindex"."docs_simhash" AS s
+WHERE s.key OPERATOR(pg_catalog.=) ANY (ARRAY(
+    SELECT n."id" FROM new_rows AS n
+    WHERE NOT EXISTS (SELECT FROM old_rows AS o WHERE o."id" OPERATOR(pg_catalog.=) n."id")
+));
+    END IF;
+ELSE
+    -- One pass (a hash full join on the key): new keys whose text differs from their old row's,
 -- new keys without an old row and old keys without a new row (a key that changed).
 INSERT INTO "simindex"."docs_inbox" (key)
 SELECT coalesce(n."id", o."id")
@@ -554,9 +600,6 @@ WHERE coalesce(n."id", o."id") IS NOT NULL
   AND (n."id" IS NULL OR o."id" IS NULL
        OR (o."body"::text COLLATE pg_catalog."C")
           IS DISTINCT FROM (n."body"::text COLLATE pg_catalog."C"));
--- A key used again keeps nothing of its deleted row (see the function's comment): the batches
--- holding its entry waited for, then its index rows removed.
-IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
     BEGIN
         -- The new keys without an old row, as sync_trigger_update_replaced finds them.
 PERFORM FROM "simindex"."docs_queue" AS q
@@ -568,20 +611,6 @@ FOR KEY SHARE;
     EXCEPTION WHEN serialization_failure THEN
         NULL;  -- an entry a batch consumed since this snapshot: the batch is done
     END;
-    -- New keys without an old row (a key changed), found first (usually none: no index probe).
-DELETE FROM "simindex"."docs_simhash" AS s
-WHERE s.key OPERATOR(pg_catalog.=) ANY (ARRAY(
-    SELECT n."id" FROM new_rows AS n
-    WHERE NOT EXISTS (SELECT FROM old_rows AS o WHERE o."id" OPERATOR(pg_catalog.=) n."id")
-));
-ELSIF EXISTS (SELECT FROM "simindex"."docs_deletes") THEN
-    -- The new keys without an old row, as sync_trigger_update_replaced finds them.
-PERFORM FROM "simindex"."docs_queue" AS q
-WHERE q.key OPERATOR(pg_catalog.=) ANY (ARRAY(
-    SELECT n."id" FROM new_rows AS n
-    WHERE NOT EXISTS (SELECT FROM old_rows AS o WHERE o."id" OPERATOR(pg_catalog.=) n."id")
-))
-FOR KEY SHARE;
     -- New keys without an old row (a key changed), found first (usually none: no index probe).
 DELETE FROM "simindex"."docs_simhash" AS s
 WHERE s.key OPERATOR(pg_catalog.=) ANY (ARRAY(
@@ -630,11 +659,27 @@ END IF;
         FROM generate_series(1, greatest(source.key_position, source.text_position)) AS p;
         CASE TG_OP
             WHEN 'INSERT' THEN
-                EXECUTE pg_catalog.format('INSERT INTO "simindex"."docs_inbox" (key)
+                -- The keys queued; then a key used again keeps nothing of its deleted row (see the function's
+-- comment): the batches holding its entry waited for, then its index rows removed. Under READ
+-- COMMITTED the append and the look for recorded deletes are one statement (queue_checked):
+-- a one-row write pays for one statement, not two.
+IF pg_catalog.current_setting('transaction_isolation') = 'read committed' THEN
+    EXECUTE pg_catalog.format('-- The append, and whether deletes are recorded (into the function''s variable "deleted").
+WITH queued AS (
+INSERT INTO "simindex"."docs_inbox" (key)
+SELECT n.k FROM new_rows AS n (%1$s) WHERE n.k IS NOT NULL
+)
+SELECT EXISTS (SELECT FROM "simindex"."docs_deletes")', aliases) INTO deleted;
+    IF deleted THEN
+        EXECUTE pg_catalog.format('-- PERFORM, or SELECT in a statement run with EXECUTE (its rows discarded).
+SELECT FROM "simindex"."docs_queue" AS q
+WHERE q.key OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT n.k FROM new_rows AS n (%1$s)))
+FOR KEY SHARE', aliases);
+        EXECUTE pg_catalog.format('DELETE FROM "simindex"."docs_simhash" AS s USING new_rows AS n (%1$s) WHERE s.key OPERATOR(pg_catalog.=) n.k', aliases);
+    END IF;
+ELSE
+    EXECUTE pg_catalog.format('INSERT INTO "simindex"."docs_inbox" (key)
 SELECT n.k FROM new_rows AS n (%1$s) WHERE n.k IS NOT NULL', aliases);
--- A key used again keeps nothing of its deleted row (see the function's comment): the batches
--- holding its entry waited for, then its index rows removed.
-IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
     BEGIN
         EXECUTE pg_catalog.format('-- PERFORM, or SELECT in a statement run with EXECUTE (its rows discarded).
 SELECT FROM "simindex"."docs_queue" AS q
@@ -644,15 +689,44 @@ FOR KEY SHARE', aliases);
         NULL;  -- an entry a batch consumed since this snapshot: the batch is done
     END;
     EXECUTE pg_catalog.format('DELETE FROM "simindex"."docs_simhash" AS s USING new_rows AS n (%1$s) WHERE s.key OPERATOR(pg_catalog.=) n.k', aliases);
-ELSIF EXISTS (SELECT FROM "simindex"."docs_deletes") THEN
-    EXECUTE pg_catalog.format('-- PERFORM, or SELECT in a statement run with EXECUTE (its rows discarded).
-SELECT FROM "simindex"."docs_queue" AS q
-WHERE q.key OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT n.k FROM new_rows AS n (%1$s)))
-FOR KEY SHARE', aliases);
-    EXECUTE pg_catalog.format('DELETE FROM "simindex"."docs_simhash" AS s USING new_rows AS n (%1$s) WHERE s.key OPERATOR(pg_catalog.=) n.k', aliases);
 END IF;
             WHEN 'UPDATE' THEN
-                EXECUTE pg_catalog.format('-- One pass (a hash full join on the key): new keys whose text differs from their old row''s,
+                -- The keys queued; then a key used again keeps nothing of its deleted row (see the function's
+-- comment): the batches holding its entry waited for, then its index rows removed. Under READ
+-- COMMITTED the append and the look for recorded deletes are one statement (queue_checked):
+-- a one-row write pays for one statement, not two.
+IF pg_catalog.current_setting('transaction_isolation') = 'read committed' THEN
+    EXECUTE pg_catalog.format('-- The append, and whether deletes are recorded (into the function''s variable "deleted").
+WITH queued AS (
+-- One pass (a hash full join on the key): new keys whose text differs from their old row''s,
+-- new keys without an old row and old keys without a new row (a key that changed).
+INSERT INTO "simindex"."docs_inbox" (key)
+SELECT coalesce(n.k, o.k)
+FROM new_rows AS n (%1$s)
+FULL JOIN old_rows AS o (%1$s) ON o.k OPERATOR(pg_catalog.=) n.k
+WHERE coalesce(n.k, o.k) IS NOT NULL
+  AND (n.k IS NULL OR o.k IS NULL
+       OR (o.t::text COLLATE pg_catalog."C")
+          IS DISTINCT FROM (n.t::text COLLATE pg_catalog."C"))
+)
+SELECT EXISTS (SELECT FROM "simindex"."docs_deletes")', aliases) INTO deleted;
+    IF deleted THEN
+        EXECUTE pg_catalog.format('-- The new keys without an old row, as sync_trigger_update_replaced finds them.
+SELECT FROM "simindex"."docs_queue" AS q
+WHERE q.key OPERATOR(pg_catalog.=) ANY (ARRAY(
+    SELECT n.k FROM new_rows AS n (%1$s)
+    WHERE NOT EXISTS (SELECT FROM old_rows AS o (%1$s) WHERE o.k OPERATOR(pg_catalog.=) n.k)
+))
+FOR KEY SHARE', aliases);
+        EXECUTE pg_catalog.format('-- New keys without an old row (a key changed), found first (usually none: no index probe).
+DELETE FROM "simindex"."docs_simhash" AS s
+WHERE s.key OPERATOR(pg_catalog.=) ANY (ARRAY(
+    SELECT n.k FROM new_rows AS n (%1$s)
+    WHERE NOT EXISTS (SELECT FROM old_rows AS o (%1$s) WHERE o.k OPERATOR(pg_catalog.=) n.k)
+))', aliases);
+    END IF;
+ELSE
+    EXECUTE pg_catalog.format('-- One pass (a hash full join on the key): new keys whose text differs from their old row''s,
 -- new keys without an old row and old keys without a new row (a key that changed).
 INSERT INTO "simindex"."docs_inbox" (key)
 SELECT coalesce(n.k, o.k)
@@ -662,9 +736,6 @@ WHERE coalesce(n.k, o.k) IS NOT NULL
   AND (n.k IS NULL OR o.k IS NULL
        OR (o.t::text COLLATE pg_catalog."C")
           IS DISTINCT FROM (n.t::text COLLATE pg_catalog."C"))', aliases);
--- A key used again keeps nothing of its deleted row (see the function's comment): the batches
--- holding its entry waited for, then its index rows removed.
-IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
     BEGIN
         EXECUTE pg_catalog.format('-- The new keys without an old row, as sync_trigger_update_replaced finds them.
 SELECT FROM "simindex"."docs_queue" AS q
@@ -676,20 +747,6 @@ FOR KEY SHARE', aliases);
     EXCEPTION WHEN serialization_failure THEN
         NULL;  -- an entry a batch consumed since this snapshot: the batch is done
     END;
-    EXECUTE pg_catalog.format('-- New keys without an old row (a key changed), found first (usually none: no index probe).
-DELETE FROM "simindex"."docs_simhash" AS s
-WHERE s.key OPERATOR(pg_catalog.=) ANY (ARRAY(
-    SELECT n.k FROM new_rows AS n (%1$s)
-    WHERE NOT EXISTS (SELECT FROM old_rows AS o (%1$s) WHERE o.k OPERATOR(pg_catalog.=) n.k)
-))', aliases);
-ELSIF EXISTS (SELECT FROM "simindex"."docs_deletes") THEN
-    EXECUTE pg_catalog.format('-- The new keys without an old row, as sync_trigger_update_replaced finds them.
-SELECT FROM "simindex"."docs_queue" AS q
-WHERE q.key OPERATOR(pg_catalog.=) ANY (ARRAY(
-    SELECT n.k FROM new_rows AS n (%1$s)
-    WHERE NOT EXISTS (SELECT FROM old_rows AS o (%1$s) WHERE o.k OPERATOR(pg_catalog.=) n.k)
-))
-FOR KEY SHARE', aliases);
     EXECUTE pg_catalog.format('-- New keys without an old row (a key changed), found first (usually none: no index probe).
 DELETE FROM "simindex"."docs_simhash" AS s
 WHERE s.key OPERATOR(pg_catalog.=) ANY (ARRAY(
