@@ -394,7 +394,9 @@ SELECT 1 FROM {catalog} WHERE name = %(name)s
 -- at most one way; a move waits for no writer (the triggers' locks on entries are locks
 -- alone, sync_trigger_wait, and a writer's own entries are in the inbox until it commits) but
 -- for one of the writer right's transactions consuming its own keys (session_index_own_function),
--- which holds them only until its commit. Inbox rows another move holds are skipped.
+-- which holds them only until its commit. Inbox rows another move holds are skipped. (A sync
+-- on a caller's Connection moves in a savepoint of the caller's transaction, uncommitted: a
+-- writer using a deleted key again does not see, so does not wait for, what it moved.)
 WITH moved AS (
     DELETE FROM {inbox} WHERE ctid = ANY(ARRAY(
         SELECT ctid FROM {inbox} LIMIT %(limit)s FOR UPDATE SKIP LOCKED
