@@ -92,6 +92,7 @@ class KeptEntry:
             "facade_by_key",
             catalog=catalog(self.schema),
             table=store.table(),
+            inbox=triggers.inbox,
             queue=triggers.queue,
             failed=triggers.failed,
             query=query,

@@ -1,6 +1,8 @@
 """What keeps an index in step with its source table: triggers, a queue and failed items.
 
-Each index gets, in simindex's schema, a queue ``<name>_queue`` (one entry per key to recompute),
+Each index gets, in simindex's schema, an inbox ``<name>_inbox`` (the keys the app's
+statements changed, appended without an index), a queue ``<name>_queue`` (one entry per key to
+recompute, which the workers fill from the inbox and take their batches from),
 ``<name>_failed`` (keys a worker could not process, with the error) and ``<name>_deletes``
 (that deletes happened, without keys), and on the source table four statement-level triggers,
 all calling the index's one function ``<name>_trigger_v1``:
@@ -8,8 +10,8 @@ all calling the index's one function ``<name>_trigger_v1``:
 =========  ===============================================================
 event      effect
 =========  ===============================================================
-INSERT     queue the new keys, NOTIFY
-UPDATE     queue the keys whose text changed (and both keys of a changed key), NOTIFY
+INSERT     append the new keys to the inbox, NOTIFY
+UPDATE     append the keys whose text changed (and both keys of a changed key), NOTIFY
 DELETE     record that a delete happened (no transition table), NOTIFY; the worker
            removes the index rows whose source row is gone (a sweep)
 TRUNCATE   truncate the index's side tables
@@ -17,7 +19,7 @@ TRUNCATE   truncate the index's side tables
 
 In replica mode (``session_replication_role = replica``: a logical replication subscription's
 apply, which fires row triggers only, or a session set so) three row triggers enabled REPLICA
-queue each row's key instead (see ``db/sql/sync.sql``); the statement triggers are enabled
+append each row's key instead (see ``db/sql/sync.sql``); the statement triggers are enabled
 ALWAYS and, in that mode, leave INSERT, UPDATE and DELETE to them.
 
 Statement-level otherwise: one INSERT per statement, however many rows, and no
@@ -25,7 +27,7 @@ trigger depends on a column, so the app may rename, retype or drop any column (s
 function's own comment in ``db/sql/sync.sql`` for how it follows the source by column number).
 
 The function belongs to simindex's owner role and runs as it (SECURITY DEFINER); EXECUTE is
-revoked from PUBLIC. :mod:`simindex.ops.sync` drains the queue.
+revoked from PUBLIC. :mod:`simindex.ops.sync` moves the inbox into the queue and drains it.
 """
 
 from __future__ import annotations
@@ -53,11 +55,11 @@ _TRANSITION_TABLES = {
 }
 ROW_EVENTS = ("insert", "update", "delete")
 """The events of the row triggers, which fire in replica mode only (see ``db/sql/sync.sql``)."""
-# The blocks of an event that may use a deleted key again: queue its keys, then remove the index
-# rows of its new keys (see db/sql/sync.sql).
+# The blocks of an event that may use a deleted key again: queue its keys, wait for the batches
+# holding their entries, then remove the index rows of its new keys (see db/sql/sync.sql).
 _KEY_USED_AGAIN = {
-    "insert": ("sync_trigger_insert", "sync_trigger_insert_replaced"),
-    "update": ("sync_trigger_update", "sync_trigger_update_replaced"),
+    "insert": ("sync_trigger_insert", "sync_trigger_insert_wait", "sync_trigger_insert_replaced"),
+    "update": ("sync_trigger_update", "sync_trigger_update_wait", "sync_trigger_update_replaced"),
 }
 # Where the aliases go in a statement run with EXECUTE format(statement, aliases).
 _ALIASES_MARK = "\0aliases\0"
@@ -98,6 +100,11 @@ class _FormatIdentifier(_FormatString):
     placeholder = "%1$I"
 
 
+def inbox_and_queue(schema: str, name: str) -> tuple[sql.Identifier, sql.Identifier]:
+    """An index's inbox and queue, by its name alone (a worker's move needs no more)."""
+    return sql.Identifier(schema, f"{name}_inbox"), sql.Identifier(schema, f"{name}_queue")
+
+
 @dataclass(frozen=True, slots=True)
 class Triggers:
     """Names and statements of one index's queue, failed items and triggers."""
@@ -109,7 +116,11 @@ class Triggers:
 
     @property
     def queue(self) -> sql.Identifier:
-        return sql.Identifier(self.schema, f"{self.name}_queue")
+        return inbox_and_queue(self.schema, self.name)[1]
+
+    @property
+    def inbox(self) -> sql.Identifier:
+        return inbox_and_queue(self.schema, self.name)[0]
 
     @property
     def failed(self) -> sql.Identifier:
@@ -120,9 +131,9 @@ class Triggers:
         return sql.Identifier(self.schema, f"{self.name}_deletes")
 
     def tables(self) -> list[sql.Identifier]:
-        """The queue, the failed items and the record of deletes (what the worker right
-        writes besides the side tables)."""
-        return [self.queue, self.failed, self.deletes]
+        """The inbox, the queue, the failed items and the record of deletes (what the worker
+        right writes besides the side tables)."""
+        return [self.inbox, self.queue, self.failed, self.deletes]
 
     @property
     def function(self) -> sql.Identifier:
@@ -146,15 +157,18 @@ class Triggers:
         return sql.SQL("pg_catalog.=")
 
     def install(self, conn: PgConnection) -> None:
-        """Create the queue, the failed items table, the function and the triggers."""
+        """Create the inbox, the queue, the failed items table, the function and the
+        triggers."""
         run(conn, self.install_statements())
 
     def table_statements(self) -> list[sql.Composed]:
-        """The queue and the failed items table."""
+        """The inbox, the queue, the failed items table and the record of deletes."""
         return [
+            statement("sync_create_inbox", inbox=self.inbox, key_type=self.key_type),
             statement("sync_create_queue", queue=self.queue, key_type=self.key_type),
             statement("sync_create_failed", failed=self.failed, key_type=self.key_type),
             statement("sync_create_deletes", deletes=self.deletes),
+            *protect_statements(self.schema, self.name, f"{self.name}_inbox"),
             *protect_statements(self.schema, self.name, f"{self.name}_queue"),
             *protect_statements(self.schema, self.name, f"{self.name}_failed"),
         ]
@@ -185,6 +199,7 @@ class Triggers:
                 function=self.own_function,
                 key_type=self.key_type,
                 table=self.store.table(),
+                inbox=self.inbox,
                 queue=self.queue,
                 failed=self.failed,
             ),
@@ -289,7 +304,7 @@ class Triggers:
             ),
             channel=sql.Literal(channel(self.name)),
             queue_row=_FormatIdentifier(
-                statement("sync_trigger_queue_row", queue=self.queue, column=sql.SQL(_ALIASES_MARK))
+                statement("sync_trigger_queue_row", inbox=self.inbox, column=sql.SQL(_ALIASES_MARK))
             ),
         )
 
@@ -306,6 +321,8 @@ class Triggers:
         marked = sql.SQL(" ({})").format(sql.SQL(_ALIASES_MARK))
         parts = {
             "queue": self.queue,
+            "inbox": self.inbox,
+            "perform": sql.SQL("SELECT" if by_position else "PERFORM"),
             "aliases": marked if by_position else sql.SQL(""),
             "key": key,
             "text": text,
@@ -320,19 +337,24 @@ class Triggers:
             return statement("sync_trigger_dynamic", statement=_FormatString(one))
 
         if event in ("insert", "update"):
-            # Queued first: a writer of a key a batch holds waits for that batch here, so the
+            # The wait first: a writer of a key a batch holds waits for that batch, so the
             # index rows the batch wrote from the key's deleted row are there to remove.
-            queue_block, replaced_block = _KEY_USED_AGAIN[event]
+            queue_block, wait_block, replaced_block = _KEY_USED_AGAIN[event]
             replaced = [run(replaced_block, table=table) for table in self.store.side_tables()]
-            return sql.SQL(";\n").join(
-                [
-                    run(queue_block),
-                    statement(
-                        "sync_trigger_if_deleted",
-                        deletes=self.deletes,
-                        statement=sql.SQL(";\n").join(replaced),
-                    ),
-                ]
+            checked: sql.Composable = statement(
+                "sync_trigger_queue_checked",
+                queue=statement(queue_block, **parts),
+                deletes=self.deletes,
+                into=sql.SQL("" if by_position else " INTO deleted"),
+            )
+            if by_position:
+                checked = statement("sync_trigger_dynamic_into", statement=_FormatString(checked))
+            return statement(
+                "sync_trigger_if_deleted",
+                queue=run(queue_block),
+                queue_checked=checked,
+                wait=run(wait_block),
+                statement=sql.SQL(";\n").join(replaced),
             )
         if event == "truncate":
             return sql.SQL("NULL")
@@ -357,12 +379,13 @@ class Triggers:
         run(conn, self.remove_statements())
 
     def remove_statements(self) -> list[sql.Composed]:
-        """The function with its triggers, wherever the source is now; the queue; the failed
-        items. Dropping the function as its owner drops the triggers (CASCADE): no right on
-        the source table is needed."""
+        """The function with its triggers, wherever the source is now; the inbox, the queue,
+        the failed items. Dropping the function as its owner drops the triggers (CASCADE): no
+        right on the source table is needed."""
         return [
             statement("sync_drop_trigger_function", function=self.function),
             statement("session_drop_own_function", function=self.own_function),
+            statement("drop_table", table=self.inbox),
             statement("drop_table", table=self.queue),
             statement("drop_table", table=self.failed),
             statement("drop_table", table=self.deletes),

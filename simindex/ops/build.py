@@ -306,13 +306,15 @@ def learn_counts(conn: PgConnection, source: Source, spec: IndexSpec, rows: int)
 def _queued_keys(conn: PgConnection, triggers: Triggers) -> frozenset[str]:
     """The keys queued now (at most :data:`DEQUEUE_KEYS`), in their text form."""
     rows = conn.execute(
-        statement("build_queued_keys", queue=triggers.queue), {"limit": DEQUEUE_KEYS}
+        statement("build_queued_keys", queue=triggers.queue, inbox=triggers.inbox),
+        {"limit": DEQUEUE_KEYS},
     )
     return frozenset(key for (key,) in rows)
 
 
 def _dequeue(conn: PgConnection, triggers: Triggers, read: _Read) -> int:
-    """Remove the queue entries whose rows the build read as they are now.
+    """Remove the entries of the queue and the inbox whose rows the build read as they are
+    now.
 
     An entry no writer holds is locked first; then a new statement (a snapshot taken after the
     locks, so every writer that committed before them is seen) deletes the entries whose
@@ -323,23 +325,25 @@ def _dequeue(conn: PgConnection, triggers: Triggers, read: _Read) -> int:
     """
     if not read.versions:
         return 0
-    locked = [
-        ctid
-        for (ctid,) in conn.execute(statement("build_lock_queue", queue=triggers.queue)).fetchall()
-    ]
-    if not locked:
-        return 0
     source = triggers.source
-    deleted = conn.execute(
-        statement(
-            "build_dequeue",
-            queue=triggers.queue,
-            source=source.identifier,
-            key=sql.Identifier(source.key_column),
-        ),
-        {"locked": locked, "ctids": read.ctids, "versions": read.versions},
-    )
-    return deleted.rowcount
+    dequeued = 0
+    for table in (triggers.queue, triggers.inbox):
+        locked = [
+            ctid for (ctid,) in conn.execute(statement("build_lock_queue", queue=table)).fetchall()
+        ]
+        if not locked:
+            continue
+        deleted = conn.execute(
+            statement(
+                "build_dequeue",
+                queue=table,
+                source=source.identifier,
+                key=sql.Identifier(source.key_column),
+            ),
+            {"locked": locked, "ctids": read.ctids, "versions": read.versions},
+        )
+        dequeued += max(deleted.rowcount, 0)
+    return dequeued
 
 
 def _prepare(conn: PgConnection, index_schema: str, name: str) -> tuple[IndexInfo, Source]:

@@ -160,6 +160,7 @@ def why_not_indexed(
     queued, error, broken = conn.execute(
         statement(
             "key_state",
+            inbox=triggers.inbox,
             queue=triggers.queue,
             failed=triggers.failed,
             catalog=catalog(info.index_schema),

@@ -80,7 +80,12 @@ def check(
         target = target_unlocked(conn, index_schema, name, lock_table=True)
         info = read_index(conn, index_schema, name)
         counts = conn.execute(
-            statement("sync_counts", queue=target.triggers.queue, failed=target.triggers.failed)
+            statement(
+                "sync_counts",
+                inbox=target.triggers.inbox,
+                queue=target.triggers.queue,
+                failed=target.triggers.failed,
+            )
         ).fetchone()
         assert counts is not None
         sampled = (

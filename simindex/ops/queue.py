@@ -1,6 +1,7 @@
 """An index's queue, failed items and health as the sync worker sees them.
 
-:class:`Target` is an index as a batch needs it (source, spec, store, queue); :func:`take` and
+:class:`Target` is an index as a batch needs it (source, spec, store, queue); :func:`move`
+fills the queue from the inbox the triggers append to; :func:`take` and
 :func:`take_keys` remove queue entries (``FOR UPDATE SKIP LOCKED``, so any number of workers
 share the work and never take the same key), :func:`fail` records failed items, :func:`note`
 the index's health in the catalog. What a batch does with the keys it took is
@@ -36,7 +37,7 @@ from simindex.db.privileges import as_owner
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.source import Source, lenient_keys, refuse_policies
 from simindex.db.statements import run, statement
-from simindex.db.triggers import BATCH_LOCK_CLASS, BUILD_LOCK_CLASS, Triggers
+from simindex.db.triggers import BATCH_LOCK_CLASS, BUILD_LOCK_CLASS, Triggers, inbox_and_queue
 from simindex.errors import IndexNotFoundError
 
 
@@ -85,6 +86,16 @@ def load_target(conn: PgConnection, schema: str, name: str) -> Target | None:
     clusters = ClusterStore(schema, name) if info.clustering == "leader" else None
     triggers = Triggers(schema, name, source, store)
     return Target(name, source, info.spec, store, triggers, clusters, broken=info.broken)
+
+
+def move(conn: PgConnection, schema: str, name: str, limit: int) -> int:
+    """Move up to ``limit`` entries of index ``name``'s inbox into its queue, for a
+    transaction of their own committed before a batch takes from the queue (see ``sync_move``
+    in ``db/sql/sync.sql``); how many keys it queued that were not queued yet. By the index's
+    name alone: no lock of its catalog row, which a build or drop may hold."""
+    inbox, queue = inbox_and_queue(schema, name)
+    moved = conn.execute(statement("sync_move", inbox=inbox, queue=queue), {"limit": limit})
+    return max(moved.rowcount, 0)
 
 
 def take(conn: PgConnection, target: Target, limit: int) -> list[Any]:
@@ -199,7 +210,12 @@ def queue_counts(bind: Bind, name: str, *, index_schema: str = DEFAULT_SCHEMA) -
     with transaction(bind) as conn:
         target = target_unlocked(conn, index_schema, name)
         row = conn.execute(
-            statement("sync_counts", queue=target.triggers.queue, failed=target.triggers.failed)
+            statement(
+                "sync_counts",
+                inbox=target.triggers.inbox,
+                queue=target.triggers.queue,
+                failed=target.triggers.failed,
+            )
         ).fetchone()
     assert row is not None
     return int(row[0]), int(row[1])

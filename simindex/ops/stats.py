@@ -62,7 +62,7 @@ def one_index(conn: PgConnection, info: IndexInfo) -> IndexStats:
     """The stats of the index ``info`` describes."""
     store = store_of(info)
     triggers = Triggers(info.index_schema, info.name, info.source, store)
-    tables = [*store.side_tables(), triggers.queue, triggers.failed]
+    tables = [*store.side_tables(), triggers.inbox, triggers.queue, triggers.failed]
     sizes = conn.execute(
         statement("catalog_table_bytes"),
         {"tables": [table.as_string(conn) for table in tables]},
@@ -71,6 +71,7 @@ def one_index(conn: PgConnection, info: IndexInfo) -> IndexStats:
         statement(
             "stats_now",
             rows=store.side_tables()[0],
+            inbox=triggers.inbox,
             queue=triggers.queue,
             failed=triggers.failed,
             deletes=triggers.deletes,

@@ -52,6 +52,7 @@ from simindex.ops.queue import (
     fail,
     follow_renames,
     load_target,
+    move,
     note,
     sweep,
     take,
@@ -347,6 +348,11 @@ class _Worker:
         size = self.sizes.get(name, self.batch_size)
         keys: list[object] = []
         try:
+            try:
+                with self.where.unit(conn):  # committed before the batch (see sync_move)
+                    move(conn, self.schema, name, size)
+            except psycopg.errors.UndefinedTable:
+                pass  # dropped meanwhile: load_target says so
             with self.where.unit(conn):
                 try:
                     target = load_target(conn, self.schema, name)

@@ -2,14 +2,15 @@
 
 Without this, the triggers queue every written key and a worker (:func:`simindex.sync`)
 indexes it after the commit. With a tracked session, the commit first brings the index rows of
-the keys *this transaction* queued up to date and consumes their queue entries, on the
+the keys *this transaction* queued up to date and consumes their entries, on the
 session's connection and before the COMMIT: a query right after the commit sees the new
 fingerprints, and the worker finds nothing of this transaction left to do.
 
 It reads and fingerprints the rows as a worker would (:func:`simindex.ops.batch.prepare`), in
 the session's transaction, and writes them through the index's ``<name>_index_own_v1``, which
-writes (as simindex's owner role) only keys whose queue entries this transaction wrote, and
-refuses any other. What stays for the worker:
+writes (as simindex's owner role) only keys whose inbox entries this transaction wrote, and
+refuses any other; it holds their queue entries until the commit, so no worker writes them
+from an older version meanwhile. What stays for the worker:
 
 * an index being built or dropped while the session commits (its entries stay queued);
 * an index that keeps ``leader`` clusters (each row joins its nearest cluster: the worker's);
@@ -38,6 +39,7 @@ from simindex.db.catalog import DEFAULT_SCHEMA, catalog, check_schema
 from simindex.db.connection import PgConnection, pinned
 from simindex.db.pg_array import key_array
 from simindex.db.statements import statement
+from simindex.db.triggers import inbox_and_queue
 from simindex.errors import IndexNotFoundError, IndexNotReadyError, SourceChangedError
 from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES, prepare
 from simindex.ops.queue import Target, load_target
@@ -158,17 +160,17 @@ def _index_changes(pg: PgConnection, index_schema: str, max_text_bytes: int) -> 
         return 0
     taken = 0
     for name in names:
-        queue = sql.Identifier(index_schema, f"{name}_queue")
+        inbox, _ = inbox_and_queue(index_schema, name)
         try:
             with pg.transaction():  # a savepoint: whatever fails, the app's commit goes on
-                if not pg.execute(statement("session_has_own_keys", queue=queue)).fetchone():
+                if not pg.execute(statement("session_has_own_keys", inbox=inbox)).fetchone():
                     continue  # nothing of this transaction's: leave the index and table alone
                 target = load_target(pg, index_schema, name)
                 if target is None:
                     continue  # being built or dropped: the worker takes the entries afterwards
                 if target.leader_clusters is not None:
                     continue  # each row joins its nearest leader cluster: the worker's part
-                own = pg.execute(statement("session_own_keys", queue=target.triggers.queue))
+                own = pg.execute(statement("session_own_keys", inbox=target.triggers.inbox))
                 keys = [key for (key,) in own]
                 if keys:
                     taken += _index_own(pg, target, keys, max_text_bytes)

@@ -124,7 +124,7 @@ def test_a_broken_index_is_reported_by_sync_and_stats(database_dsn: str, index: 
 def test_stats_prometheus(database_dsn: str, index: Index) -> None:
     insert(database_dsn, [(10, TEXTS[0]), (11, TEXTS[1])])
     with psycopg.connect(database_dsn) as conn:
-        conn.execute("UPDATE simindex.docs_queue SET queued_at = now() - interval '90 seconds'")
+        conn.execute("UPDATE simindex.docs_inbox SET queued_at = now() - interval '90 seconds'")
     result = simindex("stats", "--prometheus", "--dsn", database_dsn)
     assert result.returncode == 0, result.stderr
     found = metrics(result.stdout)

@@ -54,7 +54,8 @@ def test_a_build_chooses_the_design_for_the_real_row_count(database_dsn: str) ->
         with conn.cursor().copy("COPY notes (id, body) FROM STDIN") as copy:
             for key, text in enumerate(more, start=len(first)):
                 copy.write_row((key, text))
-        conn.execute("TRUNCATE simindex.notes_queue")  # the build below covers them
+        # The build below covers them.
+        conn.execute("TRUNCATE simindex.notes_queue, simindex.notes_inbox")
     index.build(workers=1)
     info = index.info()
     assert info.spec.sized_rows == len(first) + len(more)

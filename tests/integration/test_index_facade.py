@@ -67,7 +67,7 @@ def test_a_key_not_in_the_index_says_why(docs: str) -> None:
     with pytest.raises(KeyNotIndexedError, match="no such row"):
         index.near_key(99)
     with psycopg.connect(docs) as conn:
-        conn.execute("DELETE FROM simindex.docs_queue WHERE key = 4")
+        conn.execute("DELETE FROM simindex.docs_inbox WHERE key = 4")
         conn.execute("INSERT INTO simindex.docs_failed (key, error) VALUES (4, 'it broke')")
     with pytest.raises(KeyNotIndexedError, match="sync failed on its row: it broke"):
         index.near_key(4)

@@ -16,7 +16,7 @@ from simindex.core.spec import Method, MinHash, SimHash
 from simindex.errors import KeyNotIndexedError
 from simindex.index import Index, create_index
 from simindex.ops.batch import prepare, process, write
-from simindex.ops.queue import load_target, take
+from simindex.ops.queue import load_target, move, take
 from simindex.ops.stats import index_stats
 
 METHODS: dict[str, Method] = {"simhash": SimHash(max_distance=3), "minhash": MinHash(0.7)}
@@ -168,6 +168,8 @@ def test_a_batch_in_flight_when_a_row_is_deleted_leaves_no_orphan(docs: str) -> 
     with psycopg.connect(docs) as conn:
         conn.execute("UPDATE docs SET body = body || ' changed' WHERE id = 5")
     with psycopg.connect(docs) as worker:
+        move(worker, "simindex", "docs", 10)  # committed before the batch, as sync does
+        worker.commit()
         target = load_target(worker, "simindex", "docs")
         assert target is not None
         keys = take(worker, target, 10)
@@ -290,6 +292,8 @@ def _batch_holding_key_3(dsn: str) -> tuple[psycopg.Connection[Any], Any, Any]:
     with psycopg.connect(dsn) as conn:
         conn.execute("UPDATE docs SET body = %s WHERE id = 3", (TEXT + " v2",))
     worker = psycopg.connect(dsn)
+    move(worker, "simindex", "docs", 10)  # committed before the batch, as sync does
+    worker.commit()
     target = load_target(worker, "simindex", "docs")
     assert target is not None
     keys = take(worker, target, 10)

@@ -154,8 +154,9 @@ def load_synthetic(
             (keys,),
         )
         # Not for a worker: the chosen fingerprints stand for these rows.
-        queue = sql.Identifier(index.index_schema, f"{index.name}_queue")
-        conn.execute(sql.SQL("DELETE FROM {}").format(queue))
+        for kind in ("queue", "inbox"):
+            entries = sql.Identifier(index.index_schema, f"{index.name}_{kind}")
+            conn.execute(sql.SQL("DELETE FROM {}").format(entries))
         store.copy(conn, store.rows(keys, np.array(fingerprints, dtype=np.uint64)))
         conn.execute(statement("analyze", table=store.table()))
         conn.execute(

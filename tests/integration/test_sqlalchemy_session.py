@@ -71,7 +71,8 @@ def indexed_keys(dsn: str, index: Index) -> set[Any]:
 
 def queued(dsn: str) -> set[Any]:
     with psycopg.connect(dsn) as conn:
-        return {key for (key,) in conn.execute("SELECT key FROM simindex.notes_queue")}
+        both = "SELECT key FROM simindex.notes_queue UNION SELECT key FROM simindex.notes_inbox"
+        return {key for (key,) in conn.execute(both)}
 
 
 def assert_in_step(dsn: str, index: Index) -> None:

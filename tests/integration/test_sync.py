@@ -23,7 +23,7 @@ from simindex.db.schema import migrate
 from simindex.embedded import find_local_bindir, local_postgres, restart_local_postgres
 from simindex.index import Index, create_index, drop_index
 from simindex.ops.batch import process
-from simindex.ops.queue import failed_items, load_target, queue_counts, take
+from simindex.ops.queue import failed_items, load_target, move, queue_counts, take
 from tests.integration import sync_processes
 
 METHODS: dict[str, Method] = {"simhash": SimHash(max_distance=3), "minhash": MinHash(0.7)}
@@ -140,6 +140,8 @@ def test_a_delete_never_waits_for_a_worker_that_read_the_row(
 ) -> None:
     run(database_dsn, "UPDATE documents SET body = 'a text changed once more' WHERE id = 5")
     with psycopg.connect(database_dsn) as worker:
+        move(worker, "simindex", "docs", 10)  # committed before the batch, as sync does
+        worker.commit()
         target = load_target(worker, "simindex", "docs")
         assert target is not None
         assert take(worker, target, 10) == ["5"]  # keys in their text form
@@ -498,7 +500,8 @@ def queued(database_dsn: str, documents: str) -> int:
 
 def queued_keys(dsn: str) -> set[int]:
     with psycopg.connect(dsn) as conn:
-        return {key for (key,) in conn.execute("SELECT key FROM simindex.docs_queue")}
+        both = "SELECT key FROM simindex.docs_queue UNION SELECT key FROM simindex.docs_inbox"
+        return {key for (key,) in conn.execute(both)}
 
 
 def test_kill_9_mid_batch_loses_nothing(database_dsn: str, queued: int) -> None:
@@ -653,6 +656,7 @@ def test_check_finds_and_repair_fixes(database_dsn: str, index: Index) -> None:
         "DELETE FROM documents WHERE id = 9",
         "UPDATE documents SET body = NULL WHERE id = 8",
         "DELETE FROM simindex.docs_queue",
+        "DELETE FROM simindex.docs_inbox",
         f"UPDATE simindex.{side} SET {stored} WHERE key = 7",
     )
     if not simhash:

@@ -250,7 +250,7 @@ def test_follow_serves_the_healthy_index_while_one_is_broken(
 
 def test_stats_show_rows_now_and_the_lag(database_dsn: str, two: tuple[Index, Index]) -> None:
     docs, _ = two
-    run(database_dsn, "UPDATE simindex.docs_queue SET queued_at = now() - interval '1 hour'")
+    run(database_dsn, "UPDATE simindex.docs_inbox SET queued_at = now() - interval '1 hour'")
     before = docs.stats()
     assert (before.rows, before.queued, before.failed) == (20, 5, 0)
     assert 3600 <= before.lag_seconds < 3600 + 60

@@ -143,7 +143,7 @@ def _answers(role: Role, method: SimHash | MinHash, guess: Any) -> list[object]:
 
     index = simindex.get_index(role.dsn, "docs")
     engine = create_engine("postgresql+psycopg://", creator=lambda: psycopg.connect(role.dsn))
-    tables = ["docs_queue", "docs_failed", "docs_clusters"]
+    tables = ["docs_inbox", "docs_queue", "docs_failed", "docs_clusters"]
     if isinstance(method, SimHash):
         tables.append("docs_simhash")
         attempt(lambda: [m.key for m in index.near(SECRET, max_distance=0)])

@@ -36,7 +36,10 @@ from tests.security.conftest import (
 
 DOCS = "CREATE TABLE docs (id integer PRIMARY KEY, body text)"
 SIDE_ROWS = "SELECT count(*) FROM simindex.docs_simhash"
-QUEUED = "SELECT coalesce(array_agg(key::text ORDER BY key), '{}') FROM simindex.docs_queue"
+QUEUED = (
+    "SELECT coalesce(array_agg(DISTINCT key ORDER BY key)::text[], '{}') FROM "
+    "(SELECT key FROM simindex.docs_queue UNION ALL SELECT key FROM simindex.docs_inbox) AS e"
+)
 
 # A type of the attacker's whose assignment cast to integer tries to make them a superuser and
 # says so in a notice if it ever runs. Only TEMP is needed: it all lives in pg_temp.

@@ -416,7 +416,7 @@ def test_rows_a_logical_replication_subscription_applies_are_queued() -> None:
                 "DELETE FROM docs WHERE id = 2",
             )
             _replicated(origin, replica)
-            assert scalar(replica, "SELECT count(*) FROM simindex.docs_queue") > 0
+            assert scalar(replica, "SELECT count(*) FROM simindex.docs_inbox") > 0
             assert_exact(replica, index)
             assert [m.key for m in index.near("a row that arrived by replication")] == [100]
             superuser(

@@ -61,7 +61,8 @@ def side_rows(dsn: str, index: str) -> int:
 def test_a_writer_writes_no_table_of_simindex_and_sees_no_row_beyond_the_source(
     database_dsn: str, writer: Role
 ) -> None:
-    for table in ("docs_simhash", "docs_queue", "docs_failed", "pages_minhash", "pages_queue"):
+    tables = ("docs_simhash", "docs_queue", "docs_inbox", "docs_failed", "pages_minhash")
+    for table in (*tables, "pages_queue", "pages_inbox"):
         for write in (
             f"DELETE FROM simindex.{table}",
             f"UPDATE simindex.{table} SET key = key",
@@ -123,7 +124,7 @@ def test_this_transactions_entry_is_told_by_its_xmin_in_progress_savepoints_incl
         with conn.transaction(force_rollback=True):
             conn.execute("INSERT INTO docs VALUES (103, %s)", (ROW,))
         status = conn.execute(
-            "SELECT q.key, pg_xact_status(q.xmin::text::xid8) FROM simindex.docs_queue AS q "
+            "SELECT q.key, pg_xact_status(q.xmin::text::xid8) FROM simindex.docs_inbox AS q "
             "ORDER BY 1"
         ).fetchall()
         assert status == [(4, "in progress"), (101, "in progress"), (102, "in progress")]

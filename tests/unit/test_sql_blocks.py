@@ -32,8 +32,10 @@ COMPUTED: dict[str, tuple[str, frozenset[str]]] = {
         frozenset(
             {
                 "sync_trigger_insert",
+                "sync_trigger_insert_wait",
                 "sync_trigger_insert_replaced",
                 "sync_trigger_update",
+                "sync_trigger_update_wait",
                 "sync_trigger_update_replaced",
             }
         ),

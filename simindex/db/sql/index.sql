@@ -6,15 +6,18 @@ SELECT id, xmin::pg_catalog.text FROM {catalog} WHERE name OPERATOR(pg_catalog.=
 
 -- name: key_state
 -- Why a key is not in the index: still queued (not synced yet), set aside as failed, the index
--- broken (as facade_by_key tells it, for the queries that do not run that statement).
-SELECT EXISTS (SELECT 1 FROM {queue} WHERE key OPERATOR(pg_catalog.=) %(key)s),
+-- broken (as facade_by_key tells it, for the queries that do not run that statement). The
+-- inbox has no index: it is scanned, and only for a key not indexed.
+SELECT EXISTS (SELECT 1 FROM {queue} WHERE key OPERATOR(pg_catalog.=) %(key)s)
+       OR EXISTS (SELECT 1 FROM {inbox} WHERE key OPERATOR(pg_catalog.=) %(key)s),
        (SELECT error FROM {failed} WHERE key OPERATOR(pg_catalog.=) %(key)s),
        (SELECT CASE WHEN broken THEN coalesce(last_error, '') END
         FROM {catalog} WHERE name = %(name)s)
 
 -- name: build_lock_queue
--- The queue entries no writer holds now. A writer that holds one (its trigger queued the key
--- and it has not committed) is skipped; one that comes later waits for the build to commit.
+-- The entries of the queue, or of the inbox, no one holds now. One a writer holds (the writer
+-- right's, until its commit) or a worker's move is taking is skipped; a worker's move skips
+-- the inbox entries locked here, and a writer that comes later waits for the build to commit.
 SELECT ctid FROM {queue} FOR UPDATE SKIP LOCKED
 
 -- name: build_read
@@ -46,8 +49,10 @@ LIMIT 1
 -- name: build_queued_keys
 -- The keys queued before the build's read, in their text form (the type's output function,
 -- never a cast: a cast to text could be the key type owner's function): the rows whose
--- version the read keeps for build_dequeue.
-SELECT pg_catalog.concat(key) FROM {queue} LIMIT %(limit)s
+-- version the read keeps for build_dequeue. The queue's and the inbox's.
+(SELECT pg_catalog.concat(key) FROM {queue} LIMIT %(limit)s)
+UNION ALL
+(SELECT pg_catalog.concat(key) FROM {inbox} LIMIT %(limit)s)
 
 -- name: build_dequeue
 -- Of the entries locked by build_lock_queue, the ones whose source row is now, exactly, a row
@@ -56,7 +61,8 @@ SELECT pg_catalog.concat(key) FROM {queue} LIMIT %(limit)s
 -- deleted, or was written by a transaction the read could not see stays queued. No snapshot
 -- arithmetic: an xid of a subtransaction is in no snapshot's list, so a visibility test on
 -- xmin is wrong for rows written under a SAVEPOINT. Run as a statement of its own, after the
--- locks, so its own snapshot sees every writer that committed before them.
+-- locks, so its own snapshot sees every writer that committed before them. For the queue and
+-- the inbox alike.
 DELETE FROM {queue} AS q
 USING ONLY {source} AS s
 WHERE q.ctid OPERATOR(pg_catalog.=) ANY(%(locked)s::pg_catalog.tid[])
@@ -105,6 +111,7 @@ SELECT {columns} FROM {table} LIMIT 0
 SELECT c.id, c.xmin::pg_catalog.text, i.indexed,
        CASE WHEN NOT i.indexed THEN
            EXISTS (SELECT 1 FROM {queue} AS w WHERE w.key OPERATOR(pg_catalog.=) %(key)s)
+           OR EXISTS (SELECT 1 FROM {inbox} AS w WHERE w.key OPERATOR(pg_catalog.=) %(key)s)
        END,
        CASE WHEN NOT i.indexed THEN
            (SELECT f.error FROM {failed} AS f WHERE f.key OPERATOR(pg_catalog.=) %(key)s)

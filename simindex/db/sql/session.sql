@@ -8,10 +8,10 @@ SELECT to_regclass(%(catalog)s) IS NOT NULL
 SELECT pg_current_xact_id_if_assigned() IS NOT NULL
 
 -- name: session_own_keys
--- The entries this transaction queued, in their text form: those whose xmin is this
--- transaction or one of its subtransactions (SAVEPOINT), written while it ran (see
--- session_index_own_function, which checks each key again). The triggers write an entry even
--- when its key was queued already (DO UPDATE), so every key this transaction changed has one.
+-- The keys this transaction queued, in their text form: its inbox entries, those whose xmin is
+-- this transaction or one of its subtransactions (SAVEPOINT), written while it ran (see
+-- session_index_own_function, which checks each key again). The triggers append an entry for
+-- every key they queue, so every key this transaction changed has one.
 -- An xmin is 32 bits: widened to xid8 as our own id plus its distance ahead of it (modulo
 -- 2^32; a subtransaction's id comes after its parent's, and an entry more than 2^31 ids ahead
 -- is not ours), then its status looked up: a visible entry written by a transaction in
@@ -19,10 +19,9 @@ SELECT pg_current_xact_id_if_assigned() IS NOT NULL
 -- committed entry is 'committed'. (The snapshot's xmax bounds nothing here: our own
 -- subtransactions' ids come after it.) Under REPEATABLE READ the snapshot is the
 -- transaction's, older than its subtransactions, so entries queued inside a savepoint there
--- are left to the worker. No lock: no other transaction sees an entry this one wrote, and a
--- worker skips its older version, which this transaction holds.
-SELECT pg_catalog.concat(q.key)
-FROM {queue} AS q,
+-- are left to the worker. No lock: no other transaction sees an entry this one wrote.
+SELECT DISTINCT pg_catalog.concat(q.key)
+FROM {inbox} AS q,
 LATERAL (SELECT pg_current_xact_id_if_assigned()::text::bigint AS own_id) AS o,
 LATERAL (
     SELECT pg_catalog.mod(q.xmin::text::bigint - pg_catalog.mod(o.own_id, 4294967296)
@@ -33,9 +32,9 @@ WHERE q.xmin::text::bigint >= 3
   AND pg_xact_status((o.own_id + d.ahead)::text::xid8) = 'in progress'
 
 -- name: session_has_own_keys
--- Whether this transaction queued an entry of this queue (see session_own_keys).
+-- Whether this transaction queued an entry of this index (see session_own_keys).
 SELECT 1
-FROM {queue} AS q,
+FROM {inbox} AS q,
 LATERAL (SELECT pg_current_xact_id_if_assigned()::text::bigint AS own_id) AS o,
 LATERAL (
     SELECT pg_catalog.mod(q.xmin::text::bigint - pg_catalog.mod(o.own_id, 4294967296)
@@ -49,18 +48,21 @@ LIMIT 1
 -- name: session_index_own_function
 -- The writer right's only way to write an index (simindex grant ROLE --writer): its
 -- transaction indexes the keys its own statements changed, and no other. A key may be written
--- only when its queue entry is visible here and was written by this transaction: its xmin is
--- a transaction in progress. Another transaction's uncommitted entry is invisible, so a
--- visible entry written by a transaction in progress is this one's (a subtransaction's too: a
--- savepoint's id is later than its parent's and 'in progress' while the parent is; one rolled
--- back is 'aborted' and its entry invisible). The triggers make the entry of a key already
--- queued this transaction's too (their DO UPDATE writes a new version of it), and a writer
--- has no right to write an entry itself. Ids are 32-bit in the row: widened to xid8 as
--- session_own_keys does (an entry whose raw xmin widens to an id not yet given out, one frozen
--- more than 2^31 ids ago, makes pg_xact_status fail: the call fails, nothing is written).
--- Then, as the owner role: the side rows of the keys written (written: rows of the side
--- table as JSON) or removed, the failed items (failures: key and error), and the entries
--- consumed. Nothing but those keys is touched.
+-- only when an inbox entry of it is visible here and was written by this transaction: its
+-- xmin is a transaction in progress. Another transaction's uncommitted entry is invisible, so
+-- a visible entry written by a transaction in progress is this one's (a subtransaction's too:
+-- a savepoint's id is later than its parent's and 'in progress' while the parent is; one
+-- rolled back is 'aborted' and its entry invisible). A writer has no right to write an entry
+-- itself. Ids are 32-bit in the row: widened to xid8 as session_own_keys does (an entry whose
+-- raw xmin widens to an id not yet given out, one frozen more than 2^31 ids ago, makes
+-- pg_xact_status fail: the call fails, nothing is written).
+-- Then, as the owner role: the keys' queue entries written (in key order, as sync_move
+-- inserts them), which waits for a batch or a move holding one, and keeps every worker off
+-- them until this transaction ends, so no batch writes a key's index rows from a version older
+-- than this transaction's after it (the triggers' inbox entries wait for nothing); the side
+-- rows of the keys written (written: rows of the side table as JSON) or removed; the failed
+-- items (failures: key and error); and the entries consumed, the queue's and the inbox's.
+-- Nothing but those keys is touched.
 CREATE OR REPLACE FUNCTION {function}(remove {key_type}[], written jsonb, failures jsonb)
 RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -84,23 +86,26 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'simindex: a key is NULL';
     END IF;
     IF own_id IS NULL OR EXISTS (
-        SELECT FROM unnest(every_key) AS k (key)
-        WHERE NOT EXISTS (
-            SELECT FROM {queue} AS q,
+        WITH own AS (
+            SELECT q.key FROM {inbox} AS q,
             LATERAL (
                 SELECT pg_catalog.mod(q.xmin::text::bigint - pg_catalog.mod(own_id, 4294967296)
                                       + 4294967296, 4294967296) AS ahead
             ) AS d
-            WHERE q.key OPERATOR(pg_catalog.=) k.key
-              AND q.xmin::text::bigint >= 3
+            WHERE q.xmin::text::bigint >= 3
               AND d.ahead < 2147483648
               AND pg_xact_status((own_id + d.ahead)::text::xid8) = 'in progress'
         )
+        SELECT FROM unnest(every_key) AS k (key)
+        WHERE NOT EXISTS (SELECT FROM own WHERE own.key OPERATOR(pg_catalog.=) k.key)
     ) THEN
         RAISE EXCEPTION USING ERRCODE = '42501',
             MESSAGE = 'simindex: a writer''s transaction indexes only the keys it changed, '
                 || 'and a key given was not changed by this transaction';
     END IF;
+    INSERT INTO {queue} AS q (key)
+    SELECT DISTINCT k.key FROM unnest(every_key) AS k (key) ORDER BY k.key
+    ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at;
     DELETE FROM {table} AS t
     WHERE t.key OPERATOR(pg_catalog.=) ANY(coalesce(remove, '{{}}') || done);
     INSERT INTO {table}
@@ -114,6 +119,22 @@ BEGIN
     WHERE f.key OPERATOR(pg_catalog.=) ANY(coalesce(remove, '{{}}') || done)
       AND NOT f.key OPERATOR(pg_catalog.=) ANY(failed_keys);
     DELETE FROM {queue} AS q WHERE q.key OPERATOR(pg_catalog.=) ANY(every_key);
+    -- Under READ COMMITTED, the entries other transactions appended for these keys too (they
+    -- committed before this one wrote the rows: what it writes is newer), but those a move is
+    -- taking; under REPEATABLE READ or SERIALIZABLE its own only (locking one a move took
+    -- since the snapshot would fail to serialize).
+    DELETE FROM {inbox} WHERE ctid = ANY(ARRAY(
+        SELECT q.ctid FROM {inbox} AS q
+        WHERE q.key OPERATOR(pg_catalog.=) ANY(every_key)
+          AND (pg_catalog.current_setting('transaction_isolation') = 'read committed'
+               OR pg_catalog.mod(q.xmin::text::bigint - pg_catalog.mod(own_id, 4294967296)
+                                 + 4294967296, 4294967296) < 2147483648
+                  AND q.xmin::text::bigint >= 3
+                  AND pg_xact_status((own_id + pg_catalog.mod(
+                          q.xmin::text::bigint - pg_catalog.mod(own_id, 4294967296)
+                          + 4294967296, 4294967296))::text::xid8) = 'in progress')
+        FOR UPDATE SKIP LOCKED
+    ));
     RETURN cardinality(every_key);
 END
 $body$;

@@ -1,8 +1,22 @@
 -- name: sync_create_queue
 -- Keys whose index rows must be recomputed from the source row as it is when a worker reads it.
--- One entry per key: a key changed twice before a worker comes is processed once.
+-- One entry per key: a key changed twice before a worker comes is processed once. The workers'
+-- coordination: the triggers append to the inbox, and a worker moves what committed there into
+-- this table (sync_move) before it takes a batch from it (sync_take).
 CREATE TABLE {queue} (
     key {key_type} PRIMARY KEY,
+    queued_at timestamptz NOT NULL DEFAULT now()
+)
+
+-- name: sync_create_inbox
+-- The keys the app's statements changed, as their triggers append them: no index, no
+-- constraint, one row per key a statement queued (a key changed twice is there twice), so a
+-- write costs the app one plain append and never waits for a worker or another writer. What
+-- only the keyed queue gives (one worker per key, in order) is the workers' business: they
+-- move entries from here into it (sync_move). Entries a transaction has not committed are
+-- invisible to the workers, so none reads a source row before its writer committed.
+CREATE TABLE {inbox} (
+    key {key_type},
     queued_at timestamptz NOT NULL DEFAULT now()
 )
 
@@ -43,12 +57,13 @@ CREATE TABLE {failed} (
 -- before them, a restored database), the catalog's record is checked and the same statements
 -- run with the columns renamed by position, "AS n (_1, k, _3, t)" (EXECUTE), until a build
 -- writes this function afresh. Either way renames change nothing for the app.
--- Enqueueing uses DO UPDATE, not DO NOTHING: it writes a new version of an entry that already
--- exists (its queued_at kept), so no worker can consume that entry (and read the source before
--- this transaction commits) until the writer is done, and the entry is this transaction's:
--- the writer right's function (session_index_own_function) takes only entries written by
--- its own transaction. A writer that finds the entry being consumed waits for that worker,
--- then queues the key afresh.
+-- Queueing is a plain append to the inbox (<name>_inbox: no index, no ON CONFLICT), the
+-- cheapest write there is: the entries are invisible to every worker until this transaction
+-- commits, so no worker reads a source row of theirs before the writer is done, and they are
+-- this transaction's by their xmin, which the writer right's function checks
+-- (session_index_own_function). Workers move committed entries into the keyed queue, each
+-- move committed before a batch takes from the queue (sync_move); the one-worker-per-key order
+-- lives there, and the app's statements never wait for it.
 -- UPDATE queues the keys whose text changed (compared as text, byte for byte: a case-only
 -- change of a citext counts), and both keys of a changed key (the old one's rows go).
 -- DELETE records only that a delete happened (one row in <name>_deletes, no key, no transition
@@ -57,20 +72,28 @@ CREATE TABLE {failed} (
 -- never an update of a shared row, so concurrent deletes never wait for each other.
 -- INSERT and UPDATE, once their keys are queued, also remove the index rows of keys used again
 -- while deletes are recorded (a key deleted, then inserted or another row's key changed to it,
--- before the sweep), so no answer names the new row by the old row's fingerprint. Queued
--- first: a writer of a key a batch holds waits for that batch, and under READ COMMITTED the
--- next statement's snapshot sees what it wrote (from the deleted row, read before the delete)
--- and every delete recorded before. A REPEATABLE READ or SERIALIZABLE transaction's snapshot
--- may predate a delete's record, so there the index rows of its new keys go always (a lookup
--- by key; a key never used before has none); should a batch have rewritten them since that
--- snapshot, the DELETE fails with a serialization failure (40001), which such a transaction
--- retries, and its retry removes what the batch wrote.
--- TRUNCATE leaves the queue and the failed items: their keys no longer exist, so a worker
--- deletes nothing for them (truncating them here could deadlock with a worker holding them).
+-- before the sweep), so no answer names the new row by the old row's fingerprint. A batch may
+-- have read the deleted row before the delete and not have written its index rows yet: the
+-- queue entries of those keys are locked first (FOR KEY SHARE, sync_trigger_wait), which waits
+-- for a batch holding one (every entry a batch takes is a committed one, see sync_move), and
+-- under READ COMMITTED the next statement's snapshot sees what it wrote and every delete
+-- recorded before. The lock waits for nothing else: a worker's move never waits for a lock
+-- that is not a write, and no worker takes a locked entry (SKIP LOCKED) until this
+-- transaction ends. A REPEATABLE READ or SERIALIZABLE transaction's snapshot may predate a
+-- delete's record, so there the index rows of its new keys go always (a lookup by key; a key
+-- never used before has none); the lock of an entry a batch consumed since that snapshot would
+-- fail with a serialization failure and is let go (the wait is all it is for); should the
+-- batch have rewritten the rows since that snapshot, the DELETE fails with a serialization
+-- failure (40001), which such a transaction retries, and its retry removes what the batch
+-- wrote.
+-- TRUNCATE leaves the inbox, the queue and the failed items: their keys no longer exist, so a
+-- worker deletes nothing for them (truncating them here could deadlock with a worker holding
+-- them).
 -- Replica mode (session_replication_role = replica: a logical replication subscription's apply,
--- which fires row triggers only, or a session set so): three row triggers, enabled REPLICA, queue
--- each row's key (and a changed key's old one), and the statement triggers leave INSERT, UPDATE
--- and DELETE to them; a worker reads each row as it is then, or removes a deleted key.
+-- which fires row triggers only, or a session set so): three row triggers, enabled REPLICA,
+-- append each row's key (and a changed key's old one) to the inbox, and the statement triggers
+-- leave INSERT, UPDATE and DELETE to them; a worker reads each row as it is then, or removes a
+-- deleted key.
 CREATE OR REPLACE FUNCTION {function}() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -83,6 +106,7 @@ DECLARE
     replica CONSTANT boolean :=
         pg_catalog.current_setting('session_replication_role') = 'replica';
     key_name name;
+    deleted boolean;
 BEGIN
     IF TG_WHEN <> 'AFTER' OR (TG_LEVEL <> 'STATEMENT' AND NOT replica) THEN
         RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = 'simindex: ' || TG_NAME
@@ -194,18 +218,16 @@ $body$
 
 -- name: sync_trigger_queue_row
 -- A row's key ($1, the row; the key column's name goes where the mark is), for format().
-INSERT INTO {queue} AS q (key) SELECT ($1).{column}
-ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at
+INSERT INTO {inbox} (key) SELECT ($1).{column} WHERE ($1).{column} IS NOT NULL
 
 -- name: sync_trigger_insert
-INSERT INTO {queue} AS q (key)
+INSERT INTO {inbox} (key)
 SELECT n.{key} FROM new_rows AS n{aliases} WHERE n.{key} IS NOT NULL
-ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at
 
 -- name: sync_trigger_update
 -- One pass (a hash full join on the key): new keys whose text differs from their old row's,
 -- new keys without an old row and old keys without a new row (a key that changed).
-INSERT INTO {queue} AS q (key)
+INSERT INTO {inbox} (key)
 SELECT coalesce(n.{key}, o.{key})
 FROM new_rows AS n{aliases}
 FULL JOIN old_rows AS o{aliases} ON o.{key} OPERATOR({equals}) n.{key}
@@ -213,17 +235,55 @@ WHERE coalesce(n.{key}, o.{key}) IS NOT NULL
   AND (n.{key} IS NULL OR o.{key} IS NULL
        OR (o.{text}::text COLLATE pg_catalog."C")
           IS DISTINCT FROM (n.{text}::text COLLATE pg_catalog."C"))
-ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at
 
 -- name: sync_trigger_delete
 INSERT INTO {deletes} DEFAULT VALUES
 
 -- name: sync_trigger_if_deleted
--- A key used again keeps nothing of its deleted row (see the function's comment).
-IF pg_catalog.current_setting('transaction_isolation') <> 'read committed'
-   OR EXISTS (SELECT FROM {deletes}) THEN
+-- The keys queued; then a key used again keeps nothing of its deleted row (see the function's
+-- comment): the batches holding its entry waited for, then its index rows removed. Under READ
+-- COMMITTED the append and the look for recorded deletes are one statement (queue_checked):
+-- a one-row write pays for one statement, not two.
+IF pg_catalog.current_setting('transaction_isolation') = 'read committed' THEN
+    {queue_checked};
+    IF deleted THEN
+        {wait};
+        {statement};
+    END IF;
+ELSE
+    {queue};
+    BEGIN
+        {wait};
+    EXCEPTION WHEN serialization_failure THEN
+        NULL;  -- an entry a batch consumed since this snapshot: the batch is done
+    END;
     {statement};
 END IF
+
+-- name: sync_trigger_queue_checked
+-- The append, and whether deletes are recorded (into the function's variable "deleted").
+WITH queued AS (
+{queue}
+)
+SELECT EXISTS (SELECT FROM {deletes}){into}
+
+-- name: sync_trigger_dynamic_into
+EXECUTE pg_catalog.format({statement}, aliases) INTO deleted
+
+-- name: sync_trigger_insert_wait
+-- PERFORM, or SELECT in a statement run with EXECUTE (its rows discarded).
+{perform} FROM {queue} AS q
+WHERE q.key OPERATOR({equals}) ANY (ARRAY(SELECT n.{key} FROM new_rows AS n{aliases}))
+FOR KEY SHARE
+
+-- name: sync_trigger_update_wait
+-- The new keys without an old row, as sync_trigger_update_replaced finds them.
+{perform} FROM {queue} AS q
+WHERE q.key OPERATOR({equals}) ANY (ARRAY(
+    SELECT n.{key} FROM new_rows AS n{aliases}
+    WHERE NOT EXISTS (SELECT FROM old_rows AS o{aliases} WHERE o.{key} OPERATOR({equals}) n.{key})
+))
+FOR KEY SHARE
 
 -- name: sync_trigger_insert_replaced
 DELETE FROM {table} AS s USING new_rows AS n{aliases} WHERE s.key OPERATOR({equals}) n.{key}
@@ -322,6 +382,31 @@ LISTEN {channel}
 -- name: sync_catalog_exists
 SELECT 1 FROM {catalog} WHERE name = %(name)s
 
+-- name: sync_move
+-- Up to %(limit)s entries of the inbox into the queue, in a transaction of its own committed
+-- before the batch that takes from the queue (sync_take). Only committed writers' entries are
+-- visible here, and the batch's read of the source, later, sees what they wrote. An entry a
+-- batch holds (taken and not committed) makes the insert of its key wait for that batch, then
+-- queue the key afresh: a batch that takes it next reads the source after the first one wrote,
+-- so per key, index rows are written in the order of the source's versions. A key queued
+-- already is left as it is (DO NOTHING; no batch holds it), and the entries of one key in the
+-- inbox are one entry here. The inserts go in key order, so that two moves wait for each other
+-- at most one way; a move waits for no writer (the triggers' locks on entries are locks
+-- alone, sync_trigger_wait, and a writer's own entries are in the inbox until it commits) but
+-- for one of the writer right's transactions consuming its own keys (session_index_own_function),
+-- which holds them only until its commit. Inbox rows another move holds are skipped. (A sync
+-- on a caller's Connection moves in a savepoint of the caller's transaction, uncommitted: a
+-- writer using a deleted key again does not see, so does not wait for, what it moved.)
+WITH moved AS (
+    DELETE FROM {inbox} WHERE ctid = ANY(ARRAY(
+        SELECT ctid FROM {inbox} LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+    ))
+    RETURNING key, queued_at
+)
+INSERT INTO {queue} AS q (key, queued_at)
+SELECT m.key, pg_catalog.min(m.queued_at) FROM moved AS m GROUP BY m.key ORDER BY m.key
+ON CONFLICT (key) DO NOTHING
+
 -- name: sync_take
 -- Keys come back in their text form (concat: the type's output function): every key PostgreSQL can
 -- store, even one psycopg cannot load (a date 'infinity', a year past 9999, '24:00'), goes
@@ -330,15 +415,16 @@ SELECT 1 FROM {catalog} WHERE name = %(name)s
 -- dies first, its transaction rolls back and they are queued again. The rows are found again
 -- by ctid (a TID scan; they are locked, so they cannot move): matching on the key would let
 -- the planner hash-join the whole queue for every batch. The source is read by the next
--- statement, not in this one, so its snapshot is taken after these locks: a writer whose
--- trigger held an entry until it committed is seen.
+-- statement, not in this one, so its snapshot is taken after these locks: every entry here
+-- was committed by a move after its writer committed (sync_move), and a writer right's
+-- transaction that held an entry until it committed (session_index_own_function) is seen.
 DELETE FROM {queue} WHERE ctid = ANY(ARRAY(
     SELECT ctid FROM {queue} LIMIT %(limit)s FOR UPDATE SKIP LOCKED
 ))
 RETURNING pg_catalog.concat(key)
 
 -- name: sync_take_keys
--- Given entries (the SQLAlchemy session's own, which it holds locked already).
+-- Given entries (of single entries the server cancelled: the worker's own, taken already).
 DELETE FROM {queue} WHERE key OPERATOR(pg_catalog.=) ANY(%(keys)s::{key_type}[])
 RETURNING pg_catalog.concat(key)
 
@@ -380,7 +466,9 @@ SET error = EXCLUDED.error, attempts = f.attempts + 1, failed_at = now()
 DELETE FROM {failed} WHERE key OPERATOR(pg_catalog.=) ANY(%(keys)s::{key_type}[])
 
 -- name: sync_counts
-SELECT (SELECT count(*) FROM {queue}), (SELECT count(*) FROM {failed})
+-- Queue entries, the inbox's counted with them (a key appended twice there counts twice).
+SELECT (SELECT count(*) FROM {queue}) + (SELECT count(*) FROM {inbox}),
+       (SELECT count(*) FROM {failed})
 
 -- name: sync_failed_items
 SELECT key, error, attempts, failed_at FROM {failed} ORDER BY key

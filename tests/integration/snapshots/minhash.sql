@@ -316,8 +316,21 @@ $body$;
 
 REVOKE ALL ON FUNCTION "simindex"."docs_pairs_v1" FROM PUBLIC;
 
+-- The keys the app's statements changed, as their triggers append them: no index, no
+-- constraint, one row per key a statement queued (a key changed twice is there twice), so a
+-- write costs the app one plain append and never waits for a worker or another writer. What
+-- only the keyed queue gives (one worker per key, in order) is the workers' business: they
+-- move entries from here into it (sync_move). Entries a transaction has not committed are
+-- invisible to the workers, so none reads a source row before its writer committed.
+CREATE TABLE "simindex"."docs_inbox" (
+    key bigint,
+    queued_at timestamptz NOT NULL DEFAULT now()
+);
+
 -- Keys whose index rows must be recomputed from the source row as it is when a worker reads it.
--- One entry per key: a key changed twice before a worker comes is processed once.
+-- One entry per key: a key changed twice before a worker comes is processed once. The workers'
+-- coordination: the triggers append to the inbox, and a worker moves what committed there into
+-- this table (sync_move) before it takes a batch from it (sync_take).
 CREATE TABLE "simindex"."docs_queue" (
     key bigint PRIMARY KEY,
     queued_at timestamptz NOT NULL DEFAULT now()
@@ -338,6 +351,23 @@ CREATE TABLE "simindex"."docs_failed" (
 CREATE TABLE "simindex"."docs_deletes" (
     deleted_at timestamptz NOT NULL DEFAULT now()
 );
+
+-- Row-level security on a table of simindex's holding keys of the source: a role sees the rows
+-- whose keys it could see in the source. A role that may DELETE from the table (a worker, an
+-- admin: they read and write every row, and their privilege is checked first, without a probe)
+-- sees all. The table by its OID, not tableoid: a system column would rule out the
+-- index-only scans of the query functions. The owner role, which writes these tables for the triggers and builds, is not
+-- subject to them. Writes are governed by the table's privileges alone.
+ALTER TABLE "simindex"."docs_inbox" ENABLE ROW LEVEL SECURITY;
+DROP POLICY IF EXISTS simindex_read_v1 ON "simindex"."docs_inbox";
+DROP POLICY IF EXISTS simindex_insert_v1 ON "simindex"."docs_inbox";
+DROP POLICY IF EXISTS simindex_update_v1 ON "simindex"."docs_inbox";
+DROP POLICY IF EXISTS simindex_delete_v1 ON "simindex"."docs_inbox";
+CREATE POLICY simindex_read_v1 ON "simindex"."docs_inbox" FOR SELECT
+    USING (pg_catalog.has_table_privilege('"simindex"."docs_inbox"'::regclass, 'DELETE') OR ("simindex"."docs_visible_v1"("key")));
+CREATE POLICY simindex_insert_v1 ON "simindex"."docs_inbox" FOR INSERT WITH CHECK (true);
+CREATE POLICY simindex_update_v1 ON "simindex"."docs_inbox" FOR UPDATE USING (true) WITH CHECK (true);
+CREATE POLICY simindex_delete_v1 ON "simindex"."docs_inbox" FOR DELETE USING (true);
 
 -- Row-level security on a table of simindex's holding keys of the source: a role sees the rows
 -- whose keys it could see in the source. A role that may DELETE from the table (a worker, an
@@ -396,12 +426,13 @@ WHERE pg_catalog.random() < 0;
 -- before them, a restored database), the catalog's record is checked and the same statements
 -- run with the columns renamed by position, "AS n (_1, k, _3, t)" (EXECUTE), until a build
 -- writes this function afresh. Either way renames change nothing for the app.
--- Enqueueing uses DO UPDATE, not DO NOTHING: it writes a new version of an entry that already
--- exists (its queued_at kept), so no worker can consume that entry (and read the source before
--- this transaction commits) until the writer is done, and the entry is this transaction's:
--- the writer right's function (session_index_own_function) takes only entries written by
--- its own transaction. A writer that finds the entry being consumed waits for that worker,
--- then queues the key afresh.
+-- Queueing is a plain append to the inbox (<name>_inbox: no index, no ON CONFLICT), the
+-- cheapest write there is: the entries are invisible to every worker until this transaction
+-- commits, so no worker reads a source row of theirs before the writer is done, and they are
+-- this transaction's by their xmin, which the writer right's function checks
+-- (session_index_own_function). Workers move committed entries into the keyed queue, each
+-- move committed before a batch takes from the queue (sync_move); the one-worker-per-key order
+-- lives there, and the app's statements never wait for it.
 -- UPDATE queues the keys whose text changed (compared as text, byte for byte: a case-only
 -- change of a citext counts), and both keys of a changed key (the old one's rows go).
 -- DELETE records only that a delete happened (one row in <name>_deletes, no key, no transition
@@ -410,20 +441,28 @@ WHERE pg_catalog.random() < 0;
 -- never an update of a shared row, so concurrent deletes never wait for each other.
 -- INSERT and UPDATE, once their keys are queued, also remove the index rows of keys used again
 -- while deletes are recorded (a key deleted, then inserted or another row's key changed to it,
--- before the sweep), so no answer names the new row by the old row's fingerprint. Queued
--- first: a writer of a key a batch holds waits for that batch, and under READ COMMITTED the
--- next statement's snapshot sees what it wrote (from the deleted row, read before the delete)
--- and every delete recorded before. A REPEATABLE READ or SERIALIZABLE transaction's snapshot
--- may predate a delete's record, so there the index rows of its new keys go always (a lookup
--- by key; a key never used before has none); should a batch have rewritten them since that
--- snapshot, the DELETE fails with a serialization failure (40001), which such a transaction
--- retries, and its retry removes what the batch wrote.
--- TRUNCATE leaves the queue and the failed items: their keys no longer exist, so a worker
--- deletes nothing for them (truncating them here could deadlock with a worker holding them).
+-- before the sweep), so no answer names the new row by the old row's fingerprint. A batch may
+-- have read the deleted row before the delete and not have written its index rows yet: the
+-- queue entries of those keys are locked first (FOR KEY SHARE, sync_trigger_wait), which waits
+-- for a batch holding one (every entry a batch takes is a committed one, see sync_move), and
+-- under READ COMMITTED the next statement's snapshot sees what it wrote and every delete
+-- recorded before. The lock waits for nothing else: a worker's move never waits for a lock
+-- that is not a write, and no worker takes a locked entry (SKIP LOCKED) until this
+-- transaction ends. A REPEATABLE READ or SERIALIZABLE transaction's snapshot may predate a
+-- delete's record, so there the index rows of its new keys go always (a lookup by key; a key
+-- never used before has none); the lock of an entry a batch consumed since that snapshot would
+-- fail with a serialization failure and is let go (the wait is all it is for); should the
+-- batch have rewritten the rows since that snapshot, the DELETE fails with a serialization
+-- failure (40001), which such a transaction retries, and its retry removes what the batch
+-- wrote.
+-- TRUNCATE leaves the inbox, the queue and the failed items: their keys no longer exist, so a
+-- worker deletes nothing for them (truncating them here could deadlock with a worker holding
+-- them).
 -- Replica mode (session_replication_role = replica: a logical replication subscription's apply,
--- which fires row triggers only, or a session set so): three row triggers, enabled REPLICA, queue
--- each row's key (and a changed key's old one), and the statement triggers leave INSERT, UPDATE
--- and DELETE to them; a worker reads each row as it is then, or removes a deleted key.
+-- which fires row triggers only, or a session set so): three row triggers, enabled REPLICA,
+-- append each row's key (and a changed key's old one) to the inbox, and the statement triggers
+-- leave INSERT, UPDATE and DELETE to them; a worker reads each row as it is then, or removes a
+-- deleted key.
 CREATE OR REPLACE FUNCTION "simindex"."docs_trigger_v1"() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -436,6 +475,7 @@ DECLARE
     replica CONSTANT boolean :=
         pg_catalog.current_setting('session_replication_role') = 'replica';
     key_name name;
+    deleted boolean;
 BEGIN
     IF TG_WHEN <> 'AFTER' OR (TG_LEVEL <> 'STATEMENT' AND NOT replica) THEN
         RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = 'simindex: ' || TG_NAME
@@ -456,13 +496,11 @@ BEGIN
         END IF;
         IF TG_OP <> 'DELETE' THEN
             EXECUTE pg_catalog.format('-- A row''s key ($1, the row; the key column''s name goes where the mark is), for format().
-INSERT INTO "simindex"."docs_queue" AS q (key) SELECT ($1).%1$I
-ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at', key_name) USING NEW;
+INSERT INTO "simindex"."docs_inbox" (key) SELECT ($1).%1$I WHERE ($1).%1$I IS NOT NULL', key_name) USING NEW;
         END IF;
         IF TG_OP <> 'INSERT' THEN
             EXECUTE pg_catalog.format('-- A row''s key ($1, the row; the key column''s name goes where the mark is), for format().
-INSERT INTO "simindex"."docs_queue" AS q (key) SELECT ($1).%1$I
-ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at', key_name) USING OLD;
+INSERT INTO "simindex"."docs_inbox" (key) SELECT ($1).%1$I WHERE ($1).%1$I IS NOT NULL', key_name) USING OLD;
         END IF;
         PERFORM pg_notify('simindex_docs', '');
         RETURN NULL;
@@ -489,18 +527,48 @@ ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at', key_name) USING OLD;
     IF written_for THEN
         CASE TG_OP
             WHEN 'INSERT' THEN
-                INSERT INTO "simindex"."docs_queue" AS q (key)
+                -- The keys queued; then a key used again keeps nothing of its deleted row (see the function's
+-- comment): the batches holding its entry waited for, then its index rows removed. Under READ
+-- COMMITTED the append and the look for recorded deletes are one statement (queue_checked):
+-- a one-row write pays for one statement, not two.
+IF pg_catalog.current_setting('transaction_isolation') = 'read committed' THEN
+    -- The append, and whether deletes are recorded (into the function's variable "deleted").
+WITH queued AS (
+INSERT INTO "simindex"."docs_inbox" (key)
 SELECT n."id" FROM new_rows AS n WHERE n."id" IS NOT NULL
-ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at;
--- A key used again keeps nothing of its deleted row (see the function's comment).
-IF pg_catalog.current_setting('transaction_isolation') <> 'read committed'
-   OR EXISTS (SELECT FROM "simindex"."docs_deletes") THEN
+)
+SELECT EXISTS (SELECT FROM "simindex"."docs_deletes") INTO deleted;
+    IF deleted THEN
+        -- PERFORM, or SELECT in a statement run with EXECUTE (its rows discarded).
+PERFORM FROM "simindex"."docs_queue" AS q
+WHERE q.key OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT n."id" FROM new_rows AS n))
+FOR KEY SHARE;
+        DELETE FROM "simindex"."docs_minhash" AS s USING new_rows AS n WHERE s.key OPERATOR(pg_catalog.=) n."id";
+    END IF;
+ELSE
+    INSERT INTO "simindex"."docs_inbox" (key)
+SELECT n."id" FROM new_rows AS n WHERE n."id" IS NOT NULL;
+    BEGIN
+        -- PERFORM, or SELECT in a statement run with EXECUTE (its rows discarded).
+PERFORM FROM "simindex"."docs_queue" AS q
+WHERE q.key OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT n."id" FROM new_rows AS n))
+FOR KEY SHARE;
+    EXCEPTION WHEN serialization_failure THEN
+        NULL;  -- an entry a batch consumed since this snapshot: the batch is done
+    END;
     DELETE FROM "simindex"."docs_minhash" AS s USING new_rows AS n WHERE s.key OPERATOR(pg_catalog.=) n."id";
 END IF;
             WHEN 'UPDATE' THEN
-                -- One pass (a hash full join on the key): new keys whose text differs from their old row's,
+                -- The keys queued; then a key used again keeps nothing of its deleted row (see the function's
+-- comment): the batches holding its entry waited for, then its index rows removed. Under READ
+-- COMMITTED the append and the look for recorded deletes are one statement (queue_checked):
+-- a one-row write pays for one statement, not two.
+IF pg_catalog.current_setting('transaction_isolation') = 'read committed' THEN
+    -- The append, and whether deletes are recorded (into the function's variable "deleted").
+WITH queued AS (
+-- One pass (a hash full join on the key): new keys whose text differs from their old row's,
 -- new keys without an old row and old keys without a new row (a key that changed).
-INSERT INTO "simindex"."docs_queue" AS q (key)
+INSERT INTO "simindex"."docs_inbox" (key)
 SELECT coalesce(n."id", o."id")
 FROM new_rows AS n
 FULL JOIN old_rows AS o ON o."id" OPERATOR(pg_catalog.=) n."id"
@@ -508,10 +576,45 @@ WHERE coalesce(n."id", o."id") IS NOT NULL
   AND (n."id" IS NULL OR o."id" IS NULL
        OR (o."body"::text COLLATE pg_catalog."C")
           IS DISTINCT FROM (n."body"::text COLLATE pg_catalog."C"))
-ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at;
--- A key used again keeps nothing of its deleted row (see the function's comment).
-IF pg_catalog.current_setting('transaction_isolation') <> 'read committed'
-   OR EXISTS (SELECT FROM "simindex"."docs_deletes") THEN
+)
+SELECT EXISTS (SELECT FROM "simindex"."docs_deletes") INTO deleted;
+    IF deleted THEN
+        -- The new keys without an old row, as sync_trigger_update_replaced finds them.
+PERFORM FROM "simindex"."docs_queue" AS q
+WHERE q.key OPERATOR(pg_catalog.=) ANY (ARRAY(
+    SELECT n."id" FROM new_rows AS n
+    WHERE NOT EXISTS (SELECT FROM old_rows AS o WHERE o."id" OPERATOR(pg_catalog.=) n."id")
+))
+FOR KEY SHARE;
+        -- New keys without an old row (a key changed), found first (usually none: no index probe).
+DELETE FROM "simindex"."docs_minhash" AS s
+WHERE s.key OPERATOR(pg_catalog.=) ANY (ARRAY(
+    SELECT n."id" FROM new_rows AS n
+    WHERE NOT EXISTS (SELECT FROM old_rows AS o WHERE o."id" OPERATOR(pg_catalog.=) n."id")
+));
+    END IF;
+ELSE
+    -- One pass (a hash full join on the key): new keys whose text differs from their old row's,
+-- new keys without an old row and old keys without a new row (a key that changed).
+INSERT INTO "simindex"."docs_inbox" (key)
+SELECT coalesce(n."id", o."id")
+FROM new_rows AS n
+FULL JOIN old_rows AS o ON o."id" OPERATOR(pg_catalog.=) n."id"
+WHERE coalesce(n."id", o."id") IS NOT NULL
+  AND (n."id" IS NULL OR o."id" IS NULL
+       OR (o."body"::text COLLATE pg_catalog."C")
+          IS DISTINCT FROM (n."body"::text COLLATE pg_catalog."C"));
+    BEGIN
+        -- The new keys without an old row, as sync_trigger_update_replaced finds them.
+PERFORM FROM "simindex"."docs_queue" AS q
+WHERE q.key OPERATOR(pg_catalog.=) ANY (ARRAY(
+    SELECT n."id" FROM new_rows AS n
+    WHERE NOT EXISTS (SELECT FROM old_rows AS o WHERE o."id" OPERATOR(pg_catalog.=) n."id")
+))
+FOR KEY SHARE;
+    EXCEPTION WHEN serialization_failure THEN
+        NULL;  -- an entry a batch consumed since this snapshot: the batch is done
+    END;
     -- New keys without an old row (a key changed), found first (usually none: no index probe).
 DELETE FROM "simindex"."docs_minhash" AS s
 WHERE s.key OPERATOR(pg_catalog.=) ANY (ARRAY(
@@ -560,18 +663,48 @@ END IF;
         FROM generate_series(1, greatest(source.key_position, source.text_position)) AS p;
         CASE TG_OP
             WHEN 'INSERT' THEN
-                EXECUTE pg_catalog.format('INSERT INTO "simindex"."docs_queue" AS q (key)
+                -- The keys queued; then a key used again keeps nothing of its deleted row (see the function's
+-- comment): the batches holding its entry waited for, then its index rows removed. Under READ
+-- COMMITTED the append and the look for recorded deletes are one statement (queue_checked):
+-- a one-row write pays for one statement, not two.
+IF pg_catalog.current_setting('transaction_isolation') = 'read committed' THEN
+    EXECUTE pg_catalog.format('-- The append, and whether deletes are recorded (into the function''s variable "deleted").
+WITH queued AS (
+INSERT INTO "simindex"."docs_inbox" (key)
 SELECT n.k FROM new_rows AS n (%1$s) WHERE n.k IS NOT NULL
-ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at', aliases);
--- A key used again keeps nothing of its deleted row (see the function's comment).
-IF pg_catalog.current_setting('transaction_isolation') <> 'read committed'
-   OR EXISTS (SELECT FROM "simindex"."docs_deletes") THEN
+)
+SELECT EXISTS (SELECT FROM "simindex"."docs_deletes")', aliases) INTO deleted;
+    IF deleted THEN
+        EXECUTE pg_catalog.format('-- PERFORM, or SELECT in a statement run with EXECUTE (its rows discarded).
+SELECT FROM "simindex"."docs_queue" AS q
+WHERE q.key OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT n.k FROM new_rows AS n (%1$s)))
+FOR KEY SHARE', aliases);
+        EXECUTE pg_catalog.format('DELETE FROM "simindex"."docs_minhash" AS s USING new_rows AS n (%1$s) WHERE s.key OPERATOR(pg_catalog.=) n.k', aliases);
+    END IF;
+ELSE
+    EXECUTE pg_catalog.format('INSERT INTO "simindex"."docs_inbox" (key)
+SELECT n.k FROM new_rows AS n (%1$s) WHERE n.k IS NOT NULL', aliases);
+    BEGIN
+        EXECUTE pg_catalog.format('-- PERFORM, or SELECT in a statement run with EXECUTE (its rows discarded).
+SELECT FROM "simindex"."docs_queue" AS q
+WHERE q.key OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT n.k FROM new_rows AS n (%1$s)))
+FOR KEY SHARE', aliases);
+    EXCEPTION WHEN serialization_failure THEN
+        NULL;  -- an entry a batch consumed since this snapshot: the batch is done
+    END;
     EXECUTE pg_catalog.format('DELETE FROM "simindex"."docs_minhash" AS s USING new_rows AS n (%1$s) WHERE s.key OPERATOR(pg_catalog.=) n.k', aliases);
 END IF;
             WHEN 'UPDATE' THEN
-                EXECUTE pg_catalog.format('-- One pass (a hash full join on the key): new keys whose text differs from their old row''s,
+                -- The keys queued; then a key used again keeps nothing of its deleted row (see the function's
+-- comment): the batches holding its entry waited for, then its index rows removed. Under READ
+-- COMMITTED the append and the look for recorded deletes are one statement (queue_checked):
+-- a one-row write pays for one statement, not two.
+IF pg_catalog.current_setting('transaction_isolation') = 'read committed' THEN
+    EXECUTE pg_catalog.format('-- The append, and whether deletes are recorded (into the function''s variable "deleted").
+WITH queued AS (
+-- One pass (a hash full join on the key): new keys whose text differs from their old row''s,
 -- new keys without an old row and old keys without a new row (a key that changed).
-INSERT INTO "simindex"."docs_queue" AS q (key)
+INSERT INTO "simindex"."docs_inbox" (key)
 SELECT coalesce(n.k, o.k)
 FROM new_rows AS n (%1$s)
 FULL JOIN old_rows AS o (%1$s) ON o.k OPERATOR(pg_catalog.=) n.k
@@ -579,10 +712,45 @@ WHERE coalesce(n.k, o.k) IS NOT NULL
   AND (n.k IS NULL OR o.k IS NULL
        OR (o.t::text COLLATE pg_catalog."C")
           IS DISTINCT FROM (n.t::text COLLATE pg_catalog."C"))
-ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at', aliases);
--- A key used again keeps nothing of its deleted row (see the function's comment).
-IF pg_catalog.current_setting('transaction_isolation') <> 'read committed'
-   OR EXISTS (SELECT FROM "simindex"."docs_deletes") THEN
+)
+SELECT EXISTS (SELECT FROM "simindex"."docs_deletes")', aliases) INTO deleted;
+    IF deleted THEN
+        EXECUTE pg_catalog.format('-- The new keys without an old row, as sync_trigger_update_replaced finds them.
+SELECT FROM "simindex"."docs_queue" AS q
+WHERE q.key OPERATOR(pg_catalog.=) ANY (ARRAY(
+    SELECT n.k FROM new_rows AS n (%1$s)
+    WHERE NOT EXISTS (SELECT FROM old_rows AS o (%1$s) WHERE o.k OPERATOR(pg_catalog.=) n.k)
+))
+FOR KEY SHARE', aliases);
+        EXECUTE pg_catalog.format('-- New keys without an old row (a key changed), found first (usually none: no index probe).
+DELETE FROM "simindex"."docs_minhash" AS s
+WHERE s.key OPERATOR(pg_catalog.=) ANY (ARRAY(
+    SELECT n.k FROM new_rows AS n (%1$s)
+    WHERE NOT EXISTS (SELECT FROM old_rows AS o (%1$s) WHERE o.k OPERATOR(pg_catalog.=) n.k)
+))', aliases);
+    END IF;
+ELSE
+    EXECUTE pg_catalog.format('-- One pass (a hash full join on the key): new keys whose text differs from their old row''s,
+-- new keys without an old row and old keys without a new row (a key that changed).
+INSERT INTO "simindex"."docs_inbox" (key)
+SELECT coalesce(n.k, o.k)
+FROM new_rows AS n (%1$s)
+FULL JOIN old_rows AS o (%1$s) ON o.k OPERATOR(pg_catalog.=) n.k
+WHERE coalesce(n.k, o.k) IS NOT NULL
+  AND (n.k IS NULL OR o.k IS NULL
+       OR (o.t::text COLLATE pg_catalog."C")
+          IS DISTINCT FROM (n.t::text COLLATE pg_catalog."C"))', aliases);
+    BEGIN
+        EXECUTE pg_catalog.format('-- The new keys without an old row, as sync_trigger_update_replaced finds them.
+SELECT FROM "simindex"."docs_queue" AS q
+WHERE q.key OPERATOR(pg_catalog.=) ANY (ARRAY(
+    SELECT n.k FROM new_rows AS n (%1$s)
+    WHERE NOT EXISTS (SELECT FROM old_rows AS o (%1$s) WHERE o.k OPERATOR(pg_catalog.=) n.k)
+))
+FOR KEY SHARE', aliases);
+    EXCEPTION WHEN serialization_failure THEN
+        NULL;  -- an entry a batch consumed since this snapshot: the batch is done
+    END;
     EXECUTE pg_catalog.format('-- New keys without an old row (a key changed), found first (usually none: no index probe).
 DELETE FROM "simindex"."docs_minhash" AS s
 WHERE s.key OPERATOR(pg_catalog.=) ANY (ARRAY(
@@ -607,18 +775,21 @@ REVOKE ALL ON FUNCTION "simindex"."docs_trigger_v1"() FROM PUBLIC;
 
 -- The writer right's only way to write an index (simindex grant ROLE --writer): its
 -- transaction indexes the keys its own statements changed, and no other. A key may be written
--- only when its queue entry is visible here and was written by this transaction: its xmin is
--- a transaction in progress. Another transaction's uncommitted entry is invisible, so a
--- visible entry written by a transaction in progress is this one's (a subtransaction's too: a
--- savepoint's id is later than its parent's and 'in progress' while the parent is; one rolled
--- back is 'aborted' and its entry invisible). The triggers make the entry of a key already
--- queued this transaction's too (their DO UPDATE writes a new version of it), and a writer
--- has no right to write an entry itself. Ids are 32-bit in the row: widened to xid8 as
--- session_own_keys does (an entry whose raw xmin widens to an id not yet given out, one frozen
--- more than 2^31 ids ago, makes pg_xact_status fail: the call fails, nothing is written).
--- Then, as the owner role: the side rows of the keys written (written: rows of the side
--- table as JSON) or removed, the failed items (failures: key and error), and the entries
--- consumed. Nothing but those keys is touched.
+-- only when an inbox entry of it is visible here and was written by this transaction: its
+-- xmin is a transaction in progress. Another transaction's uncommitted entry is invisible, so
+-- a visible entry written by a transaction in progress is this one's (a subtransaction's too:
+-- a savepoint's id is later than its parent's and 'in progress' while the parent is; one
+-- rolled back is 'aborted' and its entry invisible). A writer has no right to write an entry
+-- itself. Ids are 32-bit in the row: widened to xid8 as session_own_keys does (an entry whose
+-- raw xmin widens to an id not yet given out, one frozen more than 2^31 ids ago, makes
+-- pg_xact_status fail: the call fails, nothing is written).
+-- Then, as the owner role: the keys' queue entries written (in key order, as sync_move
+-- inserts them), which waits for a batch or a move holding one, and keeps every worker off
+-- them until this transaction ends, so no batch writes a key's index rows from a version older
+-- than this transaction's after it (the triggers' inbox entries wait for nothing); the side
+-- rows of the keys written (written: rows of the side table as JSON) or removed; the failed
+-- items (failures: key and error); and the entries consumed, the queue's and the inbox's.
+-- Nothing but those keys is touched.
 CREATE OR REPLACE FUNCTION "simindex"."docs_index_own_v1"(remove bigint[], written jsonb, failures jsonb)
 RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -642,23 +813,26 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'simindex: a key is NULL';
     END IF;
     IF own_id IS NULL OR EXISTS (
-        SELECT FROM unnest(every_key) AS k (key)
-        WHERE NOT EXISTS (
-            SELECT FROM "simindex"."docs_queue" AS q,
+        WITH own AS (
+            SELECT q.key FROM "simindex"."docs_inbox" AS q,
             LATERAL (
                 SELECT pg_catalog.mod(q.xmin::text::bigint - pg_catalog.mod(own_id, 4294967296)
                                       + 4294967296, 4294967296) AS ahead
             ) AS d
-            WHERE q.key OPERATOR(pg_catalog.=) k.key
-              AND q.xmin::text::bigint >= 3
+            WHERE q.xmin::text::bigint >= 3
               AND d.ahead < 2147483648
               AND pg_xact_status((own_id + d.ahead)::text::xid8) = 'in progress'
         )
+        SELECT FROM unnest(every_key) AS k (key)
+        WHERE NOT EXISTS (SELECT FROM own WHERE own.key OPERATOR(pg_catalog.=) k.key)
     ) THEN
         RAISE EXCEPTION USING ERRCODE = '42501',
             MESSAGE = 'simindex: a writer''s transaction indexes only the keys it changed, '
                 || 'and a key given was not changed by this transaction';
     END IF;
+    INSERT INTO "simindex"."docs_queue" AS q (key)
+    SELECT DISTINCT k.key FROM unnest(every_key) AS k (key) ORDER BY k.key
+    ON CONFLICT (key) DO UPDATE SET queued_at = q.queued_at;
     DELETE FROM "simindex"."docs_minhash" AS t
     WHERE t.key OPERATOR(pg_catalog.=) ANY(coalesce(remove, '{}') || done);
     INSERT INTO "simindex"."docs_minhash"
@@ -672,6 +846,22 @@ BEGIN
     WHERE f.key OPERATOR(pg_catalog.=) ANY(coalesce(remove, '{}') || done)
       AND NOT f.key OPERATOR(pg_catalog.=) ANY(failed_keys);
     DELETE FROM "simindex"."docs_queue" AS q WHERE q.key OPERATOR(pg_catalog.=) ANY(every_key);
+    -- Under READ COMMITTED, the entries other transactions appended for these keys too (they
+    -- committed before this one wrote the rows: what it writes is newer), but those a move is
+    -- taking; under REPEATABLE READ or SERIALIZABLE its own only (locking one a move took
+    -- since the snapshot would fail to serialize).
+    DELETE FROM "simindex"."docs_inbox" WHERE ctid = ANY(ARRAY(
+        SELECT q.ctid FROM "simindex"."docs_inbox" AS q
+        WHERE q.key OPERATOR(pg_catalog.=) ANY(every_key)
+          AND (pg_catalog.current_setting('transaction_isolation') = 'read committed'
+               OR pg_catalog.mod(q.xmin::text::bigint - pg_catalog.mod(own_id, 4294967296)
+                                 + 4294967296, 4294967296) < 2147483648
+                  AND q.xmin::text::bigint >= 3
+                  AND pg_xact_status((own_id + pg_catalog.mod(
+                          q.xmin::text::bigint - pg_catalog.mod(own_id, 4294967296)
+                          + 4294967296, 4294967296))::text::xid8) = 'in progress')
+        FOR UPDATE SKIP LOCKED
+    ));
     RETURN cardinality(every_key);
 END
 $body$;
