@@ -50,9 +50,20 @@ _UTF8_LOWER_SEPARATORS = bytes(c if c >= 0x80 else _ASCII_LOWER_SEPARATORS[c] fo
 def hashes_batch(shingling: Shingling, texts: Sequence[str | None]) -> list[NDArray[np.uint64]]:
     """The feature hashes of each text, ``[shingling.hashes(text) for text in texts]``: plain
     word shingles of the whole batch at once, any other shingling text by text."""
+    features, counts = hashes_concatenated(shingling, texts)
+    return np.split(features, np.cumsum(counts)[:-1]) if len(texts) else []
+
+
+def hashes_concatenated(
+    shingling: Shingling, texts: Sequence[str | None]
+) -> tuple[NDArray[np.uint64], NDArray[np.int64]]:
+    """The feature hashes of all texts in one array, text after text, and how many each text
+    has: :func:`hashes_batch` without cutting the array, for computations of the whole batch."""
     if batchable(shingling):
-        return word_hashes(shingling, texts)
-    return [shingling.hashes(text) for text in texts]
+        return word_hashes_concatenated(shingling, texts)
+    rows = [shingling.hashes(text) for text in texts]
+    counts = np.fromiter(map(len, rows), np.int64, len(rows))
+    return (np.concatenate(rows) if rows else EMPTY), counts
 
 
 def batchable(shingling: Shingling) -> bool:
@@ -177,9 +188,18 @@ def _with_kana_marks(texts: Sequence[str | None]) -> tuple[bytes, NDArray[np.int
 
 def word_hashes(shingling: Shingling, texts: Sequence[str | None]) -> list[NDArray[np.uint64]]:
     """``[shingling.hashes(text) for text in texts]``, computed for the batch at once."""
+    features, counts = word_hashes_concatenated(shingling, texts)
+    return np.split(features, np.cumsum(counts)[:-1]) if len(texts) else []
+
+
+def word_hashes_concatenated(
+    shingling: Shingling, texts: Sequence[str | None]
+) -> tuple[NDArray[np.uint64], NDArray[np.int64]]:
+    """:func:`word_hashes` as one array, text after text, and how many hashes each text has."""
     if not batchable(shingling):
         raise ValueError("word_hashes computes plain word shingles only")
-    result: list[NDArray[np.uint64]] = []
+    features: list[NDArray[np.uint64]] = []
+    counts: list[NDArray[np.int64]] = []
     first = 0
     while first < len(texts):
         # Groups of about _GROUP_CHARACTERS characters: the arrays of a group stay in cache.
@@ -187,12 +207,20 @@ def word_hashes(shingling: Shingling, texts: Sequence[str | None]) -> list[NDArr
         while last < len(texts) and (last == first or characters < _GROUP_CHARACTERS):
             characters += len(texts[last] or "")
             last += 1
-        result += _group_hashes(shingling, texts[first:last])
+        group_features, group_counts = _group_hashes(shingling, texts[first:last])
+        features.append(group_features)
+        counts.append(group_counts)
         first = last
-    return result
+    if len(features) == 1:
+        return features[0], counts[0]
+    if not features:
+        return EMPTY, np.zeros(0, np.int64)
+    return np.concatenate(features), np.concatenate(counts)
 
 
-def _group_hashes(shingling: Shingling, texts: Sequence[str | None]) -> list[NDArray[np.uint64]]:
+def _group_hashes(
+    shingling: Shingling, texts: Sequence[str | None]
+) -> tuple[NDArray[np.uint64], NDArray[np.int64]]:
     buffer, text_ends = _token_buffer(texts)
     inside = np.frombuffer(b" " + buffer + b" ", np.uint8) != _SPACE
     # Where a token starts and where it ends alternate, starting with a start. (Booleans
@@ -207,11 +235,11 @@ def _group_hashes(shingling: Shingling, texts: Sequence[str | None]) -> list[NDA
 
 def _ngrams(
     units: NDArray[np.uint64], counts: NDArray[np.int64], size: int
-) -> list[NDArray[np.uint64]]:
-    """Per text, the shingle hashes of its ``counts[i]`` unit hashes (``combine_ngrams``)."""
-    offsets = np.cumsum(counts) - counts
+) -> tuple[NDArray[np.uint64], NDArray[np.int64]]:
+    """The shingle hashes of texts of ``counts[i]`` unit hashes each (``combine_ngrams`` per
+    text), text after text, and how many each text has."""
     if size == 1:
-        return np.split(units, offsets[1:])
+        return units, counts
     windows = max(len(units) - size + 1, 0)
     combined = units[:windows].copy()
     for offset in range(1, size):
@@ -225,10 +253,14 @@ def _ngrams(
     inside = np.ones(windows, np.bool_)
     inside[crossing[(crossing >= 0) & (crossing < windows)]] = False
     shingles = combined[inside]
-    result = np.split(shingles, np.cumsum(kept)[:-1])
-    for i in np.flatnonzero((counts > 0) & (counts < size)).tolist():
-        start = int(offsets[i])
-        result[i] = combine_ngrams(units[start : start + int(counts[i])], size)
-    for i in np.flatnonzero(counts == 0).tolist():
-        result[i] = EMPTY
-    return result
+    # A text of fewer units than ``size`` (but some) has one shingle of all its units.
+    short = np.flatnonzero((counts > 0) & (counts < size))
+    if len(short):
+        offsets = np.cumsum(counts) - counts
+        values = [
+            combine_ngrams(units[start : start + count], size)[0]
+            for start, count in zip(offsets[short].tolist(), counts[short].tolist(), strict=True)
+        ]
+        shingles = np.insert(shingles, (np.cumsum(kept) - kept)[short], values)
+        kept[short] = 1
+    return shingles, kept

@@ -13,6 +13,7 @@ Unweighted totals are exact integers; weighted totals are float64 sums in a fixe
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -89,18 +90,55 @@ def simhash_batch(
     if weights is not None and len(weights) != len(documents):
         raise ValueError(f"got {len(weights)} weight arrays for {len(documents)} documents")
     sizes = np.fromiter(map(len, documents), np.int64, len(documents))
+    flat_weights = None
+    if weights is not None:
+        for i, (row, size) in enumerate(zip(weights, sizes.tolist(), strict=True)):
+            if len(row) != size:
+                raise ValueError(f"document {i}: {len(row)} weights for {size} features")
+        flat_weights = _joined([np.asarray(row, np.float64) for row in weights], np.float64)
+    features = _joined([np.asarray(row, np.uint64) for row in documents], np.uint64)
+    return simhash_concatenated(features, sizes, flat_weights, top_n=top_n)
+
+
+def _joined(rows: list[NDArray[Any]], dtype: type[Any]) -> NDArray[Any]:
+    return np.concatenate(rows) if rows else np.zeros(0, dtype)
+
+
+def simhash_concatenated(
+    features: NDArray[np.uint64],
+    sizes: NDArray[np.int64],
+    weights: NDArray[np.float64] | None = None,
+    *,
+    top_n: int | None = None,
+) -> tuple[NDArray[np.uint64], NDArray[np.bool_]]:
+    """:func:`simhash_batch` of documents given as one array of all their features, document
+    after document, and how many features each has (``weights``: one per feature, likewise).
+    """
+    check_top_n(top_n)
+    sizes = np.asarray(sizes, np.int64)
+    if int(sizes.sum()) != len(features) or (len(sizes) and sizes.min() < 0):
+        raise ValueError(f"sizes add up to {int(sizes.sum())}, not to {len(features)} features")
+    if weights is not None:
+        if len(weights) != len(features):
+            raise ValueError(f"{len(weights)} weights for {len(features)} features")
+        if not np.isfinite(weights).all():
+            raise ValueError("weights must be finite numbers")
     present = sizes > 0
-    fingerprints = np.zeros(len(documents), dtype=np.uint64)
-    start = 0
-    while start < len(documents):
-        stop, total = start, 0
-        while stop < len(documents) and (stop == start or total + sizes[stop] <= _GROUP_FEATURES):
-            total += int(sizes[stop])
-            stop += 1
-        group = [i for i in range(start, stop) if sizes[i]]
-        if group:
-            fingerprints[group] = _simhash_group(documents, weights, group, sizes, top_n)
-        start = stop
+    fingerprints = np.zeros(len(sizes), dtype=np.uint64)
+    # Documents with features, in groups of about _GROUP_FEATURES features (by where each
+    # starts: a group holds at most that many and one more document).
+    documents = np.flatnonzero(present)
+    counts = sizes[documents]
+    starts = np.cumsum(counts) - counts
+    cuts = np.flatnonzero(np.diff(starts // _GROUP_FEATURES)) + 1
+    for group in np.split(np.arange(len(documents)), cuts):
+        if not len(group):
+            continue
+        first, last = int(starts[group[0]]), int(starts[group[-1]] + counts[group[-1]])
+        group_weights = None if weights is None else weights[first:last]
+        fingerprints[documents[group]] = _simhash_group(
+            features[first:last], counts[group], group_weights, top_n
+        )
     return fingerprints, present
 
 
@@ -123,28 +161,24 @@ def _bit_counts(bits: NDArray[np.uint8], sizes: NDArray[np.int64]) -> NDArray[np
 
 
 def _simhash_group(
-    documents: Sequence[NDArray[np.uint64]],
-    weights: Sequence[NDArray[np.float64]] | None,
-    group: list[int],
+    features: NDArray[np.uint64],
     sizes: NDArray[np.int64],
+    weights: NDArray[np.float64] | None,
     top_n: int | None,
 ) -> NDArray[np.uint64]:
-    bits = _bit_matrix(np.concatenate([documents[i] for i in group]))
+    """Fingerprints of documents of ``sizes`` features each (none empty), one after another."""
+    bits = _bit_matrix(features)
     if weights is None:
-        return _pack(_select_bits(_bit_counts(bits, sizes[group]), sizes[group], top_n))
-    for i in group:
-        if len(weights[i]) != sizes[i]:
-            raise ValueError(f"document {i}: {len(weights[i])} weights for {sizes[i]} features")
-    flat = np.concatenate([np.asarray(weights[i], dtype=np.float64) for i in group])
-    if not np.isfinite(flat).all():
-        raise ValueError("weights must be finite numbers")
+        return _pack(_select_bits(_bit_counts(bits, sizes), sizes, top_n))
     # Each total is the sum of its document's weights in feature order (bincount adds in
     # index order), one bit at a time: six times faster than a reduceat over a float matrix,
     # whose order of additions numpy does not promise.
-    document = np.repeat(np.arange(len(group)), sizes[group])
+    document = np.repeat(np.arange(len(sizes)), sizes)
     columns = np.ascontiguousarray(bits.T)
-    weighted = np.empty((len(group), BITS))
+    weighted = np.empty((len(sizes), BITS))
     for bit in range(BITS):
-        weighted[:, bit] = np.bincount(document, weights=flat * columns[bit], minlength=len(group))
-    total = np.bincount(document, weights=flat, minlength=len(group))
+        weighted[:, bit] = np.bincount(
+            document, weights=weights * columns[bit], minlength=len(sizes)
+        )
+    total = np.bincount(document, weights=weights, minlength=len(sizes))
     return _pack(_select_bits(weighted, total, top_n))
