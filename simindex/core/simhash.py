@@ -143,21 +143,78 @@ def simhash_concatenated(
 
 
 _LANE_ROWS = 255  # byte counters of up to this many 0/1 rows cannot carry into each other
+_CHUNK = 16  # features added by bitwise adders into one count per bit (at most 16)
+_CHUNK_RUN = 15  # chunk counts summed in bytes: 15 * 16 = 240 cannot carry either
 
 
-def _bit_counts(bits: NDArray[np.uint8], sizes: NDArray[np.int64]) -> NDArray[np.int64]:
+def _bit_counts(
+    bits: NDArray[np.uint8], sizes: NDArray[np.int64], run: int = _LANE_ROWS
+) -> NDArray[np.int64]:
     """Per document, how many of its rows have each bit set: (documents x 64).
 
     Each row's 64 bytes are read as 8 uint64 words, so one addition counts 8 bits at once;
-    rows are summed in runs of at most 255 per document, then the runs per document.
+    rows are summed in runs of at most ``run`` per document (so that no byte overflows: 255
+    rows of 0 or 1), then the runs per document.
     """
     lanes = bits.reshape(-1).view(np.uint64).reshape(len(bits), BITS // 8)
-    runs = (sizes + _LANE_ROWS - 1) // _LANE_ROWS
+    runs = (sizes + run - 1) // run
     document_start = np.repeat(np.cumsum(sizes) - sizes, runs)
     run_of_document = np.arange(runs.sum()) - np.repeat(np.cumsum(runs) - runs, runs)
-    partial = np.add.reduceat(lanes, document_start + _LANE_ROWS * run_of_document, axis=0)
+    partial = np.add.reduceat(lanes, document_start + run * run_of_document, axis=0)
     counts = partial.view(np.uint8).reshape(-1, BITS)
     return np.add.reduceat(counts, np.cumsum(runs) - runs, axis=0, dtype=np.int64)
+
+
+def _chunked_bit_counts(
+    features: NDArray[np.uint64], sizes: NDArray[np.int64]
+) -> NDArray[np.int64]:
+    """:func:`_bit_counts` of the features' bits, for documents of many features.
+
+    Each document's features are padded with zeros to chunks of 16, and each chunk's 16 words
+    are added bit by bit by a tree of carry-save adders (Harley and Seal's population count,
+    the 64 bit positions at once) into 5 words holding the binary digits of each bit's count:
+    5 words a chunk to unpack in place of 16.
+    """
+    chunks = (sizes + _CHUNK - 1) // _CHUNK
+    ends = np.cumsum(sizes)
+    padding = np.zeros(_CHUNK, np.uint64)
+    parts = []
+    for start, end, pad in zip(
+        (ends - sizes).tolist(), ends.tolist(), (chunks * _CHUNK - sizes).tolist(), strict=True
+    ):
+        parts += [features[start:end], padding[:pad]]
+    words = np.ascontiguousarray(np.concatenate(parts).reshape(-1, _CHUNK).T)
+    digits = None
+    for weight, plane in enumerate(_binary_digits(list(words))):
+        unpacked = _bit_matrix(plane).reshape(-1).view(np.uint64)
+        if digits is None:
+            digits = unpacked
+        else:
+            unpacked <<= np.uint64(weight)  # each byte holds 0 or 1: shifted, at most 16
+            digits += unpacked
+    assert digits is not None
+    return _bit_counts(digits.view(np.uint8).reshape(-1, BITS), chunks, _CHUNK_RUN)
+
+
+def _binary_digits(level: list[NDArray[np.uint64]]) -> list[NDArray[np.uint64]]:
+    """Words whose bit i is binary digit k of how many of ``level`` have bit i set (k = 0,
+    1, ...): full adders take three words of one weight to one of it and one of the next."""
+    digits = []
+    while level:
+        carries = []
+        while len(level) >= 3:
+            first, second, third = level[:3]
+            del level[:3]
+            either = first ^ second
+            level.append(either ^ third)
+            carries.append((first & second) | (either & third))
+        if len(level) == 2:
+            first, second = level
+            level = [first ^ second]
+            carries.append(first & second)
+        digits.append(level[0])
+        level = carries
+    return digits
 
 
 def _simhash_group(
@@ -167,9 +224,13 @@ def _simhash_group(
     top_n: int | None,
 ) -> NDArray[np.uint64]:
     """Fingerprints of documents of ``sizes`` features each (none empty), one after another."""
-    bits = _bit_matrix(features)
     if weights is None:
-        return _pack(_select_bits(_bit_counts(bits, sizes), sizes, top_n))
+        if len(features) >= _CHUNK * 4 * len(sizes):  # padding to chunks costs little
+            counts = _chunked_bit_counts(features, sizes)
+        else:
+            counts = _bit_counts(_bit_matrix(features), sizes)
+        return _pack(_select_bits(counts, sizes, top_n))
+    bits = _bit_matrix(features)
     # Each total is the sum of its document's weights in feature order (bincount adds in
     # index order), one bit at a time: six times faster than a reduceat over a float matrix,
     # whose order of additions numpy does not promise.
