@@ -19,7 +19,7 @@ shingles and user tokenizers keep the per-text path (:func:`hashes_batch` takes 
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -50,8 +50,9 @@ _UTF8_LOWER_SEPARATORS = bytes(c if c >= 0x80 else _ASCII_LOWER_SEPARATORS[c] fo
 def hashes_batch(shingling: Shingling, texts: Sequence[str | None]) -> list[NDArray[np.uint64]]:
     """The feature hashes of each text, ``[shingling.hashes(text) for text in texts]``: plain
     word shingles of the whole batch at once, any other shingling text by text."""
-    features, counts = hashes_concatenated(shingling, texts)
-    return np.split(features, np.cumsum(counts)[:-1]) if len(texts) else []
+    if batchable(shingling):
+        return word_hashes(shingling, texts)
+    return [shingling.hashes(text) for text in texts]
 
 
 def hashes_concatenated(
@@ -188,18 +189,30 @@ def _with_kana_marks(texts: Sequence[str | None]) -> tuple[bytes, NDArray[np.int
 
 def word_hashes(shingling: Shingling, texts: Sequence[str | None]) -> list[NDArray[np.uint64]]:
     """``[shingling.hashes(text) for text in texts]``, computed for the batch at once."""
-    features, counts = word_hashes_concatenated(shingling, texts)
-    return np.split(features, np.cumsum(counts)[:-1]) if len(texts) else []
+    result: list[NDArray[np.uint64]] = []
+    for features, counts in _groups(shingling, texts):
+        result += np.split(features, np.cumsum(counts)[:-1])
+    return result
 
 
 def word_hashes_concatenated(
     shingling: Shingling, texts: Sequence[str | None]
 ) -> tuple[NDArray[np.uint64], NDArray[np.int64]]:
     """:func:`word_hashes` as one array, text after text, and how many hashes each text has."""
+    groups = list(_groups(shingling, texts))
+    if len(groups) == 1:
+        return groups[0]
+    if not groups:
+        return EMPTY, np.zeros(0, np.int64)
+    return np.concatenate([f for f, _ in groups]), np.concatenate([c for _, c in groups])
+
+
+def _groups(
+    shingling: Shingling, texts: Sequence[str | None]
+) -> Iterator[tuple[NDArray[np.uint64], NDArray[np.int64]]]:
+    """The shingle hashes of the texts and their counts, a group of texts at a time."""
     if not batchable(shingling):
         raise ValueError("word_hashes computes plain word shingles only")
-    features: list[NDArray[np.uint64]] = []
-    counts: list[NDArray[np.int64]] = []
     first = 0
     while first < len(texts):
         # Groups of about _GROUP_CHARACTERS characters: the arrays of a group stay in cache.
@@ -207,15 +220,8 @@ def word_hashes_concatenated(
         while last < len(texts) and (last == first or characters < _GROUP_CHARACTERS):
             characters += len(texts[last] or "")
             last += 1
-        group_features, group_counts = _group_hashes(shingling, texts[first:last])
-        features.append(group_features)
-        counts.append(group_counts)
+        yield _group_hashes(shingling, texts[first:last])
         first = last
-    if len(features) == 1:
-        return features[0], counts[0]
-    if not features:
-        return EMPTY, np.zeros(0, np.int64)
-    return np.concatenate(features), np.concatenate(counts)
 
 
 def _group_hashes(

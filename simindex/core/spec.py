@@ -29,7 +29,7 @@ from simindex.core.cost import Cost, minhash_cost, simhash_cost
 from simindex.core.design import LshDesign, MankuDesign, choose_lsh, choose_manku
 from simindex.core.frequency import ShingleCounts, check_share, without_common
 from simindex.core.minhash import MinHasher, Scheme, SchemeName
-from simindex.core.shingle_batch import hashes_concatenated
+from simindex.core.shingle_batch import hashes_batch, hashes_concatenated
 from simindex.core.simhash import check_top_n, simhash_concatenated
 from simindex.core.text import Shingling
 from simindex.core.tokens import find_tokenizer, load_tokenizer
@@ -174,6 +174,8 @@ class IndexSpec:
         """The feature hashes of each text: its shingles (one per occurrence), without the
         common ones when the method ignores them (:func:`~simindex.core.frequency.without_common`).
         Every fingerprint and every exact verification of the index starts here."""
+        if self.common is None:
+            return hashes_batch(self.method.shingling, texts)
         features, counts = self.features_concatenated(texts)
         return np.split(features, np.cumsum(counts)[:-1]) if len(texts) else []
 
