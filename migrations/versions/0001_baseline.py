@@ -51,7 +51,7 @@ FUNCTIONS = (
     ("within_distance_v1", "bigint, bigint, integer", False),
     ("simhash_distance_v1", "bigint, bigint", False),
     ("distance_allowed_v1", "integer, integer", False),
-    ("query_ready_v1", "text, regclass", False),
+    ("query_ready_v1", "text, boolean, boolean", False),
     ("minhash_similarity_v1", "bit varying, bit varying", False),
     ("minhash_pairs_of_table_v1", "regclass, anyelement, integer, double precision", False),
     ("follow_source_v1", "oid", True),

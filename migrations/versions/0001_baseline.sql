@@ -446,31 +446,24 @@ END
 $body$
 
 -- name: query_ready_v1
--- The guard of every query function, run once per call in the query's own snapshot (a one-time
--- filter of its plan, after the plan took the side table's lock): true, or an error.
+-- The guard of every SimHash query function, run once per call in the query's own snapshot (an
+-- initplan of its plan, the one-time filter of its arms, after the plan took the side table's
+-- lock): true, or an error. Its arguments are the query's own catalog lookups, in that
+-- snapshot (simhash_query: in the plan, not statements of their own here).
 -- A rebuild swaps new side tables in (DROP and RENAME, in its transaction). A query that meets
 -- the swap waits for the table's lock; a statement that takes its snapshot after that wait (any
 -- statement under READ COMMITTED, a VOLATILE function's too) sees the rebuilt table whole. One
 -- whose snapshot is older (a REPEATABLE READ or SERIALIZABLE transaction, or a STABLE caller's
--- snapshot) would read the new table as empty: the side table it locked (side_table, the plan's
--- constant, by OID) is not in its snapshot, and it fails as a serialization failure (40001), to
--- be retried like one. An index whose source table was dropped answers nothing (55000).
--- No SET clause (a GUC saved and restored per call would cost more than the lookups): every
+-- snapshot) would read the new table as empty: the side table it locked (the plan's constant,
+-- by OID) is not in its snapshot (current is false), and it fails as a serialization failure
+-- (40001), to be retried like one. An index whose source table was dropped (usable is false:
+-- its catalog row says so, or its source's OID is gone) answers nothing (55000).
+-- No SET clause (a GUC saved and restored per call would cost more than the test): every
 -- name in it is qualified.
-CREATE FUNCTION {schema}.query_ready_v1(index_name text, side_table regclass)
+CREATE FUNCTION {schema}.query_ready_v1(index_name text, current boolean, usable boolean)
 RETURNS boolean LANGUAGE plpgsql STABLE PARALLEL SAFE
 AS $body$
-DECLARE
-    current boolean;
-    usable boolean;
 BEGIN
-    SELECT EXISTS (SELECT FROM pg_catalog.pg_class AS c
-                   WHERE c.oid OPERATOR(pg_catalog.=) side_table::pg_catalog.oid),
-           (SELECT i.state OPERATOR(pg_catalog.<>) 'source_dropped'
-                   AND EXISTS (SELECT FROM pg_catalog.pg_class AS c
-                               WHERE c.oid OPERATOR(pg_catalog.=) i.source::pg_catalog.oid)
-            FROM {schema}.indexes AS i WHERE i.name OPERATOR(pg_catalog.=) index_name)
-    INTO current, usable;
     IF NOT current THEN
         RAISE EXCEPTION USING ERRCODE = '40001',
             MESSAGE = pg_catalog.concat('simindex: index ', index_name,

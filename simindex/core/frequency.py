@@ -139,10 +139,19 @@ def count_shingles(
     return ShingleCounts(len(distinct), hashes[shared], counts[shared].astype(np.uint32))
 
 
-def without_common(features: NDArray[np.uint64], common: NDArray[np.uint64]) -> NDArray[np.uint64]:
-    """``features`` without the common shingles, or all of them if every one is common."""
+def without_common(
+    features: NDArray[np.uint64], counts: NDArray[np.int64], common: NDArray[np.uint64]
+) -> tuple[NDArray[np.uint64], NDArray[np.int64]]:
+    """The features of each text without the common shingles, or all of them if every one is
+    common. ``features`` holds ``counts[i]`` features of text ``i``, text after text; so does
+    the result, with its own counts."""
     rare = ~_lookup(common, features)[1]
-    return features[rare] if rare.any() else features
+    text = np.repeat(np.arange(len(counts)), counts)
+    kept = np.bincount(text, weights=rare, minlength=len(counts)).astype(np.int64)
+    every = kept == 0  # a text whose every shingle is common keeps them all
+    rare |= every[text]
+    kept[every] = counts[every]
+    return features[rare], kept
 
 
 def _lookup(

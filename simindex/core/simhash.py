@@ -13,6 +13,7 @@ Unweighted totals are exact integers; weighted totals are float64 sums in a fixe
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -89,62 +90,156 @@ def simhash_batch(
     if weights is not None and len(weights) != len(documents):
         raise ValueError(f"got {len(weights)} weight arrays for {len(documents)} documents")
     sizes = np.fromiter(map(len, documents), np.int64, len(documents))
+    flat_weights = None
+    if weights is not None:
+        for i, (row, size) in enumerate(zip(weights, sizes.tolist(), strict=True)):
+            if len(row) != size:
+                raise ValueError(f"document {i}: {len(row)} weights for {size} features")
+        flat_weights = _joined([np.asarray(row, np.float64) for row in weights], np.float64)
+    features = _joined([np.asarray(row, np.uint64) for row in documents], np.uint64)
+    return simhash_concatenated(features, sizes, flat_weights, top_n=top_n)
+
+
+def _joined(rows: list[NDArray[Any]], dtype: type[Any]) -> NDArray[Any]:
+    return np.concatenate(rows) if rows else np.zeros(0, dtype)
+
+
+def simhash_concatenated(
+    features: NDArray[np.uint64],
+    sizes: NDArray[np.int64],
+    weights: NDArray[np.float64] | None = None,
+    *,
+    top_n: int | None = None,
+) -> tuple[NDArray[np.uint64], NDArray[np.bool_]]:
+    """:func:`simhash_batch` of documents given as one array of all their features, document
+    after document, and how many features each has (``weights``: one per feature, likewise).
+    """
+    check_top_n(top_n)
+    sizes = np.asarray(sizes, np.int64)
+    if int(sizes.sum()) != len(features) or (len(sizes) and sizes.min() < 0):
+        raise ValueError(f"sizes add up to {int(sizes.sum())}, not to {len(features)} features")
+    if weights is not None:
+        if len(weights) != len(features):
+            raise ValueError(f"{len(weights)} weights for {len(features)} features")
+        if not np.isfinite(weights).all():
+            raise ValueError("weights must be finite numbers")
     present = sizes > 0
-    fingerprints = np.zeros(len(documents), dtype=np.uint64)
-    start = 0
-    while start < len(documents):
-        stop, total = start, 0
-        while stop < len(documents) and (stop == start or total + sizes[stop] <= _GROUP_FEATURES):
-            total += int(sizes[stop])
-            stop += 1
-        group = [i for i in range(start, stop) if sizes[i]]
-        if group:
-            fingerprints[group] = _simhash_group(documents, weights, group, sizes, top_n)
-        start = stop
+    fingerprints = np.zeros(len(sizes), dtype=np.uint64)
+    # Documents with features, in groups of about _GROUP_FEATURES features (by where each
+    # starts: a group holds at most that many and one more document).
+    documents = np.flatnonzero(present)
+    counts = sizes[documents]
+    starts = np.cumsum(counts) - counts
+    cuts = np.flatnonzero(np.diff(starts // _GROUP_FEATURES)) + 1
+    for group in np.split(np.arange(len(documents)), cuts):
+        if not len(group):
+            continue
+        first, last = int(starts[group[0]]), int(starts[group[-1]] + counts[group[-1]])
+        group_weights = None if weights is None else weights[first:last]
+        fingerprints[documents[group]] = _simhash_group(
+            features[first:last], counts[group], group_weights, top_n
+        )
     return fingerprints, present
 
 
 _LANE_ROWS = 255  # byte counters of up to this many 0/1 rows cannot carry into each other
+_CHUNK = 16  # features added by bitwise adders into one count per bit (at most 16)
+_CHUNK_RUN = 15  # chunk counts summed in bytes: 15 * 16 = 240 cannot carry either
 
 
-def _bit_counts(bits: NDArray[np.uint8], sizes: NDArray[np.int64]) -> NDArray[np.int64]:
+def _bit_counts(
+    bits: NDArray[np.uint8], sizes: NDArray[np.int64], run: int = _LANE_ROWS
+) -> NDArray[np.int64]:
     """Per document, how many of its rows have each bit set: (documents x 64).
 
     Each row's 64 bytes are read as 8 uint64 words, so one addition counts 8 bits at once;
-    rows are summed in runs of at most 255 per document, then the runs per document.
+    rows are summed in runs of at most ``run`` per document (so that no byte overflows: 255
+    rows of 0 or 1), then the runs per document.
     """
     lanes = bits.reshape(-1).view(np.uint64).reshape(len(bits), BITS // 8)
-    runs = (sizes + _LANE_ROWS - 1) // _LANE_ROWS
+    runs = (sizes + run - 1) // run
     document_start = np.repeat(np.cumsum(sizes) - sizes, runs)
     run_of_document = np.arange(runs.sum()) - np.repeat(np.cumsum(runs) - runs, runs)
-    partial = np.add.reduceat(lanes, document_start + _LANE_ROWS * run_of_document, axis=0)
+    partial = np.add.reduceat(lanes, document_start + run * run_of_document, axis=0)
     counts = partial.view(np.uint8).reshape(-1, BITS)
     return np.add.reduceat(counts, np.cumsum(runs) - runs, axis=0, dtype=np.int64)
 
 
+def _chunked_bit_counts(
+    features: NDArray[np.uint64], sizes: NDArray[np.int64]
+) -> NDArray[np.int64]:
+    """:func:`_bit_counts` of the features' bits, for documents of many features.
+
+    Each document's features are padded with zeros to chunks of 16, and each chunk's 16 words
+    are added bit by bit by a tree of carry-save adders (Harley and Seal's population count,
+    the 64 bit positions at once) into 5 words holding the binary digits of each bit's count:
+    5 words a chunk to unpack in place of 16.
+    """
+    chunks = (sizes + _CHUNK - 1) // _CHUNK
+    ends = np.cumsum(sizes)
+    padding = np.zeros(_CHUNK, np.uint64)
+    parts = []
+    for start, end, pad in zip(
+        (ends - sizes).tolist(), ends.tolist(), (chunks * _CHUNK - sizes).tolist(), strict=True
+    ):
+        parts += [features[start:end], padding[:pad]]
+    words = np.ascontiguousarray(np.concatenate(parts).reshape(-1, _CHUNK).T)
+    digits = None
+    for weight, plane in enumerate(_binary_digits(list(words))):
+        unpacked = _bit_matrix(plane).reshape(-1).view(np.uint64)
+        if digits is None:
+            digits = unpacked
+        else:
+            unpacked <<= np.uint64(weight)  # each byte holds 0 or 1: shifted, at most 16
+            digits += unpacked
+    assert digits is not None
+    return _bit_counts(digits.view(np.uint8).reshape(-1, BITS), chunks, _CHUNK_RUN)
+
+
+def _binary_digits(level: list[NDArray[np.uint64]]) -> list[NDArray[np.uint64]]:
+    """Words whose bit i is binary digit k of how many of ``level`` have bit i set (k = 0,
+    1, ...): full adders take three words of one weight to one of it and one of the next."""
+    digits = []
+    while level:
+        carries = []
+        while len(level) >= 3:
+            first, second, third = level[:3]
+            del level[:3]
+            either = first ^ second
+            level.append(either ^ third)
+            carries.append((first & second) | (either & third))
+        if len(level) == 2:
+            first, second = level
+            level = [first ^ second]
+            carries.append(first & second)
+        digits.append(level[0])
+        level = carries
+    return digits
+
+
 def _simhash_group(
-    documents: Sequence[NDArray[np.uint64]],
-    weights: Sequence[NDArray[np.float64]] | None,
-    group: list[int],
+    features: NDArray[np.uint64],
     sizes: NDArray[np.int64],
+    weights: NDArray[np.float64] | None,
     top_n: int | None,
 ) -> NDArray[np.uint64]:
-    bits = _bit_matrix(np.concatenate([documents[i] for i in group]))
+    """Fingerprints of documents of ``sizes`` features each (none empty), one after another."""
     if weights is None:
-        return _pack(_select_bits(_bit_counts(bits, sizes[group]), sizes[group], top_n))
-    for i in group:
-        if len(weights[i]) != sizes[i]:
-            raise ValueError(f"document {i}: {len(weights[i])} weights for {sizes[i]} features")
-    flat = np.concatenate([np.asarray(weights[i], dtype=np.float64) for i in group])
-    if not np.isfinite(flat).all():
-        raise ValueError("weights must be finite numbers")
+        if len(features) >= _CHUNK * 4 * len(sizes):  # padding to chunks costs little
+            counts = _chunked_bit_counts(features, sizes)
+        else:
+            counts = _bit_counts(_bit_matrix(features), sizes)
+        return _pack(_select_bits(counts, sizes, top_n))
+    bits = _bit_matrix(features)
     # Each total is the sum of its document's weights in feature order (bincount adds in
     # index order), one bit at a time: six times faster than a reduceat over a float matrix,
     # whose order of additions numpy does not promise.
-    document = np.repeat(np.arange(len(group)), sizes[group])
+    document = np.repeat(np.arange(len(sizes)), sizes)
     columns = np.ascontiguousarray(bits.T)
-    weighted = np.empty((len(group), BITS))
+    weighted = np.empty((len(sizes), BITS))
     for bit in range(BITS):
-        weighted[:, bit] = np.bincount(document, weights=flat * columns[bit], minlength=len(group))
-    total = np.bincount(document, weights=flat, minlength=len(group))
+        weighted[:, bit] = np.bincount(
+            document, weights=weights * columns[bit], minlength=len(sizes)
+        )
+    total = np.bincount(document, weights=weights, minlength=len(sizes))
     return _pack(_select_bits(weighted, total, top_n))

@@ -29,8 +29,8 @@ from simindex.core.cost import Cost, minhash_cost, simhash_cost
 from simindex.core.design import LshDesign, MankuDesign, choose_lsh, choose_manku
 from simindex.core.frequency import ShingleCounts, check_share, without_common
 from simindex.core.minhash import MinHasher, Scheme, SchemeName
-from simindex.core.shingle_batch import hashes_batch
-from simindex.core.simhash import check_top_n, simhash_batch
+from simindex.core.shingle_batch import hashes_batch, hashes_concatenated
+from simindex.core.simhash import check_top_n, simhash_concatenated
 from simindex.core.text import Shingling
 from simindex.core.tokens import find_tokenizer, load_tokenizer
 
@@ -174,11 +174,21 @@ class IndexSpec:
         """The feature hashes of each text: its shingles (one per occurrence), without the
         common ones when the method ignores them (:func:`~simindex.core.frequency.without_common`).
         Every fingerprint and every exact verification of the index starts here."""
-        hashes = hashes_batch(self.method.shingling, texts)
+        if self.common is None:
+            return hashes_batch(self.method.shingling, texts)
+        features, counts = self.features_concatenated(texts)
+        return np.split(features, np.cumsum(counts)[:-1]) if len(texts) else []
+
+    def features_concatenated(
+        self, texts: Sequence[str | None]
+    ) -> tuple[NDArray[np.uint64], NDArray[np.int64]]:
+        """:meth:`features` of all texts in one array, text after text, and how many each
+        text has."""
+        features, counts = hashes_concatenated(self.method.shingling, texts)
         common = self.common
         if common is None:
-            return hashes
-        return [without_common(row, common) for row in hashes]
+            return features, counts
+        return without_common(features, counts, common)
 
     def simhash_values(
         self, texts: Sequence[str | None]
@@ -187,14 +197,11 @@ class IndexSpec:
         method = self.method
         if not isinstance(method, SimHash):
             raise TypeError("simhash_values needs a SimHash spec")
-        hashes = self.features(texts)
-        counts = self.counts
-        if method.idf and counts is not None:
-            # One lookup for the whole batch, split back per text.
-            flat = counts.idf(np.concatenate(hashes)) if hashes else np.zeros(0)
-            weights = np.split(flat, np.cumsum([len(row) for row in hashes])[:-1])
-            return simhash_batch(hashes, weights, top_n=method.top_n)
-        return simhash_batch(hashes, top_n=method.top_n)
+        features, counts = self.features_concatenated(texts)
+        weights = None
+        if method.idf and self.counts is not None:
+            weights = self.counts.idf(features)  # one lookup for the whole batch
+        return simhash_concatenated(features, counts, weights, top_n=method.top_n)
 
     def minhash_values(
         self, texts: Sequence[str | None]

@@ -178,8 +178,9 @@ class SimHashStore:
                 function=self.near_key_function,
                 table=self.table(),
                 query=self.query(
-                    sql.SQL("found"),
+                    sql.SQL("q.fingerprint"),
                     sql.SQL("\n  AND NOT c.key OPERATOR(pg_catalog.=) row_key"),
+                    of_key=statement("simhash_of_key", table=self.table()),
                 ),
                 **common,
             ),
@@ -206,17 +207,25 @@ class SimHashStore:
         ]
 
     def query(
-        self, fingerprint: sql.Composable, also: sql.Composable | None = None
+        self,
+        fingerprint: sql.Composable,
+        also: sql.Composable | None = None,
+        of_key: sql.Composable | None = None,
     ) -> sql.Composed:
         """A query function's one statement: its checks, then the arms by ``fingerprint``
-        ($2 is max_distance, max_rows the limit; ``also``, more conditions on the rows)."""
+        ($2 is max_distance, max_rows the limit; ``also``, more conditions on the rows;
+        ``of_key``, a row the arms are lateral to, which ``fingerprint`` names a column of)."""
         quoted = ".".join(
             '"' + part.replace('"', '""') + '"' for part in (self.schema, self._table_name())
         )
         return statement(
             "simhash_query",
+            of_key=sql.Composed([sql.SQL("\n"), of_key, sql.SQL("\nCROSS JOIN LATERAL")])
+            if of_key is not None
+            else sql.SQL(""),
             arms=self.candidates_query(fingerprint, sql.SQL("$2")),
             ready=self._static("query_ready_v1"),
+            catalog=self._static("indexes"),
             index_name=sql.Literal(self.name),
             side=sql.Literal(quoted),
             allowed=self._static("distance_allowed_v1"),

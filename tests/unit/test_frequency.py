@@ -54,13 +54,22 @@ def test_common_is_more_than_the_share_and_more_than_the_floor() -> None:
     assert small.common(0.01).tolist() == [3]
 
 
+def kept(rows: list[list[int]], common: np.ndarray) -> list[list[int]]:
+    counts = np.array([len(row) for row in rows], np.int64)
+    features = u64(*(value for row in rows for value in row))
+    found, found_counts = without_common(features, counts, common)
+    return [part.tolist() for part in np.split(found, np.cumsum(found_counts)[:-1])]
+
+
 def test_without_common_drops_every_occurrence_but_keeps_a_row_that_is_all_common() -> None:
     common = u64(3, 8)
-    assert without_common(u64(3, 4, 8, 3, 9), common).tolist() == [4, 9]
-    assert without_common(u64(3, 8, 3), common).tolist() == [3, 8, 3]
-    assert without_common(u64(), common).tolist() == []
-    assert without_common(u64(1, 2), u64()).tolist() == [1, 2]
-    assert without_common(u64(2**64 - 1), common).tolist() == [2**64 - 1]
+    assert kept([[3, 4, 8, 3, 9]], common) == [[4, 9]]
+    assert kept([[3, 8, 3]], common) == [[3, 8, 3]]
+    assert kept([[]], common) == [[]]
+    assert kept([[1, 2]], u64()) == [[1, 2]]
+    assert kept([[2**64 - 1]], common) == [[2**64 - 1]]
+    rows = [[3, 4, 8, 3, 9], [3, 8, 3], [], [1, 3], [8]]
+    assert kept(rows, common) == [[4, 9], [3, 8, 3], [], [1], [8]]
 
 
 def test_idf_of_counted_and_of_uncounted_shingles() -> None:

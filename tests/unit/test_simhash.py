@@ -147,6 +147,22 @@ def test_bad_weights_are_refused() -> None:
         simhash(hashes, np.array([1.0, np.nan, 1.0]))
 
 
+# Words that repeat, so that every bit count of a 16-feature chunk (0 to 16) occurs.
+repeating_hashes = st.one_of(
+    st.sampled_from([0, 2**64 - 1, 0x5555555555555555, 2**63, 1]), st.integers(0, 2**64 - 1)
+)
+
+
+@given(st.lists(st.lists(repeating_hashes, max_size=300), max_size=8))
+@settings(max_examples=60, deadline=None)
+def test_batches_of_long_documents_match_reference(documents: list[list[int]]) -> None:
+    # Documents of 64 features or more on average are counted in chunks by bitwise adders.
+    fingerprints, present = simhash_batch([np.array(d, dtype=np.uint64) for d in documents])
+    expected = [reference(d) for d in documents]
+    assert fingerprints.tolist() == [value or 0 for value in expected]
+    assert present.tolist() == [value is not None for value in expected]
+
+
 def test_long_documents_match_reference() -> None:
     rng = np.random.default_rng(11)
     for size in (254, 255, 256, 511, 1000):

@@ -29,17 +29,32 @@ WHERE {match}
 -- arms never overlap and are appended, not deduplicated. The distance filter is
 -- within_distance_v1, leakproof: applied before the row-level security probe (db.answers); the
 -- prefix test compares a column with a value of the query alone, so it stays an index
--- condition under row-level security. The checks name no column, so the plan runs them once
--- per call as one-time filters, after it took the side table's lock and in the query's own
--- snapshot (query_ready_v1: the swap guard and a dropped source; distance_allowed_v1).
+-- condition under row-level security. The checks are one scalar subquery naming no column of
+-- the rows: the plan runs it once per call (an initplan; as a plain condition, it would be a
+-- one-time filter of each arm, run once an arm), before any arm's scan, after it took the
+-- side table's lock and in the query's own snapshot: the side table and the source looked up
+-- in the catalogs here, judged by query_ready_v1 (the swap guard and a dropped source), and
+-- distance_allowed_v1.
 SELECT c.key, c.distance
-FROM (
+FROM{of_key} (
 {arms}
 ) AS c
-WHERE {ready}({index_name}, {side}::regclass)
-  AND {allowed}({max_distance}, {highest}){also}
+WHERE (SELECT {ready}(
+           {index_name},
+           EXISTS (SELECT FROM pg_catalog.pg_class AS r
+                   WHERE r.oid OPERATOR(pg_catalog.=) {side}::pg_catalog.regclass::pg_catalog.oid),
+           (SELECT i.state OPERATOR(pg_catalog.<>) 'source_dropped'
+                   AND EXISTS (SELECT FROM pg_catalog.pg_class AS r
+                               WHERE r.oid OPERATOR(pg_catalog.=) i.source::pg_catalog.oid)
+            FROM {catalog} AS i WHERE i.name OPERATOR(pg_catalog.=) {index_name}))
+       AND {allowed}({max_distance}, {highest})){also}
 ORDER BY c.distance, c.key
 LIMIT {limit}
+
+-- name: simhash_of_key
+-- The stored fingerprint of a query's key, the row the arms of a query by key are lateral to:
+-- no row (the key not indexed, or not visible to the caller), no arm is scanned.
+(SELECT s.fingerprint FROM {table} AS s WHERE s.key OPERATOR(pg_catalog.=) row_key) AS q
 
 -- name: simhash_near
 -- max_rows NULL: every row (the function's own default is a bound, for SQL callers).
@@ -72,9 +87,10 @@ END
 $body$
 
 -- name: simhash_near_key_function
--- The fingerprint of the key's row, then the query by it, leaving the row itself out. Two
--- statements of a VOLATILE function: the first takes the side table's lock (waiting for a
--- rebuild's swap) before its snapshot, and the query's checks run in the second's.
+-- The query by the stored fingerprint of the key's row (simhash_of_key), leaving the row itself
+-- out. One statement of a VOLATILE function: its plan takes the side table's lock (waiting for
+-- a rebuild's swap) before the statement's snapshot, in which the key's row is read and the
+-- query's checks run.
 CREATE FUNCTION {function}(
     row_key {key_type}, max_distance integer DEFAULT {default_distance},
     max_rows integer DEFAULT {max_rows}
@@ -85,10 +101,7 @@ SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 AS $body$
 #variable_conflict use_column
-DECLARE
-    found bigint;
 BEGIN
-    SELECT s.fingerprint INTO found FROM {table} AS s WHERE s.key OPERATOR(pg_catalog.=) row_key;
     RETURN QUERY {query};
 END
 $body$

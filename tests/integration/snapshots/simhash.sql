@@ -157,9 +157,12 @@ BEGIN
 -- arms never overlap and are appended, not deduplicated. The distance filter is
 -- within_distance_v1, leakproof: applied before the row-level security probe (db.answers); the
 -- prefix test compares a column with a value of the query alone, so it stays an index
--- condition under row-level security. The checks name no column, so the plan runs them once
--- per call as one-time filters, after it took the side table's lock and in the query's own
--- snapshot (query_ready_v1: the swap guard and a dropped source; distance_allowed_v1).
+-- condition under row-level security. The checks are one scalar subquery naming no column of
+-- the rows: the plan runs it once per call (an initplan; as a plain condition, it would be a
+-- one-time filter of each arm, run once an arm), before any arm's scan, after it took the
+-- side table's lock and in the query's own snapshot: the side table and the source looked up
+-- in the catalogs here, judged by query_ready_v1 (the swap guard and a dropped source), and
+-- distance_allowed_v1.
 SELECT c.key, c.distance
 FROM (
 SELECT t.key, "simindex"."simhash_distance_v1"(t.fingerprint, $1) AS distance
@@ -188,17 +191,25 @@ WHERE t."p3" = (((((($1 # '-9223372036854775808'::bigint) >> 0) & '65535'::bigin
   AND ((t.fingerprint # $1) & '281470681743360'::bigint) <> 0
   AND ((t.fingerprint # $1) & '4294901760'::bigint) <> 0
 ) AS c
-WHERE "simindex"."query_ready_v1"('docs', '"simindex"."docs_simhash"'::regclass)
-  AND "simindex"."distance_allowed_v1"($2, 3)
+WHERE (SELECT "simindex"."query_ready_v1"(
+           'docs',
+           EXISTS (SELECT FROM pg_catalog.pg_class AS r
+                   WHERE r.oid OPERATOR(pg_catalog.=) '"simindex"."docs_simhash"'::pg_catalog.regclass::pg_catalog.oid),
+           (SELECT i.state OPERATOR(pg_catalog.<>) 'source_dropped'
+                   AND EXISTS (SELECT FROM pg_catalog.pg_class AS r
+                               WHERE r.oid OPERATOR(pg_catalog.=) i.source::pg_catalog.oid)
+            FROM "simindex"."indexes" AS i WHERE i.name OPERATOR(pg_catalog.=) 'docs'))
+       AND "simindex"."distance_allowed_v1"($2, 3))
   AND "simindex"."docs_visible_v1"(c.key)
 ORDER BY c.distance, c.key
 LIMIT max_rows;
 END
 $body$;
 
--- The fingerprint of the key's row, then the query by it, leaving the row itself out. Two
--- statements of a VOLATILE function: the first takes the side table's lock (waiting for a
--- rebuild's swap) before its snapshot, and the query's checks run in the second's.
+-- The query by the stored fingerprint of the key's row (simhash_of_key), leaving the row itself
+-- out. One statement of a VOLATILE function: its plan takes the side table's lock (waiting for
+-- a rebuild's swap) before the statement's snapshot, in which the key's row is read and the
+-- query's checks run.
 CREATE FUNCTION "simindex"."docs_near_key_v1"(
     row_key bigint, max_distance integer DEFAULT 3,
     max_rows integer DEFAULT 1000
@@ -209,49 +220,60 @@ SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 AS $body$
 #variable_conflict use_column
-DECLARE
-    found bigint;
 BEGIN
-    SELECT s.fingerprint INTO found FROM "simindex"."docs_simhash" AS s WHERE s.key OPERATOR(pg_catalog.=) row_key;
     RETURN QUERY -- A SimHash query, nearest first. One arm per Manku table: the rows sharing the query's prefix
 -- (one btree scan of the table's index), within the distance, and not found by an earlier arm
 -- (a row that agrees with the query on an earlier table's prefix bits is that arm's), so the
 -- arms never overlap and are appended, not deduplicated. The distance filter is
 -- within_distance_v1, leakproof: applied before the row-level security probe (db.answers); the
 -- prefix test compares a column with a value of the query alone, so it stays an index
--- condition under row-level security. The checks name no column, so the plan runs them once
--- per call as one-time filters, after it took the side table's lock and in the query's own
--- snapshot (query_ready_v1: the swap guard and a dropped source; distance_allowed_v1).
+-- condition under row-level security. The checks are one scalar subquery naming no column of
+-- the rows: the plan runs it once per call (an initplan; as a plain condition, it would be a
+-- one-time filter of each arm, run once an arm), before any arm's scan, after it took the
+-- side table's lock and in the query's own snapshot: the side table and the source looked up
+-- in the catalogs here, judged by query_ready_v1 (the swap guard and a dropped source), and
+-- distance_allowed_v1.
 SELECT c.key, c.distance
-FROM (
-SELECT t.key, "simindex"."simhash_distance_v1"(t.fingerprint, found) AS distance
+FROM
+-- The stored fingerprint of a query's key, the row the arms of a query by key are lateral to:
+-- no row (the key not indexed, or not visible to the caller), no arm is scanned.
+(SELECT s.fingerprint FROM "simindex"."docs_simhash" AS s WHERE s.key OPERATOR(pg_catalog.=) row_key) AS q
+CROSS JOIN LATERAL (
+SELECT t.key, "simindex"."simhash_distance_v1"(t.fingerprint, q.fingerprint) AS distance
 FROM "simindex"."docs_simhash" AS t
-WHERE t.fingerprint BETWEEN (found & '-281474976710656'::bigint) AND (found | '281474976710655'::bigint)
-  AND "simindex"."within_distance_v1"(t.fingerprint, found, $2)
+WHERE t.fingerprint BETWEEN (q.fingerprint & '-281474976710656'::bigint) AND (q.fingerprint | '281474976710655'::bigint)
+  AND "simindex"."within_distance_v1"(t.fingerprint, q.fingerprint, $2)
 UNION ALL
-SELECT t.key, "simindex"."simhash_distance_v1"(t.fingerprint, found) AS distance
+SELECT t.key, "simindex"."simhash_distance_v1"(t.fingerprint, q.fingerprint) AS distance
 FROM "simindex"."docs_simhash" AS t
-WHERE t."p1" = ((((((found # '-9223372036854775808'::bigint) >> 32) & '65535'::bigint) << 0)) - 32768)::smallint
-  AND "simindex"."within_distance_v1"(t.fingerprint, found, $2)
-  AND ((t.fingerprint # found) & '-281474976710656'::bigint) <> 0
+WHERE t."p1" = ((((((q.fingerprint # '-9223372036854775808'::bigint) >> 32) & '65535'::bigint) << 0)) - 32768)::smallint
+  AND "simindex"."within_distance_v1"(t.fingerprint, q.fingerprint, $2)
+  AND ((t.fingerprint # q.fingerprint) & '-281474976710656'::bigint) <> 0
 UNION ALL
-SELECT t.key, "simindex"."simhash_distance_v1"(t.fingerprint, found) AS distance
+SELECT t.key, "simindex"."simhash_distance_v1"(t.fingerprint, q.fingerprint) AS distance
 FROM "simindex"."docs_simhash" AS t
-WHERE t."p2" = ((((((found # '-9223372036854775808'::bigint) >> 16) & '65535'::bigint) << 0)) - 32768)::smallint
-  AND "simindex"."within_distance_v1"(t.fingerprint, found, $2)
-  AND ((t.fingerprint # found) & '-281474976710656'::bigint) <> 0
-  AND ((t.fingerprint # found) & '281470681743360'::bigint) <> 0
+WHERE t."p2" = ((((((q.fingerprint # '-9223372036854775808'::bigint) >> 16) & '65535'::bigint) << 0)) - 32768)::smallint
+  AND "simindex"."within_distance_v1"(t.fingerprint, q.fingerprint, $2)
+  AND ((t.fingerprint # q.fingerprint) & '-281474976710656'::bigint) <> 0
+  AND ((t.fingerprint # q.fingerprint) & '281470681743360'::bigint) <> 0
 UNION ALL
-SELECT t.key, "simindex"."simhash_distance_v1"(t.fingerprint, found) AS distance
+SELECT t.key, "simindex"."simhash_distance_v1"(t.fingerprint, q.fingerprint) AS distance
 FROM "simindex"."docs_simhash" AS t
-WHERE t."p3" = ((((((found # '-9223372036854775808'::bigint) >> 0) & '65535'::bigint) << 0)) - 32768)::smallint
-  AND "simindex"."within_distance_v1"(t.fingerprint, found, $2)
-  AND ((t.fingerprint # found) & '-281474976710656'::bigint) <> 0
-  AND ((t.fingerprint # found) & '281470681743360'::bigint) <> 0
-  AND ((t.fingerprint # found) & '4294901760'::bigint) <> 0
+WHERE t."p3" = ((((((q.fingerprint # '-9223372036854775808'::bigint) >> 0) & '65535'::bigint) << 0)) - 32768)::smallint
+  AND "simindex"."within_distance_v1"(t.fingerprint, q.fingerprint, $2)
+  AND ((t.fingerprint # q.fingerprint) & '-281474976710656'::bigint) <> 0
+  AND ((t.fingerprint # q.fingerprint) & '281470681743360'::bigint) <> 0
+  AND ((t.fingerprint # q.fingerprint) & '4294901760'::bigint) <> 0
 ) AS c
-WHERE "simindex"."query_ready_v1"('docs', '"simindex"."docs_simhash"'::regclass)
-  AND "simindex"."distance_allowed_v1"($2, 3)
+WHERE (SELECT "simindex"."query_ready_v1"(
+           'docs',
+           EXISTS (SELECT FROM pg_catalog.pg_class AS r
+                   WHERE r.oid OPERATOR(pg_catalog.=) '"simindex"."docs_simhash"'::pg_catalog.regclass::pg_catalog.oid),
+           (SELECT i.state OPERATOR(pg_catalog.<>) 'source_dropped'
+                   AND EXISTS (SELECT FROM pg_catalog.pg_class AS r
+                               WHERE r.oid OPERATOR(pg_catalog.=) i.source::pg_catalog.oid)
+            FROM "simindex"."indexes" AS i WHERE i.name OPERATOR(pg_catalog.=) 'docs'))
+       AND "simindex"."distance_allowed_v1"($2, 3))
   AND NOT c.key OPERATOR(pg_catalog.=) row_key
   AND "simindex"."docs_visible_v1"(c.key)
 ORDER BY c.distance, c.key
