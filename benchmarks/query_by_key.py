@@ -237,6 +237,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.baseline:  # no machine path in a result
         result["command"] = result["command"].replace(str(args.baseline), "BEFORE")
         result["baseline"] = baseline_label(args.baseline)
+    if args.output:
+        result["command"] = result["command"].replace(str(args.output), args.output.name)
     with benchmark_server(args.server, SERVER_SETTINGS) as server:
         result["server_settings"] = server.settings
         result |= run(server.dsn, args.rows, args.queries, args.baseline)

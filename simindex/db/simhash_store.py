@@ -23,11 +23,7 @@ from psycopg.adapt import PyFormat
 
 from simindex.core.bits import BITS, MAX_UNSIGNED, to_signed_array
 from simindex.core.design import MankuDesign, MankuTable
-from simindex.db.answers import (
-    max_rows,
-    protect_statements,
-    visible_function,
-)
+from simindex.db.answers import max_rows, protect_statements, visible_function
 from simindex.db.connection import PgConnection
 from simindex.db.copytext import field
 from simindex.db.pg_array import BigintArray, key_array, register

@@ -43,10 +43,11 @@ WHERE {match}
 -- call (an initplan; as a plain condition, it would be a one-time filter of each arm, run once
 -- an arm), before any arm's scan, after it took the side table's lock and in the query's own
 -- snapshot, judged by query_ready_v1 (the swap guard and a dropped source; max_distance is
--- checked before, simhash_near_function). One catalog row read: the side table the snapshot knows (recorded by
--- the build that made it, catalog_set_side; none seen, the snapshot is older than the index)
--- against the one this plan locked, and the source's state; the source's existence from the
--- relation cache (pg_table_is_visible is NULL for a table that is gone), no catalog scan.
+-- checked before, simhash_near_function). One catalog row read: the side table the snapshot
+-- knows (recorded by the build that made it, catalog_set_side; none seen, the snapshot is
+-- older than the index) against the one this plan locked, and the source's state; the
+-- source's existence from the relation cache (pg_table_is_visible is NULL for a table that is
+-- gone), no catalog scan.
 SELECT c.key, d.distance
 FROM{of_key} (
 {arms}
