@@ -132,6 +132,10 @@ CREATE POLICY simindex_insert_v1 ON "simindex"."docs_minhash" FOR INSERT WITH CH
 CREATE POLICY simindex_update_v1 ON "simindex"."docs_minhash" FOR UPDATE USING (true) WITH CHECK (true);
 CREATE POLICY simindex_delete_v1 ON "simindex"."docs_minhash" FOR DELETE USING (true);
 
+-- The side table the query functions read, recorded in the transaction that made it (see the
+-- catalog's side column): a query whose snapshot predates it sees another one, or none.
+UPDATE "simindex"."indexes" SET side = '"simindex"."docs_minhash"'::pg_catalog.regclass WHERE name = 'docs';
+
 CREATE INDEX "docs_minhash_b0" ON "simindex"."docs_minhash" ("b0");
 
 CREATE INDEX "docs_minhash_b1" ON "simindex"."docs_minhash" ("b1");
