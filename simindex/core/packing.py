@@ -75,11 +75,11 @@ def stored_rows(design: LshDesign, rows: NDArray[np.uint64], sketch_bits: int) -
     num_perm = rows.shape[1] - words - 1
     if num_perm < design.num_perm:
         raise ValueError(f"expected rows of at least {design.num_perm + words + 1} values")
-    sketch = np.ascontiguousarray(rows[:, num_perm : num_perm + words], dtype=">u8")
+    digits = np.ascontiguousarray(rows[:, num_perm : num_perm + words], dtype=">u8").tobytes().hex()
     return StoredRows(
         rows[:, -1].astype(np.uint64).view(np.int64),
         band_keys(design, packed_signatures(rows[:, :num_perm])),
-        ["X" + line.hex() for line in map(bytes, sketch)],
+        ["X" + digits[at : at + words * 16] for at in range(0, len(digits), words * 16)],
     )
 
 
