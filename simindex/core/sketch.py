@@ -209,7 +209,7 @@ def sketch_rows(
     result = np.empty((count, -(-values // 8)), np.uint8)
     tables = _tables(values, seed)
     size = min(count, _BLOCK) * values
-    work = (np.empty(size, np.uint64), np.empty(size, np.uint64), np.empty(size, np.uint8))
+    work = (np.empty(size, np.uint64), np.empty(size, np.uint64), np.empty(size, np.uint32))
     bounds = np.searchsorted(document, np.arange(0, count + _BLOCK, _BLOCK)).tolist()
     for block, start in enumerate(range(0, count, _BLOCK)):
         held = slice(bounds[block], bounds[block + 1])
@@ -228,34 +228,40 @@ _BLOCK = 32
 class _Tables:
     """What :func:`sketch_rows` looks up, for one ``(values, seed)``."""
 
-    probes: NDArray[np.intp]
-    """:func:`_probes`, flat: entry ``bin * PROBES + probe``."""
     naming_bin: NDArray[np.intp]
-    naming_probe: NDArray[np.uint8]
+    naming_probe: NDArray[np.uint32]
+    """:func:`_probed_by`, the probes' numbers shifted above a place in a block's ``least``."""
     naming_starts: NDArray[np.intp]
-    """:func:`_probed_by`."""
     position: NDArray[np.intp]
     """Each bin's position along the cyclic order reversed."""
     steps: NDArray[np.uint64]
     """``position * golden``: the distance term of a position's rotated value."""
-    mixed_bins: NDArray[np.uint64]
-    """``bin * golden``: the term a probe's borrowed value is mixed with."""
+    mixed_cells: NDArray[np.uint64]
+    """``bin * golden`` of each flat index ``document * values + bin`` of a block: the term a
+    probe's borrowed value is mixed with."""
+
+
+_PLACE_BITS = 24
+"""Bits of a place in a block's ``least`` (a block has fewer non-empty bins than 2**24)."""
+_PLACE = np.uint32((1 << _PLACE_BITS) - 1)
+_UNNAMED = np.uint32(0xFFFFFFFF)
+"""A bin no probe of a non-empty bin names (above every probe number)."""
 
 
 @functools.lru_cache(maxsize=8)
 def _tables(values: int, seed: int) -> _Tables:
     naming_bin, naming_probe, starts = _probed_by(values, seed)
     _, position = _backwards(values, seed)
+    mixed = np.arange(values, dtype=np.uint64) * _GOLDEN
     tables = _Tables(
-        _probes(values, seed).ravel(),
         naming_bin,
-        naming_probe.astype(np.uint8),
+        naming_probe.astype(np.uint32) << np.uint32(_PLACE_BITS),
         starts,
         position,
         np.arange(values, dtype=np.uint64) * _GOLDEN,
-        np.arange(values, dtype=np.uint64) * _GOLDEN,
+        np.tile(mixed, _BLOCK),
     )
-    for table in (tables.naming_probe, tables.steps, tables.mixed_bins):
+    for table in (tables.naming_probe, tables.steps, tables.mixed_cells):
         table.setflags(write=False)
     return tables
 
@@ -266,7 +272,7 @@ def _sketch_block(
     least: NDArray[np.uint64],
     count: int,
     tables: _Tables,
-    work: tuple[NDArray[np.uint64], NDArray[np.uint64], NDArray[np.uint8]],
+    work: tuple[NDArray[np.uint64], NDArray[np.uint64], NDArray[np.uint32]],
 ) -> NDArray[np.uint8]:
     values = len(tables.position)
     size = count * values
@@ -296,19 +302,19 @@ def _sketch_block(
     rotated += tables.steps
     np.take(rotated, tables.position, axis=1, out=filled.reshape(count, values))
     # Probes, followed backwards: the entries naming each non-empty bin, and for each bin so
-    # named its first such probe (the probes of a non-empty bin too: its value is put back).
+    # named its first such probe (the probes of a non-empty bin too: its value is put back),
+    # as the least probe number shifted above the naming bin's place in ``least``.
     starts = tables.naming_starts[bins]
     named = tables.naming_starts[bins + 1] - starts
     ends = np.cumsum(named)
     entry = np.arange(ends[-1]) + np.repeat(starts - (ends - named), named)
     cell = np.repeat(document * values, named) + tables.naming_bin[entry]
-    first.fill(PROBES)
-    np.minimum.at(first, cell, tables.naming_probe[entry])
-    won = np.flatnonzero(first < PROBES)  # document * values + bin
-    won_bin = won % values
-    lender = tables.probes[won_bin * PROBES + first[won]]
-    borrowed = filled[won - won_bin + lender]  # non-empty bins: their least hashes
-    borrowed ^= tables.mixed_bins[won_bin]
+    first.fill(_UNNAMED)
+    places = np.repeat(np.arange(len(bins), dtype=np.uint32), named)
+    np.minimum.at(first, cell, tables.naming_probe[entry] | places)
+    won = np.flatnonzero(first < _UNNAMED)  # document * values + bin
+    borrowed = least[first[won] & _PLACE]
+    borrowed ^= tables.mixed_cells[won]  # as _borrowed mixes: the borrowing bin's number
     filled[won] = borrowed
     _fmix64(filled, spare)
     filled[document * values + bins] = least
