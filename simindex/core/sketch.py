@@ -10,8 +10,8 @@ cyclic order of the bins, mixed with its distance there (rotation densification,
 and Li, ICML 2014).
 
 Probes and the cyclic order depend only on ``(values, seed)``: they are tables made once.
-:func:`sketch` serves one text; :func:`sketch_rows` many at once from their bins' least
-hashes, with the same bits (``tests/unit/test_minhash_batch.py``).
+:func:`sketch` serves one text; :func:`sketch_rows` many at once from their non-empty bins'
+least hashes, with the same bits (``tests/unit/test_minhash_batch.py``).
 """
 
 from __future__ import annotations
