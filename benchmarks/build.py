@@ -90,9 +90,9 @@ def export(ref: str, into: Path) -> str:
 
 def server_processes(dsn: str) -> int:
     """The postmaster's process id (its children are the server's processes)."""
-    with psycopg.connect(dsn) as conn:
+    with psycopg.connect(dsn) as conn:  # the backend's /proc entry read while it lives
         backend = int(scalar(conn, "SELECT pg_backend_pid()"))
-    return int(Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        return int(Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
 class ServerCpu:

@@ -25,10 +25,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import xxhash
 from numpy.typing import NDArray
 
 from simindex.core.design import LshDesign
+from simindex.core.xxh3 import xxh3_64_ranges
 
 _LOW_32 = np.uint64(0xFFFFFFFF)
 
@@ -57,17 +57,15 @@ def band_keys(design: LshDesign, packed: NDArray[np.int32]) -> NDArray[np.int32]
         )
     width = design.rows_per_band * 4
     raw = np.ascontiguousarray(packed[:, : design.num_perm], dtype="<i4").tobytes()
-    row_bytes = design.num_perm * 4
-    keys = np.fromiter(
-        (
-            xxhash.xxh3_64_intdigest(raw[start + band * width : start + (band + 1) * width], band)
-            & 0xFFFFFFFF
-            for start in range(0, len(raw), row_bytes)
-            for band in range(design.num_bands)
-        ),
-        np.uint32,
-        len(packed) * design.num_bands,
-    )
+    count = len(packed) * design.num_bands
+    # Row r's band b: bytes from r * num_perm * 4 + b * width, hashed with seed b.
+    starts = np.add.outer(
+        np.arange(len(packed), dtype=np.int64) * (design.num_perm * 4),
+        np.arange(design.num_bands, dtype=np.int64) * width,
+    ).ravel()
+    seeds = np.tile(np.arange(design.num_bands, dtype=np.uint64), len(packed))
+    hashes = xxh3_64_ranges(raw, starts, np.full(count, width, np.int64), seeds)
+    keys = (hashes & _LOW_32).astype(np.uint32)
     return keys.view(np.int32).reshape(len(packed), design.num_bands)
 
 
@@ -77,11 +75,11 @@ def stored_rows(design: LshDesign, rows: NDArray[np.uint64], sketch_bits: int) -
     num_perm = rows.shape[1] - words - 1
     if num_perm < design.num_perm:
         raise ValueError(f"expected rows of at least {design.num_perm + words + 1} values")
-    sketch = np.ascontiguousarray(rows[:, num_perm : num_perm + words], dtype=">u8")
+    digits = np.ascontiguousarray(rows[:, num_perm : num_perm + words], dtype=">u8").tobytes().hex()
     return StoredRows(
         rows[:, -1].astype(np.uint64).view(np.int64),
         band_keys(design, packed_signatures(rows[:, :num_perm])),
-        ["X" + line.hex() for line in map(bytes, sketch)],
+        ["X" + digits[at : at + words * 16] for at in range(0, len(digits), words * 16)],
     )
 
 

@@ -10,13 +10,14 @@ cyclic order of the bins, mixed with its distance there (rotation densification,
 and Li, ICML 2014).
 
 Probes and the cyclic order depend only on ``(values, seed)``: they are tables made once.
-:func:`sketch` serves one text; :func:`sketch_rows` many at once from their bins' least
-hashes, with the same bits (``tests/unit/test_minhash_batch.py``).
+:func:`sketch` serves one text; :func:`sketch_rows` many at once from their non-empty bins'
+least hashes, with the same bits (``tests/unit/test_minhash_batch.py``).
 """
 
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import numpy as np
 import xxhash
@@ -87,23 +88,6 @@ def _backwards(values: int, seed: int) -> tuple[NDArray[np.intp], NDArray[np.int
     backwards.setflags(write=False)
     backwards_position.setflags(write=False)
     return backwards, backwards_position
-
-
-@functools.lru_cache(maxsize=8)
-def _block_tables(
-    values: int, seed: int
-) -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp], NDArray[np.intp]]:
-    """For each flat index ``document * values + bin`` of a block of :func:`sketch_rows`: the
-    bin, the row's first flat index, and the flat index of the bin's place in the cyclic order
-    reversed; and for each such place, the flat index of its bin (lookups, not divisions)."""
-    backwards, backwards_position = _backwards(values, seed)
-    bins = np.tile(np.arange(values), _BLOCK)
-    rows = np.repeat(np.arange(_BLOCK) * values, values)
-    at = rows + backwards_position[bins]
-    placed = rows + backwards[bins]
-    for table in (bins, rows, at, placed):
-        table.setflags(write=False)
-    return bins, rows, at, placed
 
 
 @functools.lru_cache(maxsize=8)
@@ -205,68 +189,150 @@ def sketch(ordered: NDArray[np.uint64], values: int, bits: int, seed: int) -> ND
 
 
 def sketch_rows(
-    least: NDArray[np.uint64], nonempty: NDArray[np.bool_], seed: int
+    document: NDArray[np.intp],
+    bins: NDArray[np.intp],
+    least: NDArray[np.uint64],
+    count: int,
+    values: int,
+    seed: int,
 ) -> NDArray[np.uint8]:
-    """:func:`sketch` with one bit a value of many documents, each with a non-empty bin,
-    from their (documents x values) bins' least hashes and which bins hold one.
+    """:func:`sketch` with one bit a value of ``count`` documents, each with a non-empty bin,
+    from their non-empty bins only: each one's document, bin and least hash, in the order of
+    document and bin.
 
-    Suited to short texts, whose bins are mostly empty: the probes are followed backwards,
-    from each non-empty bin to the probes naming it, and the cyclic order walked once over
-    a block of documents for the bins left.
+    Suited to short texts, whose bins are mostly empty. Every bin first takes what the
+    cyclic order would lend it, made for a block of documents in a few passes over its bins
+    (each run of bins between two non-empty ones along the order borrows from one bin, at a
+    distance growing by one); the probes are followed backwards, from each non-empty bin to
+    the probes naming it, for the bins a probe serves instead; then one pass mixes them all.
     """
-    count, values = least.shape
     result = np.empty((count, -(-values // 8)), np.uint8)
-    for start in range(0, count, _BLOCK):
-        block = slice(start, start + _BLOCK)
-        result[block] = _sketch_block(least[block], nonempty[block], seed)
+    tables = _tables(values, seed)
+    size = min(count, _BLOCK) * values
+    work = (np.empty(size, np.uint64), np.empty(size, np.uint64), np.empty(size, np.uint32))
+    bounds = np.searchsorted(document, np.arange(0, count + _BLOCK, _BLOCK)).tolist()
+    for block, start in enumerate(range(0, count, _BLOCK)):
+        held = slice(bounds[block], bounds[block + 1])
+        stop = min(start + _BLOCK, count)
+        result[start:stop] = _sketch_block(
+            document[held] - start, bins[held], least[held], stop - start, tables, work
+        )
     return result
 
 
 _BLOCK = 32
-"""Documents :func:`sketch_rows` computes together: their arrays stay in cache (38 against
-98 µs a short text with 1,792 bins in blocks of 256, measured on one core)."""
+"""Documents :func:`sketch_rows` computes together: their arrays stay in cache."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Tables:
+    """What :func:`sketch_rows` looks up, for one ``(values, seed)``."""
+
+    naming_bin: NDArray[np.intp]
+    naming_probe: NDArray[np.uint32]
+    """:func:`_probed_by`, the probes' numbers shifted above a place in a block's ``least``."""
+    naming_starts: NDArray[np.intp]
+    position: NDArray[np.intp]
+    """Each bin's position along the cyclic order reversed."""
+    steps: NDArray[np.uint64]
+    """``position * golden``: the distance term of a position's rotated value."""
+    mixed_cells: NDArray[np.uint64]
+    """``bin * golden`` of each flat index ``document * values + bin`` of a block: the term a
+    probe's borrowed value is mixed with."""
+
+
+_PLACE_BITS = 24
+"""Bits of a place in a block's ``least`` (a block has fewer non-empty bins than 2**24)."""
+_PLACE = np.uint32((1 << _PLACE_BITS) - 1)
+_UNNAMED = np.uint32(0xFFFFFFFF)
+"""A bin no probe of a non-empty bin names (above every probe number)."""
+
+
+@functools.lru_cache(maxsize=8)
+def _tables(values: int, seed: int) -> _Tables:
+    naming_bin, naming_probe, starts = _probed_by(values, seed)
+    _, position = _backwards(values, seed)
+    mixed = np.arange(values, dtype=np.uint64) * _GOLDEN
+    tables = _Tables(
+        naming_bin,
+        naming_probe.astype(np.uint32) << np.uint32(_PLACE_BITS),
+        starts,
+        position,
+        np.arange(values, dtype=np.uint64) * _GOLDEN,
+        np.tile(mixed, _BLOCK),
+    )
+    for table in (tables.naming_probe, tables.steps, tables.mixed_cells):
+        table.setflags(write=False)
+    return tables
 
 
 def _sketch_block(
-    least: NDArray[np.uint64], nonempty: NDArray[np.bool_], seed: int
+    document: NDArray[np.intp],
+    bins: NDArray[np.intp],
+    least: NDArray[np.uint64],
+    count: int,
+    tables: _Tables,
+    work: tuple[NDArray[np.uint64], NDArray[np.uint64], NDArray[np.uint32]],
 ) -> NDArray[np.uint8]:
-    count, values = least.shape
-    filled = least.ravel().copy()
-    # Probes: (empty bin, probe) pairs naming a non-empty bin; the first probe wins.
-    documents, bins = np.nonzero(nonempty)
-    naming_bin, naming_probe, starts = _probed_by(values, seed)
-    counts = starts[bins + 1] - starts[bins]
-    entry = np.arange(counts.sum()) + np.repeat(starts[bins] - (np.cumsum(counts) - counts), counts)
-    cell = np.repeat(documents * values, counts) + naming_bin[entry]
-    open_ = ~nonempty.ravel()[cell]
-    first = np.full(count * values, PROBES, np.intp)
-    np.minimum.at(first, cell[open_], naming_probe[entry[open_]])
-    won = np.flatnonzero(first < PROBES)  # document * values + empty bin
-    bin_of, row_of, backwards_at, backwards_bin = _block_tables(values, seed)
-    won_bin = bin_of[won]
-    lender = _probes(values, seed)[won_bin, first[won]]
-    lent = filled[won - won_bin + lender]
-    filled[won] = fmix64(lent ^ (won_bin.astype(np.uint64) * _GOLDEN))  # as _borrowed mixes
-    # Rotation for the rest: along the cyclic order reversed, each document's row holds at
-    # each position the last non-empty position at or before it (an empty bin's source);
-    # before the row's first, the row's last (wrapping round).
-    left = ~nonempty.ravel()
-    left[won] = False
-    rest = np.flatnonzero(left)
-    if len(rest):
-        _, backwards_position = _backwards(values, seed)
-        index = np.full(count * values, -1, np.intp)
-        held = documents * values + backwards_position[bins]
-        index[held] = held
-        np.maximum.accumulate(index, out=index)
-        base = row_of[rest]
-        at = backwards_at[rest]
-        source = index[at]
-        wrapped = np.flatnonzero(source < base)
-        source[wrapped] = index[base[wrapped] + values - 1]
-        distance = at - source
-        distance[wrapped] += values
-        lent = filled[backwards_bin[source]]
-        filled[rest] = fmix64(lent + distance.view(np.uint64) * _GOLDEN)
-    bits = (filled & _ONE).astype(np.uint8)
-    return np.packbits(bits.reshape(count, values), axis=1)
+    values = len(tables.position)
+    size = count * values
+    filled, spare, first = work[0][:size], work[1][:size], work[2][:size]
+    # Rotation, along the cyclic order reversed: position q of a document whose last
+    # non-empty position at or before it is p (before its first, its last one, a row
+    # earlier) takes fmix64(least of p's bin + (q - p) * golden), as sketch() does; a
+    # non-empty bin's own position gives its least hash back (distance 0).
+    at = document * values + tables.position[bins]
+    order = np.argsort(at)
+    at, lent = at[order], least[order]
+    held = len(at)
+    firsts = np.searchsorted(document[order], np.arange(count))
+    lasts = np.append(firsts[1:], held) - 1
+    runs = held + count
+    row_runs = firsts + np.arange(count)
+    held_runs = np.ones(runs, bool)
+    held_runs[row_runs] = False
+    run_start = np.empty(runs, np.intp)
+    run_start[row_runs] = np.arange(0, size, values)
+    run_start[held_runs] = at
+    base = np.empty(runs, np.uint64)  # the run's lender's value less its start times golden
+    own = (at - document[order] * values).astype(np.uint64)
+    base[held_runs] = lent - own * _GOLDEN
+    base[row_runs] = lent[lasts] - (own[lasts] - np.uint64(values)) * _GOLDEN
+    rotated = np.repeat(base, np.diff(run_start, append=size)).reshape(count, values)
+    rotated += tables.steps
+    np.take(rotated, tables.position, axis=1, out=filled.reshape(count, values))
+    # Probes, followed backwards: the entries naming each non-empty bin, and for each bin so
+    # named its first such probe (the probes of a non-empty bin too: its value is put back),
+    # as the least probe number shifted above the naming bin's place in ``least``.
+    starts = tables.naming_starts[bins]
+    named = tables.naming_starts[bins + 1] - starts
+    ends = np.cumsum(named)
+    entry = np.arange(ends[-1]) + np.repeat(starts - (ends - named), named)
+    cell = np.repeat(document * values, named) + tables.naming_bin[entry]
+    first.fill(_UNNAMED)
+    places = np.repeat(np.arange(len(bins), dtype=np.uint32), named)
+    np.minimum.at(first, cell, tables.naming_probe[entry] | places)
+    won = np.flatnonzero(first < _UNNAMED)  # document * values + bin
+    borrowed = least[first[won] & _PLACE]
+    borrowed ^= tables.mixed_cells[won]  # as _borrowed mixes: the borrowing bin's number
+    filled[won] = borrowed
+    _fmix64(filled, spare)
+    filled[document * values + bins] = least
+    filled &= _ONE
+    return np.packbits(filled.astype(np.uint8).reshape(count, values), axis=1)
+
+
+def _fmix64(values: NDArray[np.uint64], spare: NDArray[np.uint64]) -> None:
+    """:func:`~simindex.core.text.fmix64` in place, its shifts into ``spare`` (no
+    temporaries: a block's arrays stay where they are in cache)."""
+    for multiplier in (_FMIX_1, _FMIX_2):
+        np.right_shift(values, _SHIFT_33, out=spare)
+        values ^= spare
+        values *= multiplier
+    np.right_shift(values, _SHIFT_33, out=spare)
+    values ^= spare
+
+
+_SHIFT_33 = np.uint64(33)
+_FMIX_1 = np.uint64(0xFF51AFD7ED558CCD)
+_FMIX_2 = np.uint64(0xC4CEB9FE1A85EC53)

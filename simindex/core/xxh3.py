@@ -77,6 +77,20 @@ def _avalanche(h: NDArray[np.uint64]) -> NDArray[np.uint64]:
     return h
 
 
+Seed = int | NDArray[np.uint64]
+"""One seed for every string, or one each (kept a Python int when one: no array of it)."""
+
+
+def _plus(constant: int, seed: Seed) -> np.uint64 | NDArray[np.uint64]:
+    """``constant + seed`` modulo 2**64."""
+    return _u(constant + seed) if isinstance(seed, int) else _u(constant) + seed
+
+
+def _minus(constant: int, seed: Seed) -> np.uint64 | NDArray[np.uint64]:
+    """``constant - seed`` modulo 2**64."""
+    return _u(constant - seed) if isinstance(seed, int) else _u(constant) - seed
+
+
 def _byte_at(word: NDArray[np.uint64], index: NDArray[np.int64]) -> NDArray[np.uint64]:
     """Byte ``index`` (0 to 7) of each little-endian word."""
     shifted: NDArray[np.uint64] = word >> (index << 3).astype(np.uint64)
@@ -88,13 +102,13 @@ def _len_1to3(
     word: NDArray[np.uint64],
     starts: NDArray[np.int64],
     lengths: NDArray[np.int64],
-    seed: int,
+    seed: Seed,
 ) -> NDArray[np.uint64]:
     combined = (word & np.uint64(0xFF)) << np.uint64(16)
     combined |= _byte_at(word, lengths >> 1) << np.uint64(24)
     combined |= _byte_at(word, lengths - 1)
     combined |= lengths.astype(np.uint64) << np.uint64(8)
-    h: NDArray[np.uint64] = combined ^ _u((_secret32(0) ^ _secret32(4)) + seed)
+    h: NDArray[np.uint64] = combined ^ _plus(_secret32(0) ^ _secret32(4), seed)
     h ^= h >> np.uint64(33)
     h *= _PRIME64_2
     h ^= h >> np.uint64(29)
@@ -108,13 +122,16 @@ def _len_4to8(
     word: NDArray[np.uint64],
     starts: NDArray[np.int64],
     lengths: NDArray[np.int64],
-    seed: int,
+    seed: Seed,
 ) -> NDArray[np.uint64]:
-    swapped = int.from_bytes((seed & 0xFFFFFFFF).to_bytes(4, "little"), "big")
-    seed ^= swapped << 32
+    if isinstance(seed, int):
+        seed ^= int.from_bytes((seed & 0xFFFFFFFF).to_bytes(4, "little"), "big") << 32
+    else:
+        swapped = (seed & _LOW32).astype(np.uint32).byteswap().astype(np.uint64)
+        seed = seed ^ (swapped << np.uint64(32))
     last = (word >> ((lengths - 4) << 3).astype(np.uint64)) & _LOW32
     h: NDArray[np.uint64] = (word << np.uint64(32)) + last
-    h ^= _u((_secret64(8) ^ _secret64(16)) - seed)
+    h ^= _minus(_secret64(8) ^ _secret64(16), seed)
     h ^= ((h << np.uint64(49)) | (h >> np.uint64(15))) ^ (
         (h << np.uint64(24)) | (h >> np.uint64(40))
     )
@@ -130,20 +147,21 @@ def _len_9to16(
     word: NDArray[np.uint64],
     starts: NDArray[np.int64],
     lengths: NDArray[np.int64],
-    seed: int,
+    seed: Seed,
 ) -> NDArray[np.uint64]:
-    low = word ^ _u((_secret64(24) ^ _secret64(32)) + seed)
-    high = words[starts + lengths - 8] ^ _u((_secret64(40) ^ _secret64(48)) - seed)
+    low = word ^ _plus(_secret64(24) ^ _secret64(32), seed)
+    high = words[starts + lengths - 8] ^ _minus(_secret64(40) ^ _secret64(48), seed)
     swapped = low.byteswap()
     acc = lengths.astype(np.uint64) + swapped + high + _mul128_fold64(low, high)
     return _avalanche(acc)
 
 
 def _mix16(
-    words: NDArray[np.uint64], at: NDArray[np.int64], secret: int, seed: int
+    words: NDArray[np.uint64], at: NDArray[np.int64], secret: int, seed: Seed
 ) -> NDArray[np.uint64]:
     return _mul128_fold64(
-        words[at] ^ _u(_secret64(secret) + seed), words[at + 8] ^ _u(_secret64(secret + 8) - seed)
+        words[at] ^ _plus(_secret64(secret), seed),
+        words[at + 8] ^ _minus(_secret64(secret + 8), seed),
     )
 
 
@@ -152,7 +170,7 @@ def _len_17to128(
     word: NDArray[np.uint64],
     starts: NDArray[np.int64],
     lengths: NDArray[np.int64],
-    seed: int,
+    seed: Seed,
 ) -> NDArray[np.uint64]:
     acc = lengths.astype(np.uint64) * _PRIME64_1
     ends = starts + lengths
@@ -164,21 +182,30 @@ def _len_17to128(
             break
         first = starts[longer] + secret // 2
         second = ends[longer] - secret // 2 - 16
-        acc[longer] += _mix16(words, first, secret, seed) + _mix16(words, second, secret + 16, seed)
+        seeds = seed if isinstance(seed, int) else seed[longer]
+        acc[longer] += _mix16(words, first, secret, seeds) + _mix16(
+            words, second, secret + 16, seeds
+        )
     return _avalanche(acc)
 
 
 def xxh3_64_ranges(
-    buffer: bytes, starts: NDArray[np.int64], lengths: NDArray[np.int64], seed: int = 0
+    buffer: bytes,
+    starts: NDArray[np.int64],
+    lengths: NDArray[np.int64],
+    seed: Seed = 0,
 ) -> NDArray[np.uint64]:
-    """``xxh3_64_intdigest(buffer[s : s + n], seed)`` for each ``s, n`` of ``starts, lengths``."""
+    """``xxh3_64_intdigest(buffer[s : s + n], seed)`` for each ``s, n`` of ``starts, lengths``
+    (and of ``seed``, when it is an array: one seed each)."""
     starts = np.asarray(starts, np.int64)
     lengths = np.asarray(lengths, np.int64)
     result = np.empty(len(starts), _U64)
     words = _words(np.frombuffer(buffer + bytes(8), np.uint8))
+    each = np.broadcast_to(np.asarray(seed, np.uint64), starts.shape)
     for first in range(0, len(starts), _BLOCK):
         block = slice(first, first + _BLOCK)
-        result[block] = _hash_block(buffer, words, starts[block], lengths[block], seed)
+        seeds = seed if isinstance(seed, int) else each[block]
+        result[block] = _hash_block(buffer, words, starts[block], lengths[block], seeds)
     return result
 
 
@@ -187,7 +214,7 @@ def _hash_block(
     words: NDArray[np.uint64],
     starts: NDArray[np.int64],
     lengths: NDArray[np.int64],
-    seed: int,
+    seed: Seed,
 ) -> NDArray[np.uint64]:
     result = np.empty(len(starts), _U64)
     paths = _PATH_OF_LENGTH[np.minimum(lengths, MAX_VECTORISED + 1)]
@@ -195,10 +222,12 @@ def _hash_block(
     for number, path in enumerate(_PATHS, start=1):
         where = np.flatnonzero(paths == number)
         if len(where):
-            result[where] = path(words, first_words[where], starts[where], lengths[where], seed)
+            seeds = seed if isinstance(seed, int) else seed[where]
+            result[where] = path(words, first_words[where], starts[where], lengths[where], seeds)
     for i in np.flatnonzero((paths == 0) | (paths == len(_PATHS) + 1)).tolist():
         start = int(starts[i])
-        result[i] = xxhash.xxh3_64_intdigest(buffer[start : start + int(lengths[i])], seed)
+        item = buffer[start : start + int(lengths[i])]
+        result[i] = xxhash.xxh3_64_intdigest(item, seed if isinstance(seed, int) else int(seed[i]))
     return result
 
 

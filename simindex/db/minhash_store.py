@@ -228,11 +228,20 @@ class MinHashStore:
         """The rows of ``keys`` as COPY text (:meth:`copy_text` writes it); a pure function of
         its arguments, so build's worker processes make it."""
         rows = self.stored(values)
+        num_bands = self.design.num_bands
+        line = "%s\t%d\t" + "%d\t" * num_bands + "%s\n"
+        bands = rows.bands.ravel().tolist()
         return "".join(
-            f"{field(key)}\t{set_hash}\t{chr(9).join(map(str, bands))}\t{sketch}\n"
-            for key, set_hash, bands, sketch in zip(
-                keys, rows.set_hashes.tolist(), rows.bands.tolist(), rows.sketches, strict=True
-            )
+            [
+                line % (field(key), set_hash, *bands[at : at + num_bands], sketch)
+                for key, set_hash, sketch, at in zip(
+                    keys,
+                    rows.set_hashes.tolist(),
+                    rows.sketches,
+                    range(0, len(bands), num_bands),
+                    strict=True,
+                )
+            ]
         )
 
     def copy_text(self, conn: PgConnection, chunks: Iterable[str], staging: bool = False) -> None:
@@ -385,7 +394,5 @@ class MinHashStore:
 def _band_order(line: str) -> tuple[int, int]:
     """(first band key, set hash) of a COPY line of :meth:`MinHashStore.copy_lines` (key,
     set hash, band keys, sketch: the key's text escapes its tabs)."""
-    after_key = line.index("\t") + 1
-    after_set_hash = line.index("\t", after_key) + 1
-    end = line.index("\t", after_set_hash)
-    return int(line[after_set_hash:end]), int(line[after_key : after_set_hash - 1])
+    _, set_hash, first_band, _ = line.split("\t", 3)
+    return int(first_band), int(set_hash)

@@ -57,7 +57,9 @@ def documents(seed: int) -> list[NDArray[np.uint64]]:
 
 @pytest.mark.parametrize("batched", [None, 10**9], ids=["short-batched", "all-batched"])
 @pytest.mark.parametrize("scheme", ["one_permutation", "classic"])
-@pytest.mark.parametrize(("num_perm", "sketch_bits"), [(128, 1792), (64, 256), (7, 64)])
+@pytest.mark.parametrize(
+    ("num_perm", "sketch_bits"), [(128, 1792), (64, 256), (7, 64), (256, 512), (300, 64)]
+)
 def test_rows_equal_the_rows_made_one_document_at_a_time(
     scheme: str, num_perm: int, sketch_bits: int, batched: int | None, monkeypatch: Any
 ) -> None:

@@ -47,6 +47,16 @@ def test_any_strings_equal_the_library(items: list[bytes], seed: int) -> None:
     assert xxh3_64_ranges(buffer, starts, lengths, seed).tolist() == library(items, seed)
 
 
+@settings(deadline=None)
+@given(st.lists(st.tuples(st.binary(max_size=140), seeds), max_size=40))
+def test_a_seed_each_equals_the_library(items: list[tuple[bytes, int]]) -> None:
+    """One seed per string (band keys: a band's number), on every path."""
+    buffer, starts, lengths = ranges([item for item, _ in items])
+    seeds = np.array([seed for _, seed in items], np.uint64)
+    expected = [xxhash.xxh3_64_intdigest(item, seed) for item, seed in items]
+    assert xxh3_64_ranges(buffer, starts, lengths, seeds).tolist() == expected
+
+
 def test_ranges_may_overlap_and_come_in_any_order() -> None:
     buffer = bytes(range(200))
     starts = np.array([150, 0, 3, 3, 60])
