@@ -56,6 +56,5 @@ def test_exact_scores_are_the_jaccard_of_each_text(
     # Each set's hash is the one the index stores for its text (a text without features has
     # no row).
     stored, lengths = spec.minhash_values(texts)
-    assert [
-        found for found, length in zip(set_hashes, lengths, strict=True) if length
-    ] == stored[lengths > 0, -1].view(np.int64).tolist()
+    indexed = [found for found, length in zip(set_hashes, lengths, strict=True) if length]
+    assert indexed == stored[lengths > 0, -1].view(np.int64).tolist()
