@@ -84,7 +84,7 @@ def similar(
             return []
         query, params = made[0](), made[2]
     if verify == "exact":
-        query = statement("minhash_with_set_hash", table=store.table(), query=query)
+        query = statement("minhash_exact_candidates", table=store.table(), query=query)
     with key_errors(info.source, key) if by_key else nullcontext():
         rows = key_cursor(conn).execute(query, params).fetchall()
         if (
@@ -102,10 +102,11 @@ def similar(
         return []
     # Rows of the query's own shingle set (the stored set hash) score 1 unread; they come
     # first, in the database's order.
-    same = [row[0] for row in rows if row[2]]
-    others = [(row[0], row[3]) for row in rows if not row[2]]
+    same = [found for found, identical, _ in rows if identical]
+    others = [(found, stored) for found, identical, stored in rows if not identical]
     # The texts are read with the source locked and checked (lock_source), which holds until
-    # the transaction ends: one of its own on an autocommit connection.
+    # the transaction ends: one of its own on an autocommit connection. In a pipeline, the
+    # BEGIN, the lock and the check go out together, and so do the last read and the COMMIT.
     with conn.transaction():
         try:
             source = lock_source(conn, info)  # LOCK TABLE needs SELECT on it, as reading does

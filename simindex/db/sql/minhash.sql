@@ -200,13 +200,18 @@ ORDER BY similarity DESC, identical DESC, key
 -- name: minhash_key_indexed
 SELECT true FROM {table} WHERE key OPERATOR(pg_catalog.=) %(key)s
 
--- name: minhash_with_set_hash
--- A query's rows (minhash_similar, minhash_similar_key) with the stored set hash of each row
--- not of the query's own set: exact verification reads one text a set. NULL where the row is
--- no longer there (a rebuild swapped the table meanwhile): that row's text is read.
-SELECT q.key, q.similarity, q.identical,
+-- name: minhash_exact_candidates
+-- A query's rows (minhash_similar, minhash_similar_key) as exact verification takes them: the
+-- key, whether it is of the query's own set (it scores 1 unread), and the stored set hash of
+-- each other row (one text a set is read; NULL where the row is no longer there, a rebuild
+-- having swapped the table meanwhile: that row's text is read). No similarity: the rows come
+-- in the query's order, and the texts give the scores. The table is named first: a statement
+-- that meets a rebuild's swap waits for its lock there, and looks up the query function after
+-- the wait (the one the rebuild wrote; see minhash_similar_key_function).
+SELECT q.key, q.identical IS TRUE,
        CASE WHEN q.identical IS NOT TRUE THEN
            (SELECT m.set_hash FROM {table} AS m WHERE m.key OPERATOR(pg_catalog.=) q.key)
        END
-FROM ({query}) AS q
+FROM (SELECT FROM {table} LIMIT 0) AS swap
+RIGHT JOIN ({query}) AS q ON true
 ORDER BY q.similarity DESC, q.identical DESC, q.key
