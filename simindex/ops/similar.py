@@ -105,8 +105,7 @@ def similar(
     same = [found for found, identical, _ in rows if identical]
     others = [(found, stored) for found, identical, stored in rows if not identical]
     # The texts are read with the source locked and checked (lock_source), which holds until
-    # the transaction ends: one of its own on an autocommit connection. In a pipeline, the
-    # BEGIN, the lock and the check go out together, and so do the last read and the COMMIT.
+    # the transaction ends: one of its own on an autocommit connection.
     with conn.transaction():
         try:
             source = lock_source(conn, info)  # LOCK TABLE needs SELECT on it, as reading does
@@ -116,30 +115,28 @@ def similar(
     if scored is None:  # the query's row went since it was indexed
         return []
     kept = [(-score, found) for found, score in scored if score >= lowest]
-    try:
-        kept.sort()
-    except TypeError:
-        # Keys Python cannot compare with each other (dates with some in their text form,
-        # simindex.db.keys): equal similarities in the order the index answered them.
-        kept.sort(key=itemgetter(0))
-    if kept and kept[0][0] <= -1.0:  # another set scoring 1: a stored set hash gone stale
-        return _ordered([(-1.0, found) for found in same] + kept, limit)
+    if kept and min(kept, key=itemgetter(0))[0] <= -1.0:
+        # Another set scoring 1 (a stored set hash gone stale): among the rows of the query's
+        # own set, by key.
+        kept += [(-1.0, found) for found in same]
+        same = []
+    _by_similarity(kept, rows)
     answer = list(map(Similar, same[:limit], repeat(1.0)))
-    if limit is None or len(answer) < limit:
-        answer += [Similar(found, -score) for score, found in kept[: _rest(limit, answer)]]
+    rest = None if limit is None else limit - len(answer)
+    if rest is None or rest > 0:
+        answer += [Similar(found, -score) for score, found in kept[:rest]]
     return answer
 
 
-def _rest(limit: int | None, answer: list[Similar]) -> int | None:
-    return None if limit is None else limit - len(answer)
-
-
-def _ordered(kept: list[tuple[float, Any]], limit: int | None) -> list[Similar]:
+def _by_similarity(kept: list[tuple[float, Any]], rows: list[Any]) -> None:
+    """Sorts (-similarity, key) pairs; keys Python cannot compare with each other (dates with
+    some in their text form, simindex.db.keys) keep the order the index answered them in
+    ``rows`` among equal similarities."""
     try:
         kept.sort()
     except TypeError:
-        kept.sort(key=itemgetter(0))
-    return [Similar(found, -score) for score, found in kept[:limit]]
+        place = {row[0]: number for number, row in enumerate(rows)}
+        kept.sort(key=lambda pair: (pair[0], place[pair[1]]))
 
 
 _NO_KEY = object()
