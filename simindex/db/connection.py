@@ -357,16 +357,16 @@ def _check_idle_connection(dbapi_connection: Any, record: Any, proxy: Any) -> No
     usual checkout costs no round trip."""
     if not isinstance(dbapi_connection, psycopg.Connection):
         return
-    from sqlalchemy.exc import DisconnectionError
-
     try:
         if dbapi_connection.closed:
-            raise DisconnectionError("closed")
+            raise psycopg.OperationalError("the connection is closed")
         readable, _, _ = select.select([dbapi_connection.pgconn.socket], [], [], 0)
         if readable:
             dbapi_connection.execute("SELECT 1")  # a ping; the literal needs no SQL file
             dbapi_connection.rollback()
     except (psycopg.Error, OSError) as exc:
+        from sqlalchemy.exc import DisconnectionError  # only here: a checkout pays no import
+
         raise DisconnectionError(str(exc)) from exc
 
 

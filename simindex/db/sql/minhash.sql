@@ -50,7 +50,7 @@ SET max_parallel_workers_per_gather = 0
 AS $body$
 DECLARE
     simindex_current boolean;
-    same {key_type}[];
+    same bigint := 0;  -- rows of the query's own set answered
 BEGIN
     {guard};
     PERFORM {usable}({index_name});
@@ -75,15 +75,14 @@ BEGIN
     -- The probes are LATERAL subqueries with a LIMIT: never pulled up into a join, so never a
     -- hash of the whole source, one primary-key probe a row (the inlined visible_key).
     IF $5 IS NOT NULL THEN
-        same := ARRAY(
-            SELECT c.key FROM {table} AS c
-            CROSS JOIN LATERAL (SELECT FROM {visible_key}(c.key) LIMIT 1) AS seen
-            WHERE c.set_hash = $5
-            ORDER BY c.key
-            LIMIT $4);
-        RETURN QUERY SELECT u.key, 1.0::double precision, true
-        FROM unnest(same) WITH ORDINALITY AS u (key, n) ORDER BY u.n;
-        IF cardinality(same) >= $4 THEN
+        RETURN QUERY SELECT c.key, 1.0::double precision, true
+        FROM {table} AS c
+        CROSS JOIN LATERAL (SELECT FROM {visible_key}(c.key) LIMIT 1) AS seen
+        WHERE c.set_hash = $5
+        ORDER BY c.key
+        LIMIT $4;
+        GET DIAGNOSTICS same = ROW_COUNT;
+        IF same >= $4 THEN
             RETURN;
         END IF;
     END IF;
@@ -102,7 +101,7 @@ BEGIN
     -- Only keys the source holds: a deleted row's index rows stay until the worker's sweep.
     CROSS JOIN LATERAL (SELECT FROM {visible_key}(o.key) LIMIT 1) AS seen
     ORDER BY o.similarity DESC, o.key
-    LIMIT $4 - coalesce(cardinality(same), 0);
+    LIMIT $4 - same;
 END
 $body$
 

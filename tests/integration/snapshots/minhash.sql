@@ -193,7 +193,7 @@ SET max_parallel_workers_per_gather = 0
 AS $body$
 DECLARE
     simindex_current boolean;
-    same bigint[];
+    same bigint := 0;  -- rows of the query's own set answered
 BEGIN
     -- The first statement of a query function (VOLATILE, so each of its statements takes its own
 -- snapshot). A rebuild swaps new side tables in (DROP and RENAME, in its transaction): a query
@@ -240,15 +240,14 @@ END IF;
     -- The probes are LATERAL subqueries with a LIMIT: never pulled up into a join, so never a
     -- hash of the whole source, one primary-key probe a row (the inlined visible_key).
     IF $5 IS NOT NULL THEN
-        same := ARRAY(
-            SELECT c.key FROM "simindex"."docs_minhash" AS c
-            CROSS JOIN LATERAL (SELECT FROM "simindex"."docs_visible_key_v1"(c.key) LIMIT 1) AS seen
-            WHERE c.set_hash = $5
-            ORDER BY c.key
-            LIMIT $4);
-        RETURN QUERY SELECT u.key, 1.0::double precision, true
-        FROM unnest(same) WITH ORDINALITY AS u (key, n) ORDER BY u.n;
-        IF cardinality(same) >= $4 THEN
+        RETURN QUERY SELECT c.key, 1.0::double precision, true
+        FROM "simindex"."docs_minhash" AS c
+        CROSS JOIN LATERAL (SELECT FROM "simindex"."docs_visible_key_v1"(c.key) LIMIT 1) AS seen
+        WHERE c.set_hash = $5
+        ORDER BY c.key
+        LIMIT $4;
+        GET DIAGNOSTICS same = ROW_COUNT;
+        IF same >= $4 THEN
             RETURN;
         END IF;
     END IF;
@@ -267,7 +266,7 @@ END IF;
     -- Only keys the source holds: a deleted row's index rows stay until the worker's sweep.
     CROSS JOIN LATERAL (SELECT FROM "simindex"."docs_visible_key_v1"(o.key) LIMIT 1) AS seen
     ORDER BY o.similarity DESC, o.key
-    LIMIT $4 - coalesce(cardinality(same), 0);
+    LIMIT $4 - same;
 END
 $body$;
 
