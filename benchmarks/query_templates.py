@@ -20,7 +20,8 @@ cluster: the tail; half any row), taking turns key by key on one connection each
 * with ``--baseline TREE`` (another checkout of simindex, e.g. main's from ``git worktree
   add``), ``similar exact BEFORE`` and ``similar estimate BEFORE``: the same calls by a child
   process with that tree first on ``sys.path``, on the same server, in the same turns, timed
-  in the child (the pipe to it is not counted).
+  in the child (the pipe to it is not counted), on an index of the same table that tree
+  created and built (its own SQL functions).
 
 Writes ``benchmarks/results/query-templates-<rows>.json``. Not a test: nothing here asserts a
 timing. The machine is shared: compare figures of one run (ratios), not across runs.
@@ -116,8 +117,33 @@ def interleaved(calls: dict[str, Call], keys: Sequence[int]) -> dict[str, Any]:
     }
 
 
+BEFORE_NAME = f"{NAME}_before"
+
+
+def build_before(tree: Path, dsn: str) -> None:
+    """The baseline's own index of the table: created and built by a child process whose
+    simindex is ``tree``'s (``--build``)."""
+    path = os.pathsep.join([str(tree), str(Path(__file__).parent)])
+    subprocess.run(
+        [sys.executable, str(Path(__file__)), "--build", dsn],
+        env=os.environ | {"PYTHONPATH": path},
+        check=True,
+    )
+
+
+def build(dsn: str) -> None:
+    """The child of :func:`build_before`."""
+    create_index(dsn, BEFORE_NAME, "documents", "body", method=MinHash(0.8)).build()
+    info = Index(dsn, BEFORE_NAME).info()
+    store = store_for("simindex", BEFORE_NAME, info.source, info.spec)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(store.table()))
+        prewarm(conn, store.side_tables())
+
+
 class Baseline:
-    """``Index.similar`` by key in a child process whose simindex is another tree's."""
+    """``Index.similar`` by key in a child process whose simindex is another tree's, on the
+    index that tree built."""
 
     def __init__(self, tree: Path, dsn: str) -> None:
         path = os.pathsep.join([str(tree), str(Path(__file__).parent)])
@@ -149,7 +175,7 @@ def serve(dsn: str) -> None:
     """The child of :class:`Baseline`: reads ``verify key`` lines, answers ``[answers,
     seconds]``."""
     engine = sqlalchemy_engine(dsn)
-    facade = Index(engine, NAME)
+    facade = Index(engine, BEFORE_NAME)
     for line in sys.stdin:
         verify, key = line.split()
         begin = time.perf_counter()
@@ -174,6 +200,9 @@ def run(dsn: str, rows: int, queries: int, baseline: Path | None = None) -> dict
         conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(store.table()))
         sizes = relation_sizes(conn, store.side_tables())
         prewarm(conn, [*store.side_tables(), sql.Identifier("documents")])
+    if baseline is not None:
+        log("MinHash 0.8 of the baseline tree: create_index + build")
+        build_before(baseline, dsn)
     keys, members = sample_keys(texts, queries)
     log(f"{len(keys):,} keys ({members:,} template members), each call in turn")
     engine = sqlalchemy_engine(dsn)
@@ -269,10 +298,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--baseline", type=Path, help="another simindex tree, measured beside (as BEFORE)"
     )
     parser.add_argument("--serve", metavar="DSN", help=argparse.SUPPRESS)  # Baseline's child
+    parser.add_argument("--build", metavar="DSN", help=argparse.SUPPRESS)  # build_before's
     add_server_options(parser)
     args = parser.parse_args(argv)
     if args.serve:
         serve(args.serve)
+        return
+    if args.build:
+        build(args.build)
         return
     result = new_result("query_templates", argv)
     if args.baseline:  # no machine path in a result

@@ -135,35 +135,69 @@ def _open_pinned(dsn: str) -> PgConnection:
     return conn
 
 
-@contextmanager
-def autocommit_connection(bind: Engine | str, *, pin: bool = True) -> Iterator[PgConnection]:
+def autocommit_connection(bind: Engine | str, *, pin: bool = True) -> Lent:
     """A psycopg connection from the pool of ``bind`` (an Engine or a DSN string), in
-    autocommit while it is lent: for reads, which then need no BEGIN or COMMIT round trips.
-    Taken without a SQLAlchemy Connection around it, which a query by key would notice.
+    autocommit while it is lent (a context manager): for reads, which then need no BEGIN or
+    COMMIT round trips. Taken without a SQLAlchemy Connection around it, which a query by key
+    would notice.
 
     ``pin=False`` lends a caller's Engine's connection on the caller's own search_path, with
     no round trip to pin it and set it back: only for statements that name every function,
     operator and type with its schema (the caller pins it with :func:`pinned` for any other).
     A DSN string's connection is pinned for its whole life either way."""
-    engine = engine_for(bind) if isinstance(bind, str) else bind
-    _check_driver(engine)
-    pooled = engine.raw_connection()
-    try:
-        conn = pooled.driver_connection
-        if not isinstance(conn, psycopg.Connection):
-            raise TypeError("simindex needs the psycopg (version 3) driver")
-        conn.autocommit = True
+    return Lent(bind, pin)
+
+
+class Lent:
+    """:func:`autocommit_connection`'s context manager: a class, not a generator, since a
+    query by key pays for each layer around it."""
+
+    __slots__ = ("_bind", "_pin", "_pinned", "_pooled")
+
+    def __init__(self, bind: Engine | str, pin: bool) -> None:
+        self._bind = bind
+        self._pin = pin
+        self._pooled: Any = None
+        self._pinned: Any = None
+
+    def __enter__(self) -> PgConnection:
+        bind = self._bind
+        engine = engine_for(bind) if isinstance(bind, str) else bind
+        _check_driver(engine)
+        pooled = engine.raw_connection()
         try:
-            if isinstance(bind, str) or not pin:
-                yield conn  # pinned once, when it was opened; or not pinned: see above
-            else:
-                with pinned(conn):  # the caller's pool: their path back afterwards
-                    yield conn
+            conn = pooled.driver_connection
+            if not isinstance(conn, psycopg.Connection):
+                raise TypeError("simindex needs the psycopg (version 3) driver")
+            conn.autocommit = True
+            if not (isinstance(bind, str) or not self._pin):
+                # The caller's pool: their path back afterwards. A DSN string's connection
+                # was pinned once, when it was opened; unpinned: see autocommit_connection.
+                self._pinned = pinned(conn)
+                self._pinned.__enter__()
+        except BaseException:
+            self._release(pooled)
+            raise
+        self._pooled = pooled
+        return conn
+
+    def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
+        pooled, self._pooled = self._pooled, None
+        try:
+            if self._pinned is not None:
+                held, self._pinned = self._pinned, None
+                held.__exit__(kind, error, traceback)
         finally:
-            if not conn.closed:
+            self._release(pooled)
+
+    @staticmethod
+    def _release(pooled: Any) -> None:
+        try:
+            conn = pooled.driver_connection
+            if isinstance(conn, psycopg.Connection) and not conn.closed:
                 conn.autocommit = False
-    finally:
-        pooled.close()
+        finally:
+            pooled.close()
 
 
 @contextmanager
@@ -323,16 +357,16 @@ def _check_idle_connection(dbapi_connection: Any, record: Any, proxy: Any) -> No
     usual checkout costs no round trip."""
     if not isinstance(dbapi_connection, psycopg.Connection):
         return
-    from sqlalchemy.exc import DisconnectionError
-
     try:
         if dbapi_connection.closed:
-            raise DisconnectionError("closed")
+            raise psycopg.OperationalError("the connection is closed")
         readable, _, _ = select.select([dbapi_connection.pgconn.socket], [], [], 0)
         if readable:
             dbapi_connection.execute("SELECT 1")  # a ping; the literal needs no SQL file
             dbapi_connection.rollback()
     except (psycopg.Error, OSError) as exc:
+        from sqlalchemy.exc import DisconnectionError  # only here: a checkout pays no import
+
         raise DisconnectionError(str(exc)) from exc
 
 

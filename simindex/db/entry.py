@@ -51,6 +51,19 @@ class KeptEntry:
         self._by_key: tuple[tuple[Any, ...], bytes] | None = None
         self._token: bytes | None = None
         self._checked: dict[str, tuple[tuple[Any, ...], bytes]] = {}
+        self._cursor: psycopg.Cursor[Any] | None = None
+
+    def cursor(self, conn: PgConnection, entry: Entry) -> psycopg.Cursor[Any]:
+        """A cursor of ``conn`` for ``entry``'s queries (:func:`~simindex.db.keys.key_cursor`),
+        kept for the next query on the same connection: a new cursor would look up again how
+        to send each parameter and load each column (a tenth of a query by key). A pool lends
+        a connection to one thread at a time, so a cursor is never shared by two."""
+        kept = self._cursor
+        if kept is not None and kept.connection is conn and not kept.closed:
+            return kept
+        cursor = key_cursor(conn, entry.info.source.key_type)
+        self._cursor = cursor
+        return cursor
 
     def ready(self, conn: PgConnection) -> Entry:
         """The entry, read again if its catalog row changed (one prepared statement when it
@@ -118,7 +131,7 @@ class KeptEntry:
             compose, order, params = made
             text = self._checked_statement(conn, entry, kind, compose, order)
             try:
-                cursor = key_cursor(conn, entry.info.source.key_type)
+                cursor = self.cursor(conn, entry)
                 found = cursor.execute(text, {**params, "name": self.name}, prepare=True).fetchall()
             except psycopg.Error:  # the index was dropped meanwhile: read the catalog again
                 found = []

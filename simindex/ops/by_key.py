@@ -24,7 +24,6 @@ from simindex.core.spec import MinHash
 from simindex.db.catalog import IndexInfo, catalog, store_of
 from simindex.db.connection import PgConnection, pinned
 from simindex.db.entry import Entry, KeptEntry
-from simindex.db.keys import key_cursor
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.source import check_key, key_errors
 from simindex.db.statements import statement
@@ -116,8 +115,7 @@ def _run(
         assert isinstance(method, MinHash)
         params["threshold"] = validators.threshold(bound, method.threshold)
     text = kept.by_key_statement(conn, entry)
-    cursor = key_cursor(conn, entry.info.source.key_type)
-    rows = cursor.execute(text, params, prepare=True).fetchall()
+    rows = kept.cursor(conn, entry).execute(text, params, prepare=True).fetchall()
     if not rows or tuple(rows[0][:2]) != entry.token:
         return None
     return rows

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
+from itertools import repeat
 from operator import itemgetter
 from typing import Any
 
@@ -74,33 +76,34 @@ def similar(
     if by_key:
         if indexed is False:
             raise KeyNotIndexedError.of(info.name, key)
-        with key_errors(info.source, key):
-            rows = (
-                key_cursor(conn)
-                .execute(
-                    statement("minhash_similar_key", function=store.similar_key_function),
-                    {"key": key, "threshold": floor, "limit": fetch},
-                )
-                .fetchall()
-            )
-            if (
-                not rows
-                and indexed is None
-                and not conn.execute(
-                    statement("minhash_key_indexed", table=store.table()),
-                    {"key": key},
-                ).fetchone()
-            ):
-                raise KeyNotIndexedError.of(info.name, key)
+        query = statement("minhash_similar_key", function=store.similar_key_function)
+        params = {"key": key, "threshold": floor, "limit": fetch}
     else:
         made = _by_text(store, info.spec, text, floor, fetch)
         if made is None:
             return []
-        rows = key_cursor(conn).execute(made[0](), made[2]).fetchall()
+        query, params = made[0](), made[2]
+    if verify == "exact":
+        query = statement("minhash_exact_candidates", table=store.table(), query=query)
+    with key_errors(info.source, key) if by_key else nullcontext():
+        rows = key_cursor(conn).execute(query, params).fetchall()
+        if (
+            by_key
+            and not rows
+            and indexed is None
+            and not conn.execute(
+                statement("minhash_key_indexed", table=store.table()), {"key": key}
+            ).fetchone()
+        ):
+            raise KeyNotIndexedError.of(info.name, key)
     if verify == "estimate":
         return [Similar(found_key, float(similarity)) for found_key, similarity, _ in rows]
     if not rows:
         return []
+    # Rows of the query's own shingle set (the stored set hash) score 1 unread; they come
+    # first, in the database's order.
+    same = [found for found, identical, _ in rows if identical]
+    others = [(found, stored) for found, identical, stored in rows if not identical]
     # The texts are read with the source locked and checked (lock_source), which holds until
     # the transaction ends: one of its own on an autocommit connection.
     with conn.transaction():
@@ -108,26 +111,82 @@ def similar(
             source = lock_source(conn, info)  # LOCK TABLE needs SELECT on it, as reading does
         except psycopg.errors.InsufficientPrivilege as exc:
             raise no_select(conn, info.source, exc) from exc
-        # Rows of the query's own shingle set (the stored set hash) score 1 unread.
-        scored = [(found, 1.0) for found, _, identical in rows if identical]
-        wanted = [row[0] for row in rows if not row[2]]
-        texts = _texts(conn, source, key if by_key else _NO_KEY, wanted)
-        if by_key:
-            if key not in texts:  # the row went since it was indexed
-                return []
-            text = texts[key]
-        scored += exact_scores(info.spec, text, [(k, texts[k]) for k in wanted if k in texts])
+        scored = _exact(conn, info.spec, source, key if by_key else _NO_KEY, text, others)
+    if scored is None:  # the query's row went since it was indexed
+        return []
     kept = [(-score, found) for found, score in scored if score >= lowest]
+    if kept and min(kept, key=itemgetter(0))[0] <= -1.0:
+        # Another set scoring 1 (a stored set hash gone stale): among the rows of the query's
+        # own set, by key.
+        kept += [(-1.0, found) for found in same]
+        same = []
+    _by_similarity(kept, rows)
+    answer = list(map(Similar, same[:limit], repeat(1.0)))
+    rest = None if limit is None else limit - len(answer)
+    if rest is None or rest > 0:
+        answer += [Similar(found, -score) for score, found in kept[:rest]]
+    return answer
+
+
+def _by_similarity(kept: list[tuple[float, Any]], rows: list[Any]) -> None:
+    """Sorts (-similarity, key) pairs; keys Python cannot compare with each other (dates with
+    some in their text form, simindex.db.keys) keep the order the index answered them in
+    ``rows`` among equal similarities."""
     try:
-        ordered = sorted(kept)
+        kept.sort()
     except TypeError:
-        # Keys Python cannot compare with each other (dates with some in their text form,
-        # simindex.db.keys): equal similarities in the order the index answered them.
-        ordered = sorted(kept, key=itemgetter(0))
-    return [Similar(found, -score) for score, found in ordered[:limit]]
+        place = {row[0]: number for number, row in enumerate(rows)}
+        kept.sort(key=lambda pair: (pair[0], place[pair[1]]))
 
 
 _NO_KEY = object()
+
+
+def _exact(
+    conn: PgConnection,
+    spec: IndexSpec,
+    source: Source,
+    key: Any,
+    text: str | None,
+    candidates: list[tuple[Any, int | None]],
+) -> list[tuple[Any, float]] | None:
+    """(key, exact Jaccard similarity to the query) of each (key, stored set hash) candidate
+    whose row still exists; None when the query's own row (``key``, unless _NO_KEY) is gone.
+
+    Candidates of one stored set hash share one set, so one text a set is read and scored:
+    its first key's. When that text's set is not the stored one (the row changed since it was
+    indexed) or the row is gone, every text of the set is read. Two different sets of one hash
+    are a 64-bit collision (about 2**-64 a pair), taken as one set, as the rows of the query's
+    own set are."""
+    members: dict[Any, list[Any]] = {}
+    for found, stored in candidates:
+        members.setdefault(found if stored is None else stored, []).append(found)
+    first = [keys[0] for keys in members.values()]
+    texts = _texts(conn, source, key, first)
+    if key is not _NO_KEY:
+        if key not in texts:
+            return None
+        text = texts[key]
+    read = [found for found in first if found in texts]
+    scores, hashes = exact_scores(spec, text, [texts[found] for found in read])
+    scored: list[tuple[Any, float]] = []
+    checked = dict(zip(read, zip(scores, hashes, strict=True), strict=True))
+    stale: list[Any] = []
+    for stored, keys in members.items():
+        first_scored = checked.get(keys[0])
+        if first_scored is None:  # the first row is gone: the others are read
+            stale += keys[1:]
+        elif len(keys) == 1 or first_scored[1] == stored:
+            scored += zip(keys, repeat(first_scored[0]))
+        else:  # the first row changed since it was indexed
+            scored.append((keys[0], first_scored[0]))
+            stale += keys[1:]
+    if stale:
+        more = _texts(conn, source, _NO_KEY, stale)
+        wanted = [found for found in stale if found in more]
+        scores, _ = exact_scores(spec, text, [more[found] for found in wanted])
+        scored += zip(wanted, scores, strict=True)
+    return scored
 
 
 def _texts(

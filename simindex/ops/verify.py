@@ -29,6 +29,7 @@ import psycopg
 from numpy.typing import NDArray
 from psycopg import sql
 
+from simindex.core.minhash import set_hash
 from simindex.core.spec import IndexSpec
 from simindex.core.text import EMPTY
 from simindex.db.connection import PgConnection
@@ -193,15 +194,19 @@ def jaccard_with(
 
 
 def exact_scores(
-    spec: IndexSpec, query: str | None, rows: Sequence[tuple[Any, str | None]]
-) -> list[tuple[Any, float]]:
-    """(key, exact Jaccard of its text's shingle set with ``query``'s) of each (key, text)
-    row: each distinct text shingled once, the query's in the same batch."""
+    spec: IndexSpec, query: str | None, texts: Sequence[str | None]
+) -> tuple[list[float], list[int]]:
+    """The exact Jaccard similarity of each text's shingle set with ``query``'s, and the
+    set's hash as the index stores it (:func:`simindex.core.minhash.set_hash`): each
+    distinct text shingled once, the query's in the same batch."""
     places: dict[str | None, int] = {query: 0}
-    indexes = [places.setdefault(text, len(places)) for _, text in rows]
+    indexes = [places.setdefault(text, len(places)) for text in texts]
     features = spec.features(list(places))
-    scores = jaccard_with(np.unique(features[0]), features)
-    return list(zip([key for key, _ in rows], scores[indexes].tolist(), strict=True))
+    distinct = [np.unique(values) for values in features]
+    scores = jaccard_with(distinct[0], distinct)
+    # Stored as the bigint of the same 64 bits (simindex.core.packing).
+    hashes = np.array([set_hash(values) for values in distinct], np.uint64).view(np.int64)
+    return scores[indexes].tolist(), hashes[indexes].tolist()
 
 
 def exact_pairs(

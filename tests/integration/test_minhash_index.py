@@ -153,6 +153,8 @@ def test_band_keys_are_read_by_index_scans(database_dsn: str) -> None:
         # The very query of the SQL function, prepared with its parameters.
         created = store.function_statements()[0].as_string(conn)
         body = created.split("$body$")[1].split("RETURN QUERY")[-1].split(";\nEND")[0]
+        # Its LIMIT counts the rows of the query's own set, a variable of the function.
+        body = body.replace("$4 - same", "$4")
         conn.execute(
             "PREPARE similar_query(bit varying, integer[], double precision, integer, bigint)"
             f" AS {body}"

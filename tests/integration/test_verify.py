@@ -230,3 +230,34 @@ def test_exact_verification_reads_no_text_of_an_identical_row(database_dsn: str)
     assert after == pytest.approx({1: 1.0, 2: 1.0, 3: 1.0, 5: before[5]})
     by_text = {m.key: m.similarity for m in index.similar(original)}
     assert by_text == pytest.approx({0: 1.0, 1: 1.0, 2: 1.0, 3: 1.0, 5: before[5]})
+
+
+def test_exact_verification_reads_one_text_of_each_other_set(database_dsn: str) -> None:
+    """Candidates sharing a stored set hash other than the query's are scored by one text of
+    theirs, checked against that hash: a set whose first row's text changed under the index
+    (triggers off) has each of its texts read, so the changed row gets its own score and the
+    others theirs; a set whose later row changed is scored by its first row, as identical rows
+    are."""
+    original = edited_corpus(12, 1)[0]
+    words = original.split()
+    near = " ".join([*words[:-3], "x1", "x2", "x3"])
+    nearer = " ".join([*words[:-1], "y1"])
+    texts = [original, near, near, near, nearer, nearer, nearer]
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute("CREATE TABLE copies (id integer PRIMARY KEY, body text)")
+        conn.cursor().executemany("INSERT INTO copies VALUES (%s, %s)", list(enumerate(texts)))
+    index = create_index(
+        database_dsn, "copies", "copies", "body", method=MinHash(threshold=THRESHOLD)
+    )
+    index.build()
+    scores = {k: exact_jaccard(original, texts[k]) for k in range(1, 7)}
+    assert scores[1] != scores[4]
+    assert {m.key: m.similarity for m in index.similar(key=0)} == pytest.approx(scores)
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute("SET session_replication_role = replica")  # no trigger queues the change
+        conn.execute("UPDATE copies SET body = %s WHERE id = 1", (nearer,))
+        conn.execute("UPDATE copies SET body = 'an unrelated text of other words' WHERE id = 6")
+    found = {m.key: m.similarity for m in index.similar(key=0)}
+    # Row 1, the first of its set, now reads as a copy of `nearer`; row 6, not the first of
+    # its set, still scores as its set (its stored hash says so, as an identical row's does).
+    assert found == pytest.approx(scores | {1: scores[4]})

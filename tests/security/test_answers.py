@@ -74,7 +74,7 @@ def test_pairs_is_not_a_readers_right_and_no_function_sets_its_own_work_mem(
         "SELECT coalesce(array_agg(p.proname || ': ' || c ORDER BY p.proname), '{}') "
         "FROM pg_proc AS p, unnest(p.proconfig) AS c "
         "WHERE p.pronamespace = 'simindex'::regnamespace AND c !~ '^(search_path|plan_cache_mode"
-        "|enable_hashagg)='",
+        "|enable_hashagg|max_parallel_workers_per_gather)='",
     )
     assert settings == []
     # Python's pairs collapses identical rows into groups; it stays a reader's to call.

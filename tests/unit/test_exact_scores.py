@@ -1,5 +1,6 @@
 """Exact verification's scores of many rows at once, held to the Jaccard of one pair at a time
-(``jaccard`` over ``np.unique`` of each text's features): equal as floats, not approximately."""
+(``jaccard`` over ``np.unique`` of each text's features): equal as floats, not approximately;
+and each text's set hash as the index stores it."""
 
 from __future__ import annotations
 
@@ -46,14 +47,14 @@ def test_exact_scores_are_the_jaccard_of_each_text(
 ) -> None:
     spec = resolve(MinHash(shingling=Shingling(size=2)))
     shingling = spec.method.shingling
-    rows = list(enumerate(texts))
     expected = [
-        (
-            key,
-            jaccard(
-                np.unique(shingling.hashes(" ".join(query))), np.unique(shingling.hashes(text))
-            ),
-        )
-        for key, text in rows
+        jaccard(np.unique(shingling.hashes(" ".join(query))), np.unique(shingling.hashes(text)))
+        for text in texts
     ]
-    assert exact_scores(spec, " ".join(query), rows) == expected
+    scores, set_hashes = exact_scores(spec, " ".join(query), texts)
+    assert scores == expected
+    # Each set's hash is the one the index stores for its text (a text without features has
+    # no row).
+    stored, lengths = spec.minhash_values(texts)
+    indexed = [found for found, length in zip(set_hashes, lengths, strict=True) if length]
+    assert indexed == stored[lengths > 0, -1].view(np.int64).tolist()

@@ -17,24 +17,23 @@ CREATE TABLE {table} (
 CREATE INDEX {index} ON {table} ({column})
 
 -- name: minhash_create_set_index
--- The rows of each shingle set in key order: a query whose own set has max_rows rows or more
--- reads its answer here alone (minhash_similar_function).
+-- The rows of each shingle set in key order: a query reads the rows of its own set here
+-- (minhash_similar_function), never through the band indexes.
 CREATE INDEX {index} ON {table} (set_hash, key)
 
 -- name: minhash_copy
 COPY {table} (key, set_hash, {columns}, sketch) FROM STDIN
 
 -- name: minhash_similar_function
--- Candidates share a band key with the query (a BitmapOr of the band indexes: each row is read
--- once); each is scored by minhash_similarity_v1 (leakproof: applied before the row-level
--- security probe), a row of the same shingle set (set_hash) by 1 exactly. A text without
--- features has NULL arguments: no candidates. The order: similarity, then the rows of the
--- query's own set (identical) before other rows that estimate 1, then the key.
--- A set of max_rows rows or more (a template's copies, each sharing every band key) is the
--- whole answer: read in key order from the (set_hash, key) index, max_rows probes of the
--- source, never through the band indexes. Otherwise the candidates are sorted first and probed
--- in that order until max_rows are seen: a deleted or hidden source row costs a probe, a
--- candidate past the answer none.
+-- The rows of the query's own shingle set (set_hash) score 1 exactly and come first, in key
+-- order, read from the (set_hash, key) index (a template's copies share every band key: never
+-- through the band indexes); max_rows of them are the whole answer. The other candidates share
+-- a band key with the query (a BitmapOr of the band indexes: each row is read once) and are
+-- scored by minhash_similarity_v1 (leakproof: applied before the row-level security probe),
+-- sorted, and probed in that order until the rest of max_rows are seen: a deleted or hidden
+-- source row costs a probe, a candidate past the answer none. A text without features has
+-- NULL arguments: no candidates. The order: similarity, then the rows of the query's own set
+-- (identical) before other rows that estimate 1, then the key.
 CREATE FUNCTION {function}(
     sketch bit varying,
     band_keys integer[],
@@ -45,10 +44,13 @@ CREATE FUNCTION {function}(
 RETURNS TABLE (key {key_type}, similarity double precision, identical boolean)
 LANGUAGE plpgsql VOLATILE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
+-- A query of a few thousand rows starts no workers: a template's band keys, each shared by
+-- thousands of rows, would otherwise get a parallel scan of the whole table (tens of ms).
+SET max_parallel_workers_per_gather = 0
 AS $body$
 DECLARE
     simindex_current boolean;
-    same {key_type}[];
+    same bigint := 0;  -- rows of the query's own set answered
 BEGIN
     {guard};
     PERFORM {usable}({index_name});
@@ -72,37 +74,34 @@ BEGIN
     END IF;
     -- The probes are LATERAL subqueries with a LIMIT: never pulled up into a join, so never a
     -- hash of the whole source, one primary-key probe a row (the inlined visible_key).
-    IF $5 IS NOT NULL AND $4 IS NOT NULL
-       AND EXISTS (SELECT FROM {table} AS c WHERE c.set_hash = $5 OFFSET $4 - 1) THEN
-        same := ARRAY(
-            SELECT c.key FROM {table} AS c
-            CROSS JOIN LATERAL (SELECT FROM {visible_key}(c.key) LIMIT 1) AS seen
-            WHERE c.set_hash = $5
-            ORDER BY c.key
-            LIMIT $4);
-        IF cardinality(same) = $4 THEN
-            RETURN QUERY SELECT u.key, 1.0::double precision, true
-            FROM unnest(same) WITH ORDINALITY AS u (key, n) ORDER BY u.n;
+    IF $5 IS NOT NULL THEN
+        RETURN QUERY SELECT c.key, 1.0::double precision, true
+        FROM {table} AS c
+        CROSS JOIN LATERAL (SELECT FROM {visible_key}(c.key) LIMIT 1) AS seen
+        WHERE c.set_hash = $5
+        ORDER BY c.key
+        LIMIT $4;
+        GET DIAGNOSTICS same = ROW_COUNT;
+        IF same >= $4 THEN
             RETURN;
         END IF;
     END IF;
+    -- Then the other candidates (the bitmap still visits the rows of the query's set, on the
+    -- pages they share, and drops them unscored).
     RETURN QUERY
     SELECT o.key, o.similarity, o.identical
     FROM (
         SELECT c.key, v.similarity, c.set_hash = $5 AS identical
         FROM {table} AS c
-        CROSS JOIN LATERAL (
-            SELECT CASE WHEN c.set_hash = $5 THEN 1.0::double precision
-                        ELSE {similarity}(c.sketch, $1) END AS similarity
-        ) AS v
-        WHERE ({any_band}) AND v.similarity >= $3
-        ORDER BY v.similarity DESC, identical DESC, c.key
+        CROSS JOIN LATERAL (SELECT {similarity}(c.sketch, $1) AS similarity) AS v
+        WHERE ({any_band}) AND c.set_hash IS DISTINCT FROM $5 AND v.similarity >= $3
+        ORDER BY v.similarity DESC, c.key
         OFFSET 0
     ) AS o
     -- Only keys the source holds: a deleted row's index rows stay until the worker's sweep.
     CROSS JOIN LATERAL (SELECT FROM {visible_key}(o.key) LIMIT 1) AS seen
-    ORDER BY o.similarity DESC, o.identical DESC, o.key
-    LIMIT $4;
+    ORDER BY o.similarity DESC, o.key
+    LIMIT $4 - same;
 END
 $body$
 
@@ -199,3 +198,19 @@ ORDER BY similarity DESC, identical DESC, key
 
 -- name: minhash_key_indexed
 SELECT true FROM {table} WHERE key OPERATOR(pg_catalog.=) %(key)s
+
+-- name: minhash_exact_candidates
+-- A query's rows (minhash_similar, minhash_similar_key) as exact verification takes them: the
+-- key, whether it is of the query's own set (it scores 1 unread), and the stored set hash of
+-- each other row (one text a set is read; NULL where the row is no longer there, a rebuild
+-- having swapped the table meanwhile: that row's text is read). No similarity: the rows come
+-- in the query's order, and the texts give the scores. The table is named first: a statement
+-- that meets a rebuild's swap waits for its lock there, and looks up the query function after
+-- the wait (the one the rebuild wrote; see minhash_similar_key_function).
+SELECT q.key, q.identical IS TRUE,
+       CASE WHEN q.identical IS NOT TRUE THEN
+           (SELECT m.set_hash FROM {table} AS m WHERE m.key OPERATOR(pg_catalog.=) q.key)
+       END
+FROM (SELECT FROM {table} LIMIT 0) AS swap
+RIGHT JOIN ({query}) AS q ON true
+ORDER BY q.similarity DESC, q.identical DESC, q.key

@@ -166,22 +166,21 @@ CREATE INDEX "docs_minhash_b13" ON "simindex"."docs_minhash" ("b13");
 
 CREATE INDEX "docs_minhash_b14" ON "simindex"."docs_minhash" ("b14");
 
--- The rows of each shingle set in key order: a query whose own set has max_rows rows or more
--- reads its answer here alone (minhash_similar_function).
+-- The rows of each shingle set in key order: a query reads the rows of its own set here
+-- (minhash_similar_function), never through the band indexes.
 CREATE INDEX "docs_minhash_set_hash" ON "simindex"."docs_minhash" (set_hash, key);
 
 ANALYZE "simindex"."docs_minhash";
 
--- Candidates share a band key with the query (a BitmapOr of the band indexes: each row is read
--- once); each is scored by minhash_similarity_v1 (leakproof: applied before the row-level
--- security probe), a row of the same shingle set (set_hash) by 1 exactly. A text without
--- features has NULL arguments: no candidates. The order: similarity, then the rows of the
--- query's own set (identical) before other rows that estimate 1, then the key.
--- A set of max_rows rows or more (a template's copies, each sharing every band key) is the
--- whole answer: read in key order from the (set_hash, key) index, max_rows probes of the
--- source, never through the band indexes. Otherwise the candidates are sorted first and probed
--- in that order until max_rows are seen: a deleted or hidden source row costs a probe, a
--- candidate past the answer none.
+-- The rows of the query's own shingle set (set_hash) score 1 exactly and come first, in key
+-- order, read from the (set_hash, key) index (a template's copies share every band key: never
+-- through the band indexes); max_rows of them are the whole answer. The other candidates share
+-- a band key with the query (a BitmapOr of the band indexes: each row is read once) and are
+-- scored by minhash_similarity_v1 (leakproof: applied before the row-level security probe),
+-- sorted, and probed in that order until the rest of max_rows are seen: a deleted or hidden
+-- source row costs a probe, a candidate past the answer none. A text without features has
+-- NULL arguments: no candidates. The order: similarity, then the rows of the query's own set
+-- (identical) before other rows that estimate 1, then the key.
 CREATE FUNCTION "simindex"."docs_similar_v1"(
     sketch bit varying,
     band_keys integer[],
@@ -192,10 +191,13 @@ CREATE FUNCTION "simindex"."docs_similar_v1"(
 RETURNS TABLE (key bigint, similarity double precision, identical boolean)
 LANGUAGE plpgsql VOLATILE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
+-- A query of a few thousand rows starts no workers: a template's band keys, each shared by
+-- thousands of rows, would otherwise get a parallel scan of the whole table (tens of ms).
+SET max_parallel_workers_per_gather = 0
 AS $body$
 DECLARE
     simindex_current boolean;
-    same bigint[];
+    same bigint := 0;  -- rows of the query's own set answered
 BEGIN
     -- The first statement of a query function (VOLATILE, so each of its statements takes its own
 -- snapshot). A rebuild swaps new side tables in (DROP and RENAME, in its transaction): a query
@@ -241,37 +243,34 @@ END IF;
     END IF;
     -- The probes are LATERAL subqueries with a LIMIT: never pulled up into a join, so never a
     -- hash of the whole source, one primary-key probe a row (the inlined visible_key).
-    IF $5 IS NOT NULL AND $4 IS NOT NULL
-       AND EXISTS (SELECT FROM "simindex"."docs_minhash" AS c WHERE c.set_hash = $5 OFFSET $4 - 1) THEN
-        same := ARRAY(
-            SELECT c.key FROM "simindex"."docs_minhash" AS c
-            CROSS JOIN LATERAL (SELECT FROM "simindex"."docs_visible_key_v1"(c.key) LIMIT 1) AS seen
-            WHERE c.set_hash = $5
-            ORDER BY c.key
-            LIMIT $4);
-        IF cardinality(same) = $4 THEN
-            RETURN QUERY SELECT u.key, 1.0::double precision, true
-            FROM unnest(same) WITH ORDINALITY AS u (key, n) ORDER BY u.n;
+    IF $5 IS NOT NULL THEN
+        RETURN QUERY SELECT c.key, 1.0::double precision, true
+        FROM "simindex"."docs_minhash" AS c
+        CROSS JOIN LATERAL (SELECT FROM "simindex"."docs_visible_key_v1"(c.key) LIMIT 1) AS seen
+        WHERE c.set_hash = $5
+        ORDER BY c.key
+        LIMIT $4;
+        GET DIAGNOSTICS same = ROW_COUNT;
+        IF same >= $4 THEN
             RETURN;
         END IF;
     END IF;
+    -- Then the other candidates (the bitmap still visits the rows of the query's set, on the
+    -- pages they share, and drops them unscored).
     RETURN QUERY
     SELECT o.key, o.similarity, o.identical
     FROM (
         SELECT c.key, v.similarity, c.set_hash = $5 AS identical
         FROM "simindex"."docs_minhash" AS c
-        CROSS JOIN LATERAL (
-            SELECT CASE WHEN c.set_hash = $5 THEN 1.0::double precision
-                        ELSE "simindex"."minhash_similarity_v1"(c.sketch, $1) END AS similarity
-        ) AS v
-        WHERE (c."b0" = $2[1] OR c."b1" = $2[2] OR c."b2" = $2[3] OR c."b3" = $2[4] OR c."b4" = $2[5] OR c."b5" = $2[6] OR c."b6" = $2[7] OR c."b7" = $2[8] OR c."b8" = $2[9] OR c."b9" = $2[10] OR c."b10" = $2[11] OR c."b11" = $2[12] OR c."b12" = $2[13] OR c."b13" = $2[14] OR c."b14" = $2[15]) AND v.similarity >= $3
-        ORDER BY v.similarity DESC, identical DESC, c.key
+        CROSS JOIN LATERAL (SELECT "simindex"."minhash_similarity_v1"(c.sketch, $1) AS similarity) AS v
+        WHERE (c."b0" = $2[1] OR c."b1" = $2[2] OR c."b2" = $2[3] OR c."b3" = $2[4] OR c."b4" = $2[5] OR c."b5" = $2[6] OR c."b6" = $2[7] OR c."b7" = $2[8] OR c."b8" = $2[9] OR c."b9" = $2[10] OR c."b10" = $2[11] OR c."b11" = $2[12] OR c."b12" = $2[13] OR c."b13" = $2[14] OR c."b14" = $2[15]) AND c.set_hash IS DISTINCT FROM $5 AND v.similarity >= $3
+        ORDER BY v.similarity DESC, c.key
         OFFSET 0
     ) AS o
     -- Only keys the source holds: a deleted row's index rows stay until the worker's sweep.
     CROSS JOIN LATERAL (SELECT FROM "simindex"."docs_visible_key_v1"(o.key) LIMIT 1) AS seen
-    ORDER BY o.similarity DESC, o.identical DESC, o.key
-    LIMIT $4;
+    ORDER BY o.similarity DESC, o.key
+    LIMIT $4 - same;
 END
 $body$;
 
