@@ -20,6 +20,7 @@ from simindex.db.keys import key_cursor
 from simindex.db.minhash_store import MinHashStore
 from simindex.db.source import Source, key_errors
 from simindex.db.statements import statement
+from simindex.db.triggers import Triggers
 from simindex.errors import KeyNotIndexedError
 from simindex.ops.verify import (
     DEFAULT_VERIFY,
@@ -84,7 +85,15 @@ def similar(
             return []
         query, params = made[0](), made[2]
     if verify == "exact":
-        query = statement("minhash_exact_candidates", table=store.table(), query=query)
+        waiting = Triggers(info.index_schema, info.name, info.source, store)
+        query = statement(
+            "minhash_exact_candidates",
+            table=store.table(),
+            query=query,
+            inbox=waiting.inbox,
+            queue=waiting.queue,
+            failed=waiting.failed,
+        )
     with key_errors(info.source, key) if by_key else nullcontext():
         rows = key_cursor(conn).execute(query, params).fetchall()
         if (
@@ -100,10 +109,16 @@ def similar(
         return [Similar(found_key, float(similarity)) for found_key, similarity, _ in rows]
     if not rows:
         return []
-    # Rows of the query's own shingle set (the stored set hash) score 1 unread; they come
-    # first, in the database's order.
-    same = [found for found, identical, _ in rows if identical]
-    others = [(found, stored) for found, identical, stored in rows if not identical]
+    if rows[0][3]:
+        # Changes not synced yet: a stored set hash may be older than its row's text, so
+        # every text is read and scored.
+        same: list[Any] = []
+        others: list[tuple[Any, int | None]] = [(row[0], None) for row in rows]
+    else:
+        # Rows of the query's own shingle set (the stored set hash) score 1 unread; they
+        # come first, in the database's order.
+        same = [found for found, identical, _, _ in rows if identical]
+        others = [(found, stored) for found, identical, stored, _ in rows if not identical]
     # The texts are read with the source locked and checked (lock_source), which holds until
     # the transaction ends: one of its own on an autocommit connection.
     with conn.transaction():

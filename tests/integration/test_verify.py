@@ -203,8 +203,8 @@ def test_a_tokenizer_not_registered_stops_create(database_dsn: str) -> None:
 def test_exact_verification_reads_no_text_of_an_identical_row(database_dsn: str) -> None:
     """Rows whose stored set hash equals the query's score 1 without their texts being read;
     every other candidate's text is read and scored. The texts are changed under the index
-    (triggers off, as if the worker had not caught up): an identical row whose text is now
-    NULL still scores 1, a near copy whose text is now unrelated is read and dropped."""
+    (its queue entries lost, so nothing is pending): an identical row whose text is now NULL
+    still scores 1, a near copy whose text is now unrelated is read and dropped."""
     original = edited_corpus(11, 1)[0]
     words = original.split()
     near = " ".join([*words[:-3], "x1", "x2", "x3"])
@@ -221,9 +221,10 @@ def test_exact_verification_reads_no_text_of_an_identical_row(database_dsn: str)
         {1: 1.0, 2: 1.0, 3: 1.0} | {k: exact_jaccard(original, texts[k]) for k in (4, 5)}
     )
     with psycopg.connect(database_dsn) as conn:
-        conn.execute("SET session_replication_role = replica")  # no trigger queues the change
+        conn.execute("SET session_replication_role = replica")  # queued in the inbox
         conn.execute("UPDATE copies SET body = NULL WHERE id IN (1, 2, 3)")
         conn.execute("UPDATE copies SET body = 'an unrelated text of other words' WHERE id = 4")
+        conn.execute("DELETE FROM simindex.copies_inbox")  # and lost: nothing is pending
     # The estimate is the stored rows' alone: all five still there.
     assert {m.key for m in index.similar(key=0, verify="estimate")} == {1, 2, 3, 4, 5}
     after = {m.key: m.similarity for m in index.similar(key=0)}  # exact, the default
@@ -235,7 +236,7 @@ def test_exact_verification_reads_no_text_of_an_identical_row(database_dsn: str)
 def test_exact_verification_reads_one_text_of_each_other_set(database_dsn: str) -> None:
     """Candidates sharing a stored set hash other than the query's are scored by one text of
     theirs, checked against that hash: a set whose first row's text changed under the index
-    (triggers off) has each of its texts read, so the changed row gets its own score and the
+    (its queue entries lost) has each of its texts read, so the changed row gets its own score and the
     others theirs; a set whose later row changed is scored by its first row, as identical rows
     are."""
     original = edited_corpus(12, 1)[0]
@@ -254,10 +255,40 @@ def test_exact_verification_reads_one_text_of_each_other_set(database_dsn: str) 
     assert scores[1] != scores[4]
     assert {m.key: m.similarity for m in index.similar(key=0)} == pytest.approx(scores)
     with psycopg.connect(database_dsn) as conn:
-        conn.execute("SET session_replication_role = replica")  # no trigger queues the change
+        conn.execute("SET session_replication_role = replica")  # queued in the inbox
         conn.execute("UPDATE copies SET body = %s WHERE id = 1", (nearer,))
         conn.execute("UPDATE copies SET body = 'an unrelated text of other words' WHERE id = 6")
+        conn.execute("DELETE FROM simindex.copies_inbox")  # and lost: nothing is pending
     found = {m.key: m.similarity for m in index.similar(key=0)}
     # Row 1, the first of its set, now reads as a copy of `nearer`; row 6, not the first of
     # its set, still scores as its set (its stored hash says so, as an identical row's does).
     assert found == pytest.approx(scores | {1: scores[4]})
+
+
+def test_exact_verification_reads_every_text_while_changes_are_pending(
+    database_dsn: str,
+) -> None:
+    """While a change waits for the worker (here in the inbox: a replica-mode write, queued by
+    the row triggers), a stored set hash may be older than its row's text: every candidate's
+    text is read, those of the query's own set too, and each row gets its exact score."""
+    original = edited_corpus(13, 1)[0]
+    words = original.split()
+    near = " ".join([*words[:-3], "x1", "x2", "x3"])
+    texts = [original, original, original, near, near, near]
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute("CREATE TABLE copies (id integer PRIMARY KEY, body text)")
+        conn.cursor().executemany("INSERT INTO copies VALUES (%s, %s)", list(enumerate(texts)))
+    index = create_index(
+        database_dsn, "copies", "copies", "body", method=MinHash(threshold=THRESHOLD)
+    )
+    index.build()
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute("SET session_replication_role = replica")  # queued by the row triggers
+        conn.execute("UPDATE copies SET body = 'an unrelated text of other words' WHERE id = 2")
+        conn.execute("UPDATE copies SET body = 'another text, of words unseen' WHERE id = 5")
+        assert conn.execute("SELECT EXISTS (SELECT FROM simindex.copies_inbox)").fetchone() == (True,)
+    # The estimate is the stored rows' alone: all five still there.
+    assert {m.key for m in index.similar(key=0, verify="estimate")} == {1, 2, 3, 4, 5}
+    found = {m.key: m.similarity for m in index.similar(key=0)}
+    assert found == pytest.approx({1: 1.0, 3: exact_jaccard(original, near), 4: found[4]})
+    assert found[4] == pytest.approx(exact_jaccard(original, near))

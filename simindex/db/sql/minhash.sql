@@ -207,10 +207,15 @@ SELECT true FROM {table} WHERE key OPERATOR(pg_catalog.=) %(key)s
 -- in the query's order, and the texts give the scores. The table is named first: a statement
 -- that meets a rebuild's swap waits for its lock there, and looks up the query function after
 -- the wait (the one the rebuild wrote; see minhash_similar_key_function).
+-- Stored set hashes are the sets of the rows as they were synced: while a change waits in the
+-- inbox, the queue or the failed items (pending, looked at once: an initplan), a row's stored
+-- hash may be older than its text, and verification reads every text.
 SELECT q.key, q.identical IS TRUE,
        CASE WHEN q.identical IS NOT TRUE THEN
            (SELECT m.set_hash FROM {table} AS m WHERE m.key OPERATOR(pg_catalog.=) q.key)
-       END
+       END,
+       (SELECT EXISTS (SELECT FROM {inbox}) OR EXISTS (SELECT FROM {queue})
+               OR EXISTS (SELECT FROM {failed})) AS pending
 FROM (SELECT FROM {table} LIMIT 0) AS swap
 RIGHT JOIN ({query}) AS q ON true
 ORDER BY q.similarity DESC, q.identical DESC, q.key
