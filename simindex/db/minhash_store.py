@@ -86,9 +86,12 @@ class MinHashStore:
             "visible": visible_function(self.schema, self.name),
         }
 
-    def pairs_function_statement(self) -> sql.Composed:
+    def _table_literal(self) -> sql.Literal:
+        """The side table's quoted name as a string literal (for a regclass cast)."""
         parts = (self.schema, self._name("minhash", False))
-        quoted = ".".join('"' + part.replace('"', '""') + '"' for part in parts)
+        return sql.Literal(".".join('"' + part.replace('"', '""') + '"' for part in parts))
+
+    def pairs_function_statement(self) -> sql.Composed:
         return statement(
             "minhash_pairs_function",
             **self._usable(),
@@ -96,7 +99,7 @@ class MinHashStore:
             threshold=sql.Literal(self.threshold),
             key_type=self._key_type(),
             pairs=sql.Identifier(self.schema, "minhash_pairs_of_table_v1"),
-            table_name=sql.Literal(quoted),
+            table_name=self._table_literal(),
             num_bands=sql.Literal(self.design.num_bands),
         )
 
@@ -147,11 +150,14 @@ class MinHashStore:
             *protect_statements(self.schema, self.name, self._name("minhash", staging)),
         ]
 
-    def function_statements(self) -> list[sql.Composed]:
-        any_band = sql.SQL(" OR ").join(
-            sql.SQL("c.{} = $2[{}]").format(column, sql.Literal(band + 1))
+    def _any_band(self, band_keys: str) -> sql.Composed:
+        """A row shares a band key with ``band_keys`` (an array, by its SQL name)."""
+        return sql.SQL(" OR ").join(
+            sql.SQL("c.{} = {}[{}]").format(column, sql.SQL(band_keys), sql.Literal(band + 1))
             for band, column in enumerate(self.columns)
         )
+
+    def function_statements(self) -> list[sql.Composed]:
         return [
             statement(
                 "minhash_similar_function",
@@ -167,21 +173,26 @@ class MinHashStore:
                 sketch_bits=sql.Literal(self.sketch_bits),
                 num_bands=sql.Literal(self.design.num_bands),
                 similarity=self.similarity,
-                any_band=any_band,
+                any_band=self._any_band("$2"),
                 visible_key=visible_key_function(self.schema, self.name),
             ),
             statement(
                 "minhash_similar_key_function",
-                **self._usable(),
                 function=self.similar_key_function,
                 key_type=self._key_type(),
                 max_rows=max_rows(),
                 threshold=sql.Literal(self.threshold),
                 table=self.table(),
-                similar=self.similar_function,
                 band_columns=sql.SQL(", ").join(
                     sql.SQL("s.{}").format(column) for column in self.columns
                 ),
+                ready=sql.Identifier(self.schema, "query_ready_v1"),
+                index_name=sql.Literal(self.name),
+                side=self._table_literal(),
+                catalog=sql.Identifier(self.schema, "indexes"),
+                similarity=self.similarity,
+                any_band=self._any_band("query_bands"),
+                visible_key=visible_key_function(self.schema, self.name),
             ),
             self.pairs_function_statement(),
             statement("pairs_revoke_function", function=self.pairs_function),
