@@ -20,7 +20,9 @@ cluster: the tail; half any row), taking turns key by key on one connection each
 * with ``--baseline TREE`` (another checkout of simindex, e.g. main's from ``git worktree
   add``), ``similar exact BEFORE`` and ``similar estimate BEFORE``: the same calls by a child
   process with that tree first on ``sys.path``, on the same server, in the same turns, timed
-  in the child (the pipe to it is not counted).
+  in the child (the pipe to it is not counted); and ``similar_key_v1 BEFORE``: that tree's
+  SQL query functions of the index, installed beside under ``<name>_before_...`` names (the
+  child prints them), called as ``similar_key_v1`` is.
 
 Writes ``benchmarks/results/query-templates-<rows>.json``. Not a test: nothing here asserts a
 timing. The machine is shared: compare figures of one run (ratios), not across runs.
@@ -120,10 +122,10 @@ class Baseline:
     """``Index.similar`` by key in a child process whose simindex is another tree's."""
 
     def __init__(self, tree: Path, dsn: str) -> None:
-        path = os.pathsep.join([str(tree), str(Path(__file__).parent)])
+        self.path = os.pathsep.join([str(tree), str(Path(__file__).parent)])
         self.child = subprocess.Popen(
             [sys.executable, str(Path(__file__)), "--serve", dsn],
-            env=os.environ | {"PYTHONPATH": path},
+            env=os.environ | {"PYTHONPATH": self.path},
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -138,6 +140,29 @@ class Baseline:
             return int(found), float(seconds)
 
         return timed
+
+    def install_functions(self, dsn: str) -> sql.Identifier:
+        """The tree's own query functions of the index, beside the current ones under
+        ``<name>_before_...`` names; returns the by-key one's name."""
+        printed = subprocess.run(
+            [sys.executable, str(Path(__file__)), "--print-functions", dsn],
+            env=os.environ | {"PYTHONPATH": self.path},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        renamed = {
+            f'"simindex"."{NAME}_similar{kind}_v1"': f'"simindex"."{NAME}_before_similar{kind}_v1"'
+            for kind in ("", "_key")
+        }
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            for text in json.loads(printed):
+                if not any(f"CREATE FUNCTION {sql_name}" in text for sql_name in renamed):
+                    continue
+                for old, new in renamed.items():
+                    text = text.replace(old, new)
+                conn.execute(text.encode())
+        return sql.Identifier("simindex", f"{NAME}_before_similar_key_v1")
 
     def close(self) -> None:
         assert self.child.stdin is not None
@@ -156,6 +181,14 @@ def serve(dsn: str) -> None:
         found = facade.similar(key=int(key), verify=verify)  # type: ignore[arg-type]
         print(json.dumps([len(found), time.perf_counter() - begin]), flush=True)
     engine.dispose()
+
+
+def print_functions(dsn: str) -> None:
+    """Another tree's child: the index's query function statements, as JSON text."""
+    info = Index(dsn, NAME).info()
+    store = store_for("simindex", NAME, info.source, info.spec)
+    with psycopg.connect(dsn) as conn:
+        print(json.dumps([text.as_string(conn) for text in store.function_statements()]))
 
 
 def run(dsn: str, rows: int, queries: int, baseline: Path | None = None) -> dict[str, Any]:
@@ -195,6 +228,13 @@ def run(dsn: str, rows: int, queries: int, baseline: Path | None = None) -> dict
                 "similar estimate": lambda k: len(facade.similar(key=k, verify="estimate")),
             }
             if before is not None:
+                old = sql.SQL("SELECT key, similarity FROM {}(%s)").format(
+                    before.install_functions(dsn)
+                )
+                old_text = old.as_bytes(conn)
+                calls["similar_key_v1 BEFORE"] = lambda k: len(
+                    conn.execute(old_text, (k,), prepare=True).fetchall()
+                )
                 calls["similar exact BEFORE"] = before.call("exact")
                 calls["similar estimate BEFORE"] = before.call("estimate")
             measured = interleaved(calls, keys)
@@ -269,10 +309,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--baseline", type=Path, help="another simindex tree, measured beside (as BEFORE)"
     )
     parser.add_argument("--serve", metavar="DSN", help=argparse.SUPPRESS)  # Baseline's child
+    parser.add_argument("--print-functions", metavar="DSN", help=argparse.SUPPRESS)  # its SQL
     add_server_options(parser)
     args = parser.parse_args(argv)
     if args.serve:
         serve(args.serve)
+        return
+    if args.print_functions:
+        print_functions(args.print_functions)
         return
     result = new_result("query_templates", argv)
     if args.baseline:  # no machine path in a result
