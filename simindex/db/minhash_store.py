@@ -157,6 +157,26 @@ class MinHashStore:
             for band, column in enumerate(self.columns)
         )
 
+    def _key_candidates(self, protected: bool) -> sql.Composed:
+        """The band candidates of a query by key, filtered by minhash_similarity_v1 (leakproof)
+        where row-level security may apply (``protected``), else by the estimate in the plan."""
+        parts = {
+            "estimate": statement(
+                "minhash_estimate", a=sql.SQL("c.sketch"), b=sql.SQL("query_sketch")
+            ),
+            "table": self.table(),
+            "any_band": self._any_band("query_bands"),
+        }
+        if protected:
+            scored = statement("minhash_key_scored", similarity=self.similarity, **parts)
+        else:
+            scored = statement("minhash_key_scored_open", **parts)
+        return statement(
+            "minhash_key_candidates",
+            scored=scored,
+            visible_key=visible_key_function(self.schema, self.name),
+        )
+
     def function_statements(self) -> list[sql.Composed]:
         return [
             statement(
@@ -190,9 +210,9 @@ class MinHashStore:
                 index_name=sql.Literal(self.name),
                 side=self._table_literal(),
                 catalog=sql.Identifier(self.schema, "indexes"),
-                similarity=self.similarity,
-                any_band=self._any_band("query_bands"),
                 visible_key=visible_key_function(self.schema, self.name),
+                protected_candidates=self._key_candidates(protected=True),
+                open_candidates=self._key_candidates(protected=False),
             ),
             self.pairs_function_statement(),
             statement("pairs_revoke_function", function=self.pairs_function),

@@ -118,7 +118,14 @@ $body$
 -- other row) come first, from the (set_hash, key) index in key order, each probed in the
 -- source, never through the band indexes; a template's copies, max_rows of them or more, are
 -- then the whole answer. Only a set with rows besides the key is read so. Then the other
--- candidates, as similar_v1 finds them, as many as are still wanted.
+-- candidates, as similar_v1 finds them (minhash_key_candidates): sorted, then probed in the
+-- source in that order until as many as are still wanted are seen (only keys the source
+-- holds: a deleted row's index rows stay until the worker's sweep). Their score is
+-- minhash_estimate: minhash_similarity_v1's operations written out in the same order (so the
+-- same value), evaluated in the plan without a call a row. It is not leakproof (# fails on bit
+-- strings of two lengths): where row-level security may apply, the filter is
+-- minhash_similarity_v1, run before the policy's probe of the source (minhash_key_scored);
+-- elsewhere the estimate is computed once a candidate (minhash_key_scored_open).
 CREATE FUNCTION {function}(
     row_key {key_type}, threshold double precision DEFAULT {threshold},
     max_rows integer DEFAULT {max_rows}
@@ -176,23 +183,51 @@ BEGIN
             RETURN;
         END IF;
     END IF;
-    RETURN QUERY
-    SELECT o.key, o.similarity, false
+    -- A policy may apply: the leakproof filter first; none does: the estimate once a row.
+    IF pg_catalog.row_security_active({side}::pg_catalog.regclass) THEN
+        RETURN QUERY {protected_candidates};
+    ELSE
+        RETURN QUERY {open_candidates};
+    END IF;
+END
+$body$
+
+-- name: minhash_key_candidates
+-- The band candidates of a query by key, sorted, then probed (minhash_similar_key_function).
+SELECT o.key, o.similarity, false
     FROM (
-        SELECT c.key, {similarity}(c.sketch, query_sketch) AS similarity
+        SELECT r.key, r.similarity FROM ({scored}) AS r
+        ORDER BY r.similarity DESC, r.key
+        OFFSET 0
+    ) AS o
+    CROSS JOIN LATERAL (SELECT FROM {visible_key}(o.key) LIMIT 1) AS seen
+    ORDER BY o.similarity DESC, o.key
+    LIMIT max_rows - found_rows
+
+-- name: minhash_key_scored
+-- Scored where row-level security may apply (minhash_similar_key_function).
+SELECT c.key, {estimate} AS similarity
         FROM {table} AS c
         WHERE ({any_band})
           AND c.set_hash <> query_set
           AND {similarity}(c.sketch, query_sketch) >= threshold
-        ORDER BY 2 DESC, c.key
-        OFFSET 0
-    ) AS o
-    -- Only keys the source holds: a deleted row's index rows stay until the worker's sweep.
-    CROSS JOIN LATERAL (SELECT FROM {visible_key}(o.key) LIMIT 1) AS seen
-    ORDER BY o.similarity DESC, o.key
-    LIMIT max_rows - found_rows;
-END
-$body$
+
+-- name: minhash_key_scored_open
+-- Scored where no policy applies, once a candidate (minhash_similar_key_function).
+SELECT s.key, s.similarity
+        FROM (SELECT c.key, {estimate} AS similarity
+              FROM {table} AS c
+              WHERE ({any_band})
+                AND c.set_hash <> query_set
+              OFFSET 0) AS s
+        WHERE s.similarity >= threshold
+
+-- name: minhash_estimate
+-- minhash_similarity_v1 written out (minhash_similar_key_function).
+GREATEST(0.0::double precision, 1.0::double precision
+            OPERATOR(pg_catalog.-) (2.0::double precision
+            OPERATOR(pg_catalog.*) pg_catalog.bit_count({a} OPERATOR(pg_catalog.#) {b})
+            OPERATOR(pg_catalog./) pg_catalog.length({a})))
 
 -- name: minhash_pairs_function
 -- Every pair, for SQL callers: minhash_pairs_of_table_v1 over this index's table. Not a reader's right

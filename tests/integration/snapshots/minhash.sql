@@ -282,7 +282,14 @@ $body$;
 -- other row) come first, from the (set_hash, key) index in key order, each probed in the
 -- source, never through the band indexes; a template's copies, max_rows of them or more, are
 -- then the whole answer. Only a set with rows besides the key is read so. Then the other
--- candidates, as similar_v1 finds them, as many as are still wanted.
+-- candidates, as similar_v1 finds them (minhash_key_candidates): sorted, then probed in the
+-- source in that order until as many as are still wanted are seen (only keys the source
+-- holds: a deleted row's index rows stay until the worker's sweep). Their score is
+-- minhash_estimate: minhash_similarity_v1's operations written out in the same order (so the
+-- same value), evaluated in the plan without a call a row. It is not leakproof (# fails on bit
+-- strings of two lengths): where row-level security may apply, the filter is
+-- minhash_similarity_v1, run before the policy's probe of the source (minhash_key_scored);
+-- elsewhere the estimate is computed once a candidate (minhash_key_scored_open).
 CREATE FUNCTION "simindex"."docs_similar_key_v1"(
     row_key bigint, threshold double precision DEFAULT 0.8,
     max_rows integer DEFAULT 1000
@@ -340,21 +347,50 @@ BEGIN
             RETURN;
         END IF;
     END IF;
-    RETURN QUERY
-    SELECT o.key, o.similarity, false
+    -- A policy may apply: the leakproof filter first; none does: the estimate once a row.
+    IF pg_catalog.row_security_active('"simindex"."docs_minhash"'::pg_catalog.regclass) THEN
+        RETURN QUERY -- The band candidates of a query by key, sorted, then probed (minhash_similar_key_function).
+SELECT o.key, o.similarity, false
     FROM (
-        SELECT c.key, "simindex"."minhash_similarity_v1"(c.sketch, query_sketch) AS similarity
+        SELECT r.key, r.similarity FROM (-- Scored where row-level security may apply (minhash_similar_key_function).
+SELECT c.key, -- minhash_similarity_v1 written out (minhash_similar_key_function).
+GREATEST(0.0::double precision, 1.0::double precision
+            OPERATOR(pg_catalog.-) (2.0::double precision
+            OPERATOR(pg_catalog.*) pg_catalog.bit_count(c.sketch OPERATOR(pg_catalog.#) query_sketch)
+            OPERATOR(pg_catalog./) pg_catalog.length(c.sketch))) AS similarity
         FROM "simindex"."docs_minhash" AS c
         WHERE (c."b0" = query_bands[1] OR c."b1" = query_bands[2] OR c."b2" = query_bands[3] OR c."b3" = query_bands[4] OR c."b4" = query_bands[5] OR c."b5" = query_bands[6] OR c."b6" = query_bands[7] OR c."b7" = query_bands[8] OR c."b8" = query_bands[9] OR c."b9" = query_bands[10] OR c."b10" = query_bands[11] OR c."b11" = query_bands[12] OR c."b12" = query_bands[13] OR c."b13" = query_bands[14] OR c."b14" = query_bands[15])
           AND c.set_hash <> query_set
-          AND "simindex"."minhash_similarity_v1"(c.sketch, query_sketch) >= threshold
-        ORDER BY 2 DESC, c.key
+          AND "simindex"."minhash_similarity_v1"(c.sketch, query_sketch) >= threshold) AS r
+        ORDER BY r.similarity DESC, r.key
         OFFSET 0
     ) AS o
-    -- Only keys the source holds: a deleted row's index rows stay until the worker's sweep.
     CROSS JOIN LATERAL (SELECT FROM "simindex"."docs_visible_key_v1"(o.key) LIMIT 1) AS seen
     ORDER BY o.similarity DESC, o.key
     LIMIT max_rows - found_rows;
+    ELSE
+        RETURN QUERY -- The band candidates of a query by key, sorted, then probed (minhash_similar_key_function).
+SELECT o.key, o.similarity, false
+    FROM (
+        SELECT r.key, r.similarity FROM (-- Scored where no policy applies, once a candidate (minhash_similar_key_function).
+SELECT s.key, s.similarity
+        FROM (SELECT c.key, -- minhash_similarity_v1 written out (minhash_similar_key_function).
+GREATEST(0.0::double precision, 1.0::double precision
+            OPERATOR(pg_catalog.-) (2.0::double precision
+            OPERATOR(pg_catalog.*) pg_catalog.bit_count(c.sketch OPERATOR(pg_catalog.#) query_sketch)
+            OPERATOR(pg_catalog./) pg_catalog.length(c.sketch))) AS similarity
+              FROM "simindex"."docs_minhash" AS c
+              WHERE (c."b0" = query_bands[1] OR c."b1" = query_bands[2] OR c."b2" = query_bands[3] OR c."b3" = query_bands[4] OR c."b4" = query_bands[5] OR c."b5" = query_bands[6] OR c."b6" = query_bands[7] OR c."b7" = query_bands[8] OR c."b8" = query_bands[9] OR c."b9" = query_bands[10] OR c."b10" = query_bands[11] OR c."b11" = query_bands[12] OR c."b12" = query_bands[13] OR c."b13" = query_bands[14] OR c."b14" = query_bands[15])
+                AND c.set_hash <> query_set
+              OFFSET 0) AS s
+        WHERE s.similarity >= threshold) AS r
+        ORDER BY r.similarity DESC, r.key
+        OFFSET 0
+    ) AS o
+    CROSS JOIN LATERAL (SELECT FROM "simindex"."docs_visible_key_v1"(o.key) LIMIT 1) AS seen
+    ORDER BY o.similarity DESC, o.key
+    LIMIT max_rows - found_rows;
+    END IF;
 END
 $body$;
 
