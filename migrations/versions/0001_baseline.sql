@@ -34,7 +34,9 @@ END
 -- name: catalog
 -- One row per index. The source as PostgreSQL knows it (names change, these do not): the table
 -- (source, a regclass that dumps as its name; source_oid, the number it had, which tells a
--- restore from a dump), the key and text columns by number and type.
+-- restore from a dump), the key and text columns by number and type. side: the table the
+-- index's query functions read, as the transaction that made it (create, build) recorded it,
+-- so a query tells in its own snapshot whether that table is the one it locked.
 CREATE TABLE {schema}.indexes (
     id integer GENERATED ALWAYS AS IDENTITY,
     name text NOT NULL,
@@ -64,6 +66,7 @@ CREATE TABLE {schema}.indexes (
     text_attnum smallint,
     text_type_id regtype,
     state_reason text,
+    side regclass,
     CONSTRAINT indexes_pkey PRIMARY KEY (id),
     CONSTRAINT indexes_name_key UNIQUE (name),
     CONSTRAINT indexes_name_length CHECK (char_length(name) BETWEEN 1 AND 63),
@@ -351,11 +354,14 @@ $body$
 -- cannot fail, nor tell anything but its answer), so the planner applies it before the
 -- row-level security probe of the source (simindex.db.answers): only rows within the distance
 -- are probed, not every row of a prefix range. PL/pgSQL, so it is never inlined (the inlined
--- expression would not be leakproof); COST 1, since the planner moves a leakproof qual ahead
--- of the policy's only when it is that cheap; no SET clause (a GUC saved and restored per row would
--- cost more than the test): every name in it is qualified.
+-- expression would not be leakproof). COST 8: the planner moves a leakproof qual ahead of the
+-- policy's only when it costs less than 10 operators, and orders the quals of one level by
+-- cost, so where no policy applies the query's inlined test of the same distance (5
+-- operators, no call) runs first and this function only for the rows within it. No SET
+-- clause (a GUC saved and restored per row would cost more than the test): every name in it
+-- is qualified.
 CREATE FUNCTION {schema}.within_distance_v1(a bigint, b bigint, max_distance integer)
-RETURNS boolean LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE COST 1
+RETURNS boolean LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE COST 8
 AS $body$
 BEGIN
     RETURN pg_catalog.bit_count((a OPERATOR(pg_catalog.#) b)::pg_catalog.bit(64))
@@ -455,13 +461,15 @@ $body$
 -- statement under READ COMMITTED, a VOLATILE function's too) sees the rebuilt table whole. One
 -- whose snapshot is older (a REPEATABLE READ or SERIALIZABLE transaction, or a STABLE caller's
 -- snapshot) would read the new table as empty: the side table it locked (the plan's constant,
--- by OID) is not in its snapshot (current is false), and it fails as a serialization failure
--- (40001), to be retried like one. An index whose source table was dropped (usable is false:
+-- by OID) is not the one the catalog row in its snapshot records (current is false), and it
+-- fails as a serialization failure (40001), to be retried like one. An index whose source table was dropped (usable is false:
 -- its catalog row says so, or its source's OID is gone) answers nothing (55000).
--- No SET clause (a GUC saved and restored per call would cost more than the test): every
--- name in it is qualified.
+-- PARALLEL UNSAFE, so the query it guards is never planned parallel: a generic plan's
+-- estimate of a prefix range (thousands of rows) makes workers look cheap, and starting them
+-- costs a hundred times the query. No SET clause (a GUC saved and restored per call would cost
+-- more than the test): every name in it is qualified.
 CREATE FUNCTION {schema}.query_ready_v1(index_name text, current boolean, usable boolean)
-RETURNS boolean LANGUAGE plpgsql STABLE PARALLEL SAFE
+RETURNS boolean LANGUAGE plpgsql STABLE PARALLEL UNSAFE
 AS $body$
 BEGIN
     IF NOT current THEN

@@ -103,6 +103,18 @@ def catalog(schema: str) -> sql.Identifier:
     return sql.Identifier(check_schema(schema), "indexes")
 
 
+def side_statement(schema: str, name: str, store: Store) -> sql.Composed:
+    """Records ``store``'s live table as the one index ``name``'s query functions read, in the
+    transaction that made it (create, a build's swap): their swap guard compares it, as their
+    snapshot sees it, with the table they locked."""
+    return statement(
+        "catalog_set_side",
+        catalog=catalog(schema),
+        name=sql.Literal(name),
+        table=sql.Literal(store.table().as_string()),
+    )
+
+
 Health = Literal["broken", "row_error", "recovered", "resolved"]
 
 

@@ -101,6 +101,10 @@ def catalog_table(metadata: MetaData, schema: str = DEFAULT_SCHEMA) -> Table:
         Column("text_type_id", REGTYPE, nullable=True),
         # Why the index is needs_rebuild or source_dropped.
         Column("state_reason", Text, nullable=True),
+        # The side table the query functions read, recorded by the transaction that made it
+        # (create, a build's swap): their swap guard compares it, as their snapshot sees it,
+        # with the table they locked.
+        Column("side", REGCLASS, nullable=True),
         PrimaryKeyConstraint("id", name="indexes_pkey"),
         UniqueConstraint("name", name="indexes_name_key"),
         CheckConstraint(

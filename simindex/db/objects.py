@@ -14,7 +14,7 @@ from psycopg import sql
 
 from simindex.core.spec import SPEC_VERSION, IndexSpec
 from simindex.db import answers
-from simindex.db.catalog import catalog, check_name, read_index, store_for
+from simindex.db.catalog import catalog, check_name, read_index, side_statement, store_for
 from simindex.db.cluster_store import ClusterStore
 from simindex.db.connection import PgConnection
 from simindex.db.privileges import as_owner, type_usage
@@ -49,6 +49,7 @@ def create_statements(
         insert,
         *answers.visible_statements(index_schema, name, source),
         *store.create_statements(),
+        side_statement(index_schema, name, store),
         *store.finish_statements(),
         *store.function_statements(),
         *triggers.table_statements(),

@@ -165,6 +165,7 @@ class SimHashStore:
             "key_type": self._key_type(),
             "max_rows": max_rows(),
             "default_distance": sql.Literal(self.design.max_distance),
+            "allowed": self._static("distance_allowed_v1"),
         }
         return [
             statement(
@@ -180,7 +181,14 @@ class SimHashStore:
                 query=self.query(
                     sql.SQL("q.fingerprint"),
                     sql.SQL("\n  AND NOT c.key OPERATOR(pg_catalog.=) row_key"),
-                    of_key=statement("simhash_of_key", table=self.table()),
+                    of_key=statement(
+                        "simhash_of_key",
+                        table=self.table(),
+                        prefixes=sql.Composed(
+                            [sql.SQL(", s.{}").format(column) for column in self.columns]
+                        ),
+                    ),
+                    prefixes=[sql.SQL("q.{}").format(column) for column in self.columns],
                 ),
                 **common,
             ),
@@ -211,10 +219,12 @@ class SimHashStore:
         fingerprint: sql.Composable,
         also: sql.Composable | None = None,
         of_key: sql.Composable | None = None,
+        prefixes: Sequence[sql.Composable] | None = None,
     ) -> sql.Composed:
         """A query function's one statement: its checks, then the arms by ``fingerprint``
         ($2 is max_distance, max_rows the limit; ``also``, more conditions on the rows;
-        ``of_key``, a row the arms are lateral to, which ``fingerprint`` names a column of)."""
+        ``of_key``, a row the arms are lateral to, which ``fingerprint`` and ``prefixes``
+        name columns of)."""
         quoted = ".".join(
             '"' + part.replace('"', '""') + '"' for part in (self.schema, self._table_name())
         )
@@ -223,22 +233,15 @@ class SimHashStore:
             of_key=sql.Composed([sql.SQL("\n"), of_key, sql.SQL("\nCROSS JOIN LATERAL")])
             if of_key is not None
             else sql.SQL(""),
-            arms=self.candidates_query(fingerprint, sql.SQL("$2")),
+            arms=self.candidates_query(fingerprint, sql.SQL("$2"), prefixes),
+            distance=self._static("simhash_distance_v1"),
+            fingerprint=fingerprint,
+            visible=visible_function(self.schema, self.name),
             ready=self._static("query_ready_v1"),
             catalog=self._static("indexes"),
             index_name=sql.Literal(self.name),
             side=sql.Literal(quoted),
-            allowed=self._static("distance_allowed_v1"),
-            max_distance=sql.SQL("$2"),
-            highest=sql.Literal(self.design.max_distance),
-            # Only keys the source holds: a deleted row's index rows stay until the worker's
-            # sweep (ops.queue.sweep).
-            also=sql.Composed(
-                [
-                    also if also is not None else sql.SQL(""),
-                    sql.SQL("\n  AND {}(c.key)").format(visible_function(self.schema, self.name)),
-                ]
-            ),
+            also=also if also is not None else sql.SQL(""),
             limit=sql.SQL("max_rows"),
         )
 
@@ -255,9 +258,15 @@ class SimHashStore:
         )
 
     def candidates_query(
-        self, fingerprint: sql.Composable, max_distance: sql.Composable
+        self,
+        fingerprint: sql.Composable,
+        max_distance: sql.Composable,
+        prefixes: Sequence[sql.Composable] | None = None,
     ) -> sql.Composed:
-        """One indexed scan per Manku table, appended (the arms never overlap)."""
+        """One indexed scan per Manku table, appended (the arms never overlap): the keys and
+        fingerprints within ``max_distance`` of ``fingerprint``. ``prefixes``: the query's
+        prefix of each table but the first, when it has them (else computed from
+        ``fingerprint``)."""
         arms = []
         for position, table in enumerate(self.design.tables):
             if position == 0:  # the fingerprint's top bits: a range of the fingerprint
@@ -266,9 +275,12 @@ class SimHashStore:
                     fingerprint, _bigint(MAX_UNSIGNED ^ suffix), _bigint(suffix)
                 )
             else:
-                match = sql.SQL("t.{} = {}").format(
-                    self._prefix_column(position), _prefix_sql(table, fingerprint)
+                prefix = (
+                    prefixes[position - 1]
+                    if prefixes is not None
+                    else _prefix_sql(table, fingerprint)
                 )
+                match = sql.SQL("t.{} = {}").format(self._prefix_column(position), prefix)
             arms.append(
                 statement(
                     "simhash_candidates",

@@ -45,6 +45,7 @@ from simindex.db.catalog import (
     lock_source,
     read_index,
     record_health,
+    side_statement,
     store_for,
     store_of,
 )
@@ -470,6 +471,7 @@ def _swap(
     run(conn, live.function_drop_statements())
     run(conn, live.table_statements(staging=False))
     store.swap_in_staging(conn)
+    conn.execute(side_statement(store.schema, store.name, store))
     carry_grants(conn, triggers.queue, store.side_tables())  # rights given per index
     run(conn, visible_statements(store.schema, store.name, triggers.source))
     run(conn, store.function_statements())

@@ -219,6 +219,38 @@ def test_a_snapshot_older_than_a_rebuild_fails_as_a_serialization_failure(
 
 
 @pytest.mark.parametrize("kind", sorted(METHODS))
+def test_the_catalog_records_the_side_table_each_build_swaps_in(
+    database_dsn: str, kind: str
+) -> None:
+    """The query functions' swap guard compares the table they locked with the one the
+    catalog row in their snapshot records: create and every build write it."""
+    building, _ = setup(database_dsn, kind)
+    recorded = (
+        "SELECT i.side::oid, to_regclass('simindex.docs_' || i.method)::oid "
+        "FROM simindex.indexes AS i WHERE i.name = 'docs'"
+    )
+    with psycopg.connect(database_dsn) as conn:
+        side, live = conn.execute(recorded).fetchone() or (None, None)
+    assert side is not None and side == live
+    building.build(workers=1)
+    with psycopg.connect(database_dsn) as conn:
+        rebuilt, live = conn.execute(recorded).fetchone() or (None, None)
+    assert rebuilt == live and rebuilt != side
+
+
+def test_a_snapshot_older_than_the_index_fails_as_a_serialization_failure(
+    database_dsn: str,
+) -> None:
+    """Its catalog row is not in the snapshot (no side table recorded): never an empty answer."""
+    with psycopg.connect(database_dsn) as conn:
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        conn.execute("SELECT 1")  # the snapshot, older than the index
+        setup(database_dsn, "simhash")
+        with pytest.raises(psycopg.errors.SerializationFailure, match="was rebuilt"):
+            conn.execute("SELECT * FROM simindex.docs_near_key_v1(10)")
+
+
+@pytest.mark.parametrize("kind", sorted(METHODS))
 def test_a_build_leaves_its_tables_analysed_and_all_visible(database_dsn: str, kind: str) -> None:
     """Queries plan on statistics from the first moment (the build analyses its tables before
     it commits) and read the prefix and band indexes without visiting the heap (a VACUUM after

@@ -86,6 +86,11 @@ SELECT 1 FROM {catalog} WHERE name = {name} FOR UPDATE
 -- name: catalog_list
 SELECT name FROM {catalog} ORDER BY name
 
+-- name: catalog_set_side
+-- The side table the query functions read, recorded in the transaction that made it (see the
+-- catalog's side column): a query whose snapshot predates it sees another one, or none.
+UPDATE {catalog} SET side = {table}::pg_catalog.regclass WHERE name = {name}
+
 -- name: catalog_built
 UPDATE {catalog}
 SET state = 'ready', state_reason = NULL, source_oid = source, row_count = %(row_count)s,

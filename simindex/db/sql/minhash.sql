@@ -112,9 +112,10 @@ $body$
 -- key), without its statements' second round of checks. One function, planned once per session
 -- (a SQL function's body is planned again at every call). Its first statement takes the side
 -- table's lock (waiting for a rebuild's swap) before its snapshot, in which the checks run
--- once (an initplan: query_ready_v1 judging the side table and the source looked up in the
--- catalogs, as simhash_query's) and the key's row is read; the later statements run under that
--- lock, on the same table. The rows of the key's own set (identical, scored 1: before every
+-- once (an initplan, as simhash_query's: query_ready_v1 judging the catalog row, whose side
+-- table must be the one the plan locked, and the source) and the key's row is read; the later
+-- statements run under that lock, on the same table, and are planned only once the checks
+-- passed (the inlined visible_key of a dropped source would fail planning them). The rows of the key's own set (identical, scored 1: before every
 -- other row) come first, from the (set_hash, key) index in key order, each probed in the
 -- source, never through the band indexes; a template's copies, max_rows of them or more, are
 -- then the whole answer. Only a set with rows besides the key is read so. Then the other
@@ -157,14 +158,14 @@ BEGIN
     INTO query_sketch, query_bands, query_set, set_others
     FROM {table} AS s
     WHERE s.key OPERATOR(pg_catalog.=) row_key
-      AND (SELECT {ready}(
-               {index_name},
-               EXISTS (SELECT FROM pg_catalog.pg_class AS r
-                       WHERE r.oid OPERATOR(pg_catalog.=) {side}::pg_catalog.regclass::pg_catalog.oid),
-               (SELECT i.state OPERATOR(pg_catalog.<>) 'source_dropped'
-                       AND EXISTS (SELECT FROM pg_catalog.pg_class AS r
-                                   WHERE r.oid OPERATOR(pg_catalog.=) i.source::pg_catalog.oid)
-                FROM {catalog} AS i WHERE i.name OPERATOR(pg_catalog.=) {index_name})));
+      AND (SELECT coalesce(
+               (SELECT {ready}(
+                    {index_name},
+                    i.side::pg_catalog.oid OPERATOR(pg_catalog.=) {side}::pg_catalog.regclass::pg_catalog.oid,
+                    i.state OPERATOR(pg_catalog.<>) 'source_dropped'
+                        AND pg_catalog.pg_table_is_visible(i.source::pg_catalog.oid) IS NOT NULL)
+                FROM {catalog} AS i WHERE i.name OPERATOR(pg_catalog.=) {index_name}),
+               {ready}({index_name}, false, true)));
     IF NOT FOUND THEN  -- the key not indexed, or not the caller's to see
         RETURN;
     END IF;

@@ -17,44 +17,59 @@ CREATE INDEX {index} ON {table} ({column}) INCLUDE ({included})
 COPY {table} (key, fingerprint{columns}) FROM STDIN
 
 -- name: simhash_candidates
-SELECT t.key, {distance}(t.fingerprint, {fingerprint}) AS distance
+-- One Manku table's candidates: the rows sharing the query's prefix, within the distance, keys
+-- and fingerprints (the distance is computed once, over every arm's rows: simhash_query). The
+-- distance is tested twice, for the two orders the planner picks: the inlined SQL test, cheap,
+-- first where no row-level security applies (a superuser's, the owner's, a worker's query: no
+-- function call a row); within_distance_v1, leakproof and costlier (COST 8), first where it
+-- does (before the policy's probe of the source, db.answers), the inlined test after it.
+SELECT t.key, t.fingerprint
 FROM {table} AS t
 WHERE {match}
+  AND {distance}(t.fingerprint, {fingerprint}) OPERATOR(pg_catalog.<=) {max_distance}
   AND {within}(t.fingerprint, {fingerprint}, {max_distance}){earlier}
 
 -- name: simhash_query
 -- A SimHash query, nearest first. One arm per Manku table: the rows sharing the query's prefix
 -- (one btree scan of the table's index), within the distance, and not found by an earlier arm
 -- (a row that agrees with the query on an earlier table's prefix bits is that arm's), so the
--- arms never overlap and are appended, not deduplicated. The distance filter is
--- within_distance_v1, leakproof: applied before the row-level security probe (db.answers); the
--- prefix test compares a column with a value of the query alone, so it stays an index
--- condition under row-level security. The checks are one scalar subquery naming no column of
--- the rows: the plan runs it once per call (an initplan; as a plain condition, it would be a
--- one-time filter of each arm, run once an arm), before any arm's scan, after it took the
--- side table's lock and in the query's own snapshot: the side table and the source looked up
--- in the catalogs here, judged by query_ready_v1 (the swap guard and a dropped source), and
--- distance_allowed_v1.
-SELECT c.key, c.distance
+-- arms never overlap and are appended, not deduplicated. The prefix test compares a column with
+-- a value of the query alone, so it stays an index condition under row-level security.
+-- Only keys the caller sees in the source (a deleted row's index rows stay until the worker's
+-- sweep, ops.queue.sweep): visible_v1, called for the rows found. Not the inlined visible_key:
+-- its source would be planned with the query, and a query of an index whose source was
+-- dropped would fail planning it, not with the checks' error.
+-- The checks are one scalar subquery naming no column of the rows: the plan runs it once per
+-- call (an initplan; as a plain condition, it would be a one-time filter of each arm, run once
+-- an arm), before any arm's scan, after it took the side table's lock and in the query's own
+-- snapshot, judged by query_ready_v1 (the swap guard and a dropped source; max_distance is
+-- checked before, simhash_near_function). One catalog row read: the side table the snapshot
+-- knows (recorded by the build that made it, catalog_set_side; none seen, the snapshot is
+-- older than the index) against the one this plan locked, and the source's state; the
+-- source's existence from the relation cache (pg_table_is_visible is NULL for a table that is
+-- gone), no catalog scan.
+SELECT c.key, d.distance
 FROM{of_key} (
 {arms}
 ) AS c
-WHERE (SELECT {ready}(
-           {index_name},
-           EXISTS (SELECT FROM pg_catalog.pg_class AS r
-                   WHERE r.oid OPERATOR(pg_catalog.=) {side}::pg_catalog.regclass::pg_catalog.oid),
-           (SELECT i.state OPERATOR(pg_catalog.<>) 'source_dropped'
-                   AND EXISTS (SELECT FROM pg_catalog.pg_class AS r
-                               WHERE r.oid OPERATOR(pg_catalog.=) i.source::pg_catalog.oid)
-            FROM {catalog} AS i WHERE i.name OPERATOR(pg_catalog.=) {index_name}))
-       AND {allowed}({max_distance}, {highest})){also}
-ORDER BY c.distance, c.key
+CROSS JOIN LATERAL (SELECT {distance}(c.fingerprint, {fingerprint}) AS distance) AS d
+WHERE (SELECT coalesce(
+           (SELECT {ready}(
+                {index_name},
+                i.side::pg_catalog.oid OPERATOR(pg_catalog.=) {side}::pg_catalog.regclass::pg_catalog.oid,
+                i.state OPERATOR(pg_catalog.<>) 'source_dropped'
+                    AND pg_catalog.pg_table_is_visible(i.source::pg_catalog.oid) IS NOT NULL)
+            FROM {catalog} AS i WHERE i.name OPERATOR(pg_catalog.=) {index_name}),
+           {ready}({index_name}, false, true))){also}
+  AND {visible}(c.key)
+ORDER BY d.distance, c.key
 LIMIT {limit}
 
 -- name: simhash_of_key
--- The stored fingerprint of a query's key, the row the arms of a query by key are lateral to:
--- no row (the key not indexed, or not visible to the caller), no arm is scanned.
-(SELECT s.fingerprint FROM {table} AS s WHERE s.key OPERATOR(pg_catalog.=) row_key) AS q
+-- The stored row of a query's key, the row the arms of a query by key are lateral to: its
+-- fingerprint and its prefixes (written from that fingerprint, so the arms compute none). No
+-- row (the key not indexed, or not visible to the caller), no arm is scanned.
+(SELECT s.fingerprint{prefixes} FROM {table} AS s WHERE s.key OPERATOR(pg_catalog.=) row_key) AS q
 
 -- name: simhash_near
 -- max_rows NULL: every row (the function's own default is a bound, for SQL callers).
@@ -69,7 +84,9 @@ ORDER BY distance, key
 -- Typed per index, so the key comes back in the source key's own type (a domain's: its base),
 -- and naming its side table, so the planner sees the table's indexes. What is not the query is
 -- static (simhash_query's checks). The query's shape never changes: planned once per session,
--- not per call (planning cost more than running it).
+-- not per call (planning cost more than running it). max_distance is checked first, by a test
+-- of the function's own (distance_allowed_v1, raising its error, called only when it fails: a
+-- call in every query would cost more than the test).
 CREATE FUNCTION {function}(
     fingerprint bigint,
     max_distance integer DEFAULT {default_distance},
@@ -82,6 +99,9 @@ SET plan_cache_mode = force_generic_plan
 AS $body$
 #variable_conflict use_column
 BEGIN
+    IF max_distance IS NULL OR max_distance < 0 OR max_distance > {default_distance} THEN
+        PERFORM {allowed}(max_distance, {default_distance});
+    END IF;
     RETURN QUERY {query};
 END
 $body$
@@ -102,6 +122,9 @@ SET plan_cache_mode = force_generic_plan
 AS $body$
 #variable_conflict use_column
 BEGIN
+    IF max_distance IS NULL OR max_distance < 0 OR max_distance > {default_distance} THEN
+        PERFORM {allowed}(max_distance, {default_distance});
+    END IF;
     RETURN QUERY {query};
 END
 $body$

@@ -132,6 +132,10 @@ CREATE POLICY simindex_insert_v1 ON "simindex"."docs_minhash" FOR INSERT WITH CH
 CREATE POLICY simindex_update_v1 ON "simindex"."docs_minhash" FOR UPDATE USING (true) WITH CHECK (true);
 CREATE POLICY simindex_delete_v1 ON "simindex"."docs_minhash" FOR DELETE USING (true);
 
+-- The side table the query functions read, recorded in the transaction that made it (see the
+-- catalog's side column): a query whose snapshot predates it sees another one, or none.
+UPDATE "simindex"."indexes" SET side = '"simindex"."docs_minhash"'::pg_catalog.regclass WHERE name = 'docs';
+
 CREATE INDEX "docs_minhash_b0" ON "simindex"."docs_minhash" ("b0");
 
 CREATE INDEX "docs_minhash_b1" ON "simindex"."docs_minhash" ("b1");
@@ -276,9 +280,10 @@ $body$;
 -- key), without its statements' second round of checks. One function, planned once per session
 -- (a SQL function's body is planned again at every call). Its first statement takes the side
 -- table's lock (waiting for a rebuild's swap) before its snapshot, in which the checks run
--- once (an initplan: query_ready_v1 judging the side table and the source looked up in the
--- catalogs, as simhash_query's) and the key's row is read; the later statements run under that
--- lock, on the same table. The rows of the key's own set (identical, scored 1: before every
+-- once (an initplan, as simhash_query's: query_ready_v1 judging the catalog row, whose side
+-- table must be the one the plan locked, and the source) and the key's row is read; the later
+-- statements run under that lock, on the same table, and are planned only once the checks
+-- passed (the inlined visible_key of a dropped source would fail planning them). The rows of the key's own set (identical, scored 1: before every
 -- other row) come first, from the (set_hash, key) index in key order, each probed in the
 -- source, never through the band indexes; a template's copies, max_rows of them or more, are
 -- then the whole answer. Only a set with rows besides the key is read so. Then the other
@@ -321,14 +326,14 @@ BEGIN
     INTO query_sketch, query_bands, query_set, set_others
     FROM "simindex"."docs_minhash" AS s
     WHERE s.key OPERATOR(pg_catalog.=) row_key
-      AND (SELECT "simindex"."query_ready_v1"(
-               'docs',
-               EXISTS (SELECT FROM pg_catalog.pg_class AS r
-                       WHERE r.oid OPERATOR(pg_catalog.=) '"simindex"."docs_minhash"'::pg_catalog.regclass::pg_catalog.oid),
-               (SELECT i.state OPERATOR(pg_catalog.<>) 'source_dropped'
-                       AND EXISTS (SELECT FROM pg_catalog.pg_class AS r
-                                   WHERE r.oid OPERATOR(pg_catalog.=) i.source::pg_catalog.oid)
-                FROM "simindex"."indexes" AS i WHERE i.name OPERATOR(pg_catalog.=) 'docs')));
+      AND (SELECT coalesce(
+               (SELECT "simindex"."query_ready_v1"(
+                    'docs',
+                    i.side::pg_catalog.oid OPERATOR(pg_catalog.=) '"simindex"."docs_minhash"'::pg_catalog.regclass::pg_catalog.oid,
+                    i.state OPERATOR(pg_catalog.<>) 'source_dropped'
+                        AND pg_catalog.pg_table_is_visible(i.source::pg_catalog.oid) IS NOT NULL)
+                FROM "simindex"."indexes" AS i WHERE i.name OPERATOR(pg_catalog.=) 'docs'),
+               "simindex"."query_ready_v1"('docs', false, true)));
     IF NOT FOUND THEN  -- the key not indexed, or not the caller's to see
         RETURN;
     END IF;

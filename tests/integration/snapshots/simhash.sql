@@ -121,6 +121,10 @@ CREATE POLICY simindex_insert_v1 ON "simindex"."docs_simhash" FOR INSERT WITH CH
 CREATE POLICY simindex_update_v1 ON "simindex"."docs_simhash" FOR UPDATE USING (true) WITH CHECK (true);
 CREATE POLICY simindex_delete_v1 ON "simindex"."docs_simhash" FOR DELETE USING (true);
 
+-- The side table the query functions read, recorded in the transaction that made it (see the
+-- catalog's side column): a query whose snapshot predates it sees another one, or none.
+UPDATE "simindex"."indexes" SET side = '"simindex"."docs_simhash"'::pg_catalog.regclass WHERE name = 'docs';
+
 -- One Manku table, covering, so a scan checks candidates without visiting the heap.
 CREATE INDEX "docs_simhash_p0" ON "simindex"."docs_simhash" ("fingerprint") INCLUDE (key);
 
@@ -138,7 +142,9 @@ ANALYZE "simindex"."docs_simhash";
 -- Typed per index, so the key comes back in the source key's own type (a domain's: its base),
 -- and naming its side table, so the planner sees the table's indexes. What is not the query is
 -- static (simhash_query's checks). The query's shape never changes: planned once per session,
--- not per call (planning cost more than running it).
+-- not per call (planning cost more than running it). max_distance is checked first, by a test
+-- of the function's own (distance_allowed_v1, raising its error, called only when it fails: a
+-- call in every query would cost more than the test).
 CREATE FUNCTION "simindex"."docs_near_v1"(
     fingerprint bigint,
     max_distance integer DEFAULT 3,
@@ -151,57 +157,94 @@ SET plan_cache_mode = force_generic_plan
 AS $body$
 #variable_conflict use_column
 BEGIN
+    IF max_distance IS NULL OR max_distance < 0 OR max_distance > 3 THEN
+        PERFORM "simindex"."distance_allowed_v1"(max_distance, 3);
+    END IF;
     RETURN QUERY -- A SimHash query, nearest first. One arm per Manku table: the rows sharing the query's prefix
 -- (one btree scan of the table's index), within the distance, and not found by an earlier arm
 -- (a row that agrees with the query on an earlier table's prefix bits is that arm's), so the
--- arms never overlap and are appended, not deduplicated. The distance filter is
--- within_distance_v1, leakproof: applied before the row-level security probe (db.answers); the
--- prefix test compares a column with a value of the query alone, so it stays an index
--- condition under row-level security. The checks are one scalar subquery naming no column of
--- the rows: the plan runs it once per call (an initplan; as a plain condition, it would be a
--- one-time filter of each arm, run once an arm), before any arm's scan, after it took the
--- side table's lock and in the query's own snapshot: the side table and the source looked up
--- in the catalogs here, judged by query_ready_v1 (the swap guard and a dropped source), and
--- distance_allowed_v1.
-SELECT c.key, c.distance
+-- arms never overlap and are appended, not deduplicated. The prefix test compares a column with
+-- a value of the query alone, so it stays an index condition under row-level security.
+-- Only keys the caller sees in the source (a deleted row's index rows stay until the worker's
+-- sweep, ops.queue.sweep): visible_v1, called for the rows found. Not the inlined visible_key:
+-- its source would be planned with the query, and a query of an index whose source was
+-- dropped would fail planning it, not with the checks' error.
+-- The checks are one scalar subquery naming no column of the rows: the plan runs it once per
+-- call (an initplan; as a plain condition, it would be a one-time filter of each arm, run once
+-- an arm), before any arm's scan, after it took the side table's lock and in the query's own
+-- snapshot, judged by query_ready_v1 (the swap guard and a dropped source; max_distance is
+-- checked before, simhash_near_function). One catalog row read: the side table the snapshot
+-- knows (recorded by the build that made it, catalog_set_side; none seen, the snapshot is
+-- older than the index) against the one this plan locked, and the source's state; the
+-- source's existence from the relation cache (pg_table_is_visible is NULL for a table that is
+-- gone), no catalog scan.
+SELECT c.key, d.distance
 FROM (
-SELECT t.key, "simindex"."simhash_distance_v1"(t.fingerprint, $1) AS distance
+-- One Manku table's candidates: the rows sharing the query's prefix, within the distance, keys
+-- and fingerprints (the distance is computed once, over every arm's rows: simhash_query). The
+-- distance is tested twice, for the two orders the planner picks: the inlined SQL test, cheap,
+-- first where no row-level security applies (a superuser's, the owner's, a worker's query: no
+-- function call a row); within_distance_v1, leakproof and costlier (COST 8), first where it
+-- does (before the policy's probe of the source, db.answers), the inlined test after it.
+SELECT t.key, t.fingerprint
 FROM "simindex"."docs_simhash" AS t
 WHERE t.fingerprint BETWEEN ($1 & '-281474976710656'::bigint) AND ($1 | '281474976710655'::bigint)
+  AND "simindex"."simhash_distance_v1"(t.fingerprint, $1) OPERATOR(pg_catalog.<=) $2
   AND "simindex"."within_distance_v1"(t.fingerprint, $1, $2)
 UNION ALL
-SELECT t.key, "simindex"."simhash_distance_v1"(t.fingerprint, $1) AS distance
+-- One Manku table's candidates: the rows sharing the query's prefix, within the distance, keys
+-- and fingerprints (the distance is computed once, over every arm's rows: simhash_query). The
+-- distance is tested twice, for the two orders the planner picks: the inlined SQL test, cheap,
+-- first where no row-level security applies (a superuser's, the owner's, a worker's query: no
+-- function call a row); within_distance_v1, leakproof and costlier (COST 8), first where it
+-- does (before the policy's probe of the source, db.answers), the inlined test after it.
+SELECT t.key, t.fingerprint
 FROM "simindex"."docs_simhash" AS t
 WHERE t."p1" = (((((($1 # '-9223372036854775808'::bigint) >> 32) & '65535'::bigint) << 0)) - 32768)::smallint
+  AND "simindex"."simhash_distance_v1"(t.fingerprint, $1) OPERATOR(pg_catalog.<=) $2
   AND "simindex"."within_distance_v1"(t.fingerprint, $1, $2)
   AND ((t.fingerprint # $1) & '-281474976710656'::bigint) <> 0
 UNION ALL
-SELECT t.key, "simindex"."simhash_distance_v1"(t.fingerprint, $1) AS distance
+-- One Manku table's candidates: the rows sharing the query's prefix, within the distance, keys
+-- and fingerprints (the distance is computed once, over every arm's rows: simhash_query). The
+-- distance is tested twice, for the two orders the planner picks: the inlined SQL test, cheap,
+-- first where no row-level security applies (a superuser's, the owner's, a worker's query: no
+-- function call a row); within_distance_v1, leakproof and costlier (COST 8), first where it
+-- does (before the policy's probe of the source, db.answers), the inlined test after it.
+SELECT t.key, t.fingerprint
 FROM "simindex"."docs_simhash" AS t
 WHERE t."p2" = (((((($1 # '-9223372036854775808'::bigint) >> 16) & '65535'::bigint) << 0)) - 32768)::smallint
+  AND "simindex"."simhash_distance_v1"(t.fingerprint, $1) OPERATOR(pg_catalog.<=) $2
   AND "simindex"."within_distance_v1"(t.fingerprint, $1, $2)
   AND ((t.fingerprint # $1) & '-281474976710656'::bigint) <> 0
   AND ((t.fingerprint # $1) & '281470681743360'::bigint) <> 0
 UNION ALL
-SELECT t.key, "simindex"."simhash_distance_v1"(t.fingerprint, $1) AS distance
+-- One Manku table's candidates: the rows sharing the query's prefix, within the distance, keys
+-- and fingerprints (the distance is computed once, over every arm's rows: simhash_query). The
+-- distance is tested twice, for the two orders the planner picks: the inlined SQL test, cheap,
+-- first where no row-level security applies (a superuser's, the owner's, a worker's query: no
+-- function call a row); within_distance_v1, leakproof and costlier (COST 8), first where it
+-- does (before the policy's probe of the source, db.answers), the inlined test after it.
+SELECT t.key, t.fingerprint
 FROM "simindex"."docs_simhash" AS t
 WHERE t."p3" = (((((($1 # '-9223372036854775808'::bigint) >> 0) & '65535'::bigint) << 0)) - 32768)::smallint
+  AND "simindex"."simhash_distance_v1"(t.fingerprint, $1) OPERATOR(pg_catalog.<=) $2
   AND "simindex"."within_distance_v1"(t.fingerprint, $1, $2)
   AND ((t.fingerprint # $1) & '-281474976710656'::bigint) <> 0
   AND ((t.fingerprint # $1) & '281470681743360'::bigint) <> 0
   AND ((t.fingerprint # $1) & '4294901760'::bigint) <> 0
 ) AS c
-WHERE (SELECT "simindex"."query_ready_v1"(
-           'docs',
-           EXISTS (SELECT FROM pg_catalog.pg_class AS r
-                   WHERE r.oid OPERATOR(pg_catalog.=) '"simindex"."docs_simhash"'::pg_catalog.regclass::pg_catalog.oid),
-           (SELECT i.state OPERATOR(pg_catalog.<>) 'source_dropped'
-                   AND EXISTS (SELECT FROM pg_catalog.pg_class AS r
-                               WHERE r.oid OPERATOR(pg_catalog.=) i.source::pg_catalog.oid)
-            FROM "simindex"."indexes" AS i WHERE i.name OPERATOR(pg_catalog.=) 'docs'))
-       AND "simindex"."distance_allowed_v1"($2, 3))
+CROSS JOIN LATERAL (SELECT "simindex"."simhash_distance_v1"(c.fingerprint, $1) AS distance) AS d
+WHERE (SELECT coalesce(
+           (SELECT "simindex"."query_ready_v1"(
+                'docs',
+                i.side::pg_catalog.oid OPERATOR(pg_catalog.=) '"simindex"."docs_simhash"'::pg_catalog.regclass::pg_catalog.oid,
+                i.state OPERATOR(pg_catalog.<>) 'source_dropped'
+                    AND pg_catalog.pg_table_is_visible(i.source::pg_catalog.oid) IS NOT NULL)
+            FROM "simindex"."indexes" AS i WHERE i.name OPERATOR(pg_catalog.=) 'docs'),
+           "simindex"."query_ready_v1"('docs', false, true)))
   AND "simindex"."docs_visible_v1"(c.key)
-ORDER BY c.distance, c.key
+ORDER BY d.distance, c.key
 LIMIT max_rows;
 END
 $body$;
@@ -221,62 +264,100 @@ SET plan_cache_mode = force_generic_plan
 AS $body$
 #variable_conflict use_column
 BEGIN
+    IF max_distance IS NULL OR max_distance < 0 OR max_distance > 3 THEN
+        PERFORM "simindex"."distance_allowed_v1"(max_distance, 3);
+    END IF;
     RETURN QUERY -- A SimHash query, nearest first. One arm per Manku table: the rows sharing the query's prefix
 -- (one btree scan of the table's index), within the distance, and not found by an earlier arm
 -- (a row that agrees with the query on an earlier table's prefix bits is that arm's), so the
--- arms never overlap and are appended, not deduplicated. The distance filter is
--- within_distance_v1, leakproof: applied before the row-level security probe (db.answers); the
--- prefix test compares a column with a value of the query alone, so it stays an index
--- condition under row-level security. The checks are one scalar subquery naming no column of
--- the rows: the plan runs it once per call (an initplan; as a plain condition, it would be a
--- one-time filter of each arm, run once an arm), before any arm's scan, after it took the
--- side table's lock and in the query's own snapshot: the side table and the source looked up
--- in the catalogs here, judged by query_ready_v1 (the swap guard and a dropped source), and
--- distance_allowed_v1.
-SELECT c.key, c.distance
+-- arms never overlap and are appended, not deduplicated. The prefix test compares a column with
+-- a value of the query alone, so it stays an index condition under row-level security.
+-- Only keys the caller sees in the source (a deleted row's index rows stay until the worker's
+-- sweep, ops.queue.sweep): visible_v1, called for the rows found. Not the inlined visible_key:
+-- its source would be planned with the query, and a query of an index whose source was
+-- dropped would fail planning it, not with the checks' error.
+-- The checks are one scalar subquery naming no column of the rows: the plan runs it once per
+-- call (an initplan; as a plain condition, it would be a one-time filter of each arm, run once
+-- an arm), before any arm's scan, after it took the side table's lock and in the query's own
+-- snapshot, judged by query_ready_v1 (the swap guard and a dropped source; max_distance is
+-- checked before, simhash_near_function). One catalog row read: the side table the snapshot
+-- knows (recorded by the build that made it, catalog_set_side; none seen, the snapshot is
+-- older than the index) against the one this plan locked, and the source's state; the
+-- source's existence from the relation cache (pg_table_is_visible is NULL for a table that is
+-- gone), no catalog scan.
+SELECT c.key, d.distance
 FROM
--- The stored fingerprint of a query's key, the row the arms of a query by key are lateral to:
--- no row (the key not indexed, or not visible to the caller), no arm is scanned.
-(SELECT s.fingerprint FROM "simindex"."docs_simhash" AS s WHERE s.key OPERATOR(pg_catalog.=) row_key) AS q
+-- The stored row of a query's key, the row the arms of a query by key are lateral to: its
+-- fingerprint and its prefixes (written from that fingerprint, so the arms compute none). No
+-- row (the key not indexed, or not visible to the caller), no arm is scanned.
+(SELECT s.fingerprint, s."p1", s."p2", s."p3" FROM "simindex"."docs_simhash" AS s WHERE s.key OPERATOR(pg_catalog.=) row_key) AS q
 CROSS JOIN LATERAL (
-SELECT t.key, "simindex"."simhash_distance_v1"(t.fingerprint, q.fingerprint) AS distance
+-- One Manku table's candidates: the rows sharing the query's prefix, within the distance, keys
+-- and fingerprints (the distance is computed once, over every arm's rows: simhash_query). The
+-- distance is tested twice, for the two orders the planner picks: the inlined SQL test, cheap,
+-- first where no row-level security applies (a superuser's, the owner's, a worker's query: no
+-- function call a row); within_distance_v1, leakproof and costlier (COST 8), first where it
+-- does (before the policy's probe of the source, db.answers), the inlined test after it.
+SELECT t.key, t.fingerprint
 FROM "simindex"."docs_simhash" AS t
 WHERE t.fingerprint BETWEEN (q.fingerprint & '-281474976710656'::bigint) AND (q.fingerprint | '281474976710655'::bigint)
+  AND "simindex"."simhash_distance_v1"(t.fingerprint, q.fingerprint) OPERATOR(pg_catalog.<=) $2
   AND "simindex"."within_distance_v1"(t.fingerprint, q.fingerprint, $2)
 UNION ALL
-SELECT t.key, "simindex"."simhash_distance_v1"(t.fingerprint, q.fingerprint) AS distance
+-- One Manku table's candidates: the rows sharing the query's prefix, within the distance, keys
+-- and fingerprints (the distance is computed once, over every arm's rows: simhash_query). The
+-- distance is tested twice, for the two orders the planner picks: the inlined SQL test, cheap,
+-- first where no row-level security applies (a superuser's, the owner's, a worker's query: no
+-- function call a row); within_distance_v1, leakproof and costlier (COST 8), first where it
+-- does (before the policy's probe of the source, db.answers), the inlined test after it.
+SELECT t.key, t.fingerprint
 FROM "simindex"."docs_simhash" AS t
-WHERE t."p1" = ((((((q.fingerprint # '-9223372036854775808'::bigint) >> 32) & '65535'::bigint) << 0)) - 32768)::smallint
+WHERE t."p1" = q."p1"
+  AND "simindex"."simhash_distance_v1"(t.fingerprint, q.fingerprint) OPERATOR(pg_catalog.<=) $2
   AND "simindex"."within_distance_v1"(t.fingerprint, q.fingerprint, $2)
   AND ((t.fingerprint # q.fingerprint) & '-281474976710656'::bigint) <> 0
 UNION ALL
-SELECT t.key, "simindex"."simhash_distance_v1"(t.fingerprint, q.fingerprint) AS distance
+-- One Manku table's candidates: the rows sharing the query's prefix, within the distance, keys
+-- and fingerprints (the distance is computed once, over every arm's rows: simhash_query). The
+-- distance is tested twice, for the two orders the planner picks: the inlined SQL test, cheap,
+-- first where no row-level security applies (a superuser's, the owner's, a worker's query: no
+-- function call a row); within_distance_v1, leakproof and costlier (COST 8), first where it
+-- does (before the policy's probe of the source, db.answers), the inlined test after it.
+SELECT t.key, t.fingerprint
 FROM "simindex"."docs_simhash" AS t
-WHERE t."p2" = ((((((q.fingerprint # '-9223372036854775808'::bigint) >> 16) & '65535'::bigint) << 0)) - 32768)::smallint
+WHERE t."p2" = q."p2"
+  AND "simindex"."simhash_distance_v1"(t.fingerprint, q.fingerprint) OPERATOR(pg_catalog.<=) $2
   AND "simindex"."within_distance_v1"(t.fingerprint, q.fingerprint, $2)
   AND ((t.fingerprint # q.fingerprint) & '-281474976710656'::bigint) <> 0
   AND ((t.fingerprint # q.fingerprint) & '281470681743360'::bigint) <> 0
 UNION ALL
-SELECT t.key, "simindex"."simhash_distance_v1"(t.fingerprint, q.fingerprint) AS distance
+-- One Manku table's candidates: the rows sharing the query's prefix, within the distance, keys
+-- and fingerprints (the distance is computed once, over every arm's rows: simhash_query). The
+-- distance is tested twice, for the two orders the planner picks: the inlined SQL test, cheap,
+-- first where no row-level security applies (a superuser's, the owner's, a worker's query: no
+-- function call a row); within_distance_v1, leakproof and costlier (COST 8), first where it
+-- does (before the policy's probe of the source, db.answers), the inlined test after it.
+SELECT t.key, t.fingerprint
 FROM "simindex"."docs_simhash" AS t
-WHERE t."p3" = ((((((q.fingerprint # '-9223372036854775808'::bigint) >> 0) & '65535'::bigint) << 0)) - 32768)::smallint
+WHERE t."p3" = q."p3"
+  AND "simindex"."simhash_distance_v1"(t.fingerprint, q.fingerprint) OPERATOR(pg_catalog.<=) $2
   AND "simindex"."within_distance_v1"(t.fingerprint, q.fingerprint, $2)
   AND ((t.fingerprint # q.fingerprint) & '-281474976710656'::bigint) <> 0
   AND ((t.fingerprint # q.fingerprint) & '281470681743360'::bigint) <> 0
   AND ((t.fingerprint # q.fingerprint) & '4294901760'::bigint) <> 0
 ) AS c
-WHERE (SELECT "simindex"."query_ready_v1"(
-           'docs',
-           EXISTS (SELECT FROM pg_catalog.pg_class AS r
-                   WHERE r.oid OPERATOR(pg_catalog.=) '"simindex"."docs_simhash"'::pg_catalog.regclass::pg_catalog.oid),
-           (SELECT i.state OPERATOR(pg_catalog.<>) 'source_dropped'
-                   AND EXISTS (SELECT FROM pg_catalog.pg_class AS r
-                               WHERE r.oid OPERATOR(pg_catalog.=) i.source::pg_catalog.oid)
-            FROM "simindex"."indexes" AS i WHERE i.name OPERATOR(pg_catalog.=) 'docs'))
-       AND "simindex"."distance_allowed_v1"($2, 3))
+CROSS JOIN LATERAL (SELECT "simindex"."simhash_distance_v1"(c.fingerprint, q.fingerprint) AS distance) AS d
+WHERE (SELECT coalesce(
+           (SELECT "simindex"."query_ready_v1"(
+                'docs',
+                i.side::pg_catalog.oid OPERATOR(pg_catalog.=) '"simindex"."docs_simhash"'::pg_catalog.regclass::pg_catalog.oid,
+                i.state OPERATOR(pg_catalog.<>) 'source_dropped'
+                    AND pg_catalog.pg_table_is_visible(i.source::pg_catalog.oid) IS NOT NULL)
+            FROM "simindex"."indexes" AS i WHERE i.name OPERATOR(pg_catalog.=) 'docs'),
+           "simindex"."query_ready_v1"('docs', false, true)))
   AND NOT c.key OPERATOR(pg_catalog.=) row_key
   AND "simindex"."docs_visible_v1"(c.key)
-ORDER BY c.distance, c.key
+ORDER BY d.distance, c.key
 LIMIT max_rows;
 END
 $body$;
