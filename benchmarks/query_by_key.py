@@ -1,8 +1,8 @@
-"""A SimHash query by key through SQL beside a primary-key lookup on its side table, as the
-superuser and as a reader role, optionally beside another simindex tree, in one run.
+"""A query by key through SQL beside a primary-key lookup on its side table, as the superuser
+and as a reader role, optionally beside another simindex tree, in one run.
 
-    python benchmarks/query_by_key.py [--rows N] [--queries N] [--embedded|--local]
-                                      [--baseline TREE] [--output PATH]
+    python benchmarks/query_by_key.py [--method simhash|minhash] [--rows N] [--queries N]
+                                      [--embedded|--local] [--baseline TREE] [--output PATH]
 
 On a throwaway PostgreSQL tuned as ``query.py`` tunes it, the documents of ``dataset.py``
 (``--rows``, 5 % planted near-duplicates) get a SimHash k=3 index (``create_index`` +
@@ -16,6 +16,10 @@ own:
   fingerprint);
 * ``near_key_v1``: ``SELECT key, distance FROM simindex.docs_near_key_v1($1)``;
 
+or, with ``--method minhash`` (MinHash 0.8, the default design), ``pk_lookup`` (``SELECT
+sketch FROM simindex.docs_minhash WHERE key = $1``) and ``similar_key_v1`` (``SELECT key,
+similarity FROM simindex.docs_similar_key_v1($1)``);
+
 each as the superuser and as a login role with the reader right and SELECT on the table (its
 answers go through the row-level security probe of the source, the superuser's do not). With
 ``--baseline TREE`` (e.g. ``git archive main | tar -x -C TREE``), a second database of the same
@@ -23,8 +27,9 @@ server holds the same documents indexed by that tree's simindex (a child process
 first on ``sys.path`` migrates and builds it), and its calls take the same turns (labelled
 ``BEFORE``). Every answer of a call is compared with the other tree's.
 
-Writes ``benchmarks/results/query-by-key-<rows>.json``. Not a test: nothing here asserts a
-timing. The machine is shared: compare figures of one run (ratios), not across runs.
+Writes ``benchmarks/results/query-by-key-<rows>.json`` (MinHash:
+``query-by-key-minhash-<rows>.json``). Not a test: nothing here asserts a timing. The machine
+is shared: compare figures of one run (ratios), not across runs.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ from dataset import make_dataset
 from pgserver import BuildProgress, add_server_options, benchmark_server, load_table, prewarm
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from query_plan import MAX_DISTANCE, SEED, SERVER_SETTINGS
+from query_plan import MAX_DISTANCE, MINHASH_THRESHOLD, SEED, SERVER_SETTINGS
 from report import RESULTS, baseline_label, latency_ms, log, new_result, print_table, write_result
 
 DEFAULT_ROWS = 200_000
@@ -54,17 +59,23 @@ WARM = 200
 NAME = "docs"
 READER = "simindex_bench_reader"
 CALLS = {
-    "pk_lookup": "SELECT fingerprint FROM simindex.docs_simhash WHERE key = %s",
-    "near_v1": "SELECT key, distance FROM simindex.docs_near_v1(%s, %s)",
-    "near_key_v1": "SELECT key, distance FROM simindex.docs_near_key_v1(%s)",
+    "simhash": {
+        "pk_lookup": "SELECT fingerprint FROM simindex.docs_simhash WHERE key = %s",
+        "near_v1": "SELECT key, distance FROM simindex.docs_near_v1(%s, %s)",
+        "near_key_v1": "SELECT key, distance FROM simindex.docs_near_key_v1(%s)",
+    },
+    "minhash": {
+        "pk_lookup": "SELECT sketch FROM simindex.docs_minhash WHERE key = %s",
+        "similar_key_v1": "SELECT key, similarity FROM simindex.docs_similar_key_v1(%s)",
+    },
 }
 
 
-def index_documents(dsn: str, rows: int) -> dict[str, Any]:
+def index_documents(dsn: str, rows: int, method: str) -> dict[str, Any]:
     """This process's simindex: migrate, create and build the index, grant the reader (run
     by the parent for its own tree, by a child for the baseline's)."""
     import simindex
-    from simindex.core.spec import SimHash
+    from simindex.core.spec import MinHash, SimHash
     from simindex.index import create_index
 
     log(f"indexing with the simindex of {Path(simindex.__file__).parent.parent}")
@@ -74,13 +85,15 @@ def index_documents(dsn: str, rows: int) -> dict[str, Any]:
         NAME,
         "documents",
         "body",
-        method=SimHash(max_distance=MAX_DISTANCE, expected_rows=rows),
+        method=MinHash(MINHASH_THRESHOLD)
+        if method == "minhash"
+        else SimHash(max_distance=MAX_DISTANCE, expected_rows=rows),
     )
-    report = index.build(progress=BuildProgress("simhash build"))
+    report = index.build(progress=BuildProgress(f"{method} build"))
     simindex.grant(dsn, READER, "reader")
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("GRANT SELECT ON documents TO " + READER)
-        prewarm(conn, [sql.Identifier("simindex", f"{NAME}_simhash"), sql.Identifier("documents")])
+        prewarm(conn, [sql.Identifier("simindex", f"{NAME}_{method}"), sql.Identifier("documents")])
     return {"rows": report.rows, "seconds": round(report.seconds, 2)}
 
 
@@ -88,10 +101,12 @@ def database(dsn: str, name: str) -> str:
     return make_conninfo(dsn, dbname=name)
 
 
-def sample_keys(dsn: str, planted: Sequence[int], count: int) -> list[tuple[int, int]]:
-    """(key, stored fingerprint): half planted copies, half any indexed row, shuffled."""
+def sample_keys(dsn: str, planted: Sequence[int], count: int, method: str) -> list[tuple[int, int]]:
+    """(key, stored fingerprint, or 0 for MinHash): half planted copies, half any indexed row,
+    shuffled."""
+    value = "fingerprint" if method == "simhash" else "0"
     with psycopg.connect(dsn) as conn:
-        found = conn.execute(f"SELECT key, fingerprint FROM simindex.{NAME}_simhash")
+        found = conn.execute(f"SELECT key, {value} FROM simindex.{NAME}_{method}")
         rows: dict[int, int] = {int(key): int(value) for key, value in found}
     rng = random.Random(SEED + 3)
     copies = [key for key in planted if key in rows]
@@ -101,9 +116,11 @@ def sample_keys(dsn: str, planted: Sequence[int], count: int) -> list[tuple[int,
     return [(key, rows[key]) for key in keys]
 
 
-def measure(trees: dict[str, tuple[str, str]], keys: Sequence[tuple[int, int]]) -> dict[str, Any]:
-    """Every call of every tree and role (``trees``: label -> (superuser DSN, reader DSN)),
-    key by key, the calls of a turn shuffled."""
+def measure(
+    trees: dict[str, tuple[str, str]], keys: Sequence[tuple[int, int]], method: str
+) -> dict[str, Any]:
+    """Every call of ``method`` of every tree and role (``trees``: label -> (superuser DSN,
+    reader DSN)), key by key, the calls of a turn shuffled."""
     order = random.Random(SEED + 4)
     connections = []
     calls = []
@@ -111,7 +128,7 @@ def measure(trees: dict[str, tuple[str, str]], keys: Sequence[tuple[int, int]]) 
         for role, dsn in (("superuser", owner), ("reader", reader)):
             conn = psycopg.connect(dsn, autocommit=True)
             connections.append(conn)
-            for label, text in CALLS.items():
+            for label, text in CALLS[method].items():
                 calls.append((tree, role, label, conn, text))
     seconds: dict[tuple[str, str, str], list[float]] = {c[:3]: [] for c in calls}
     differ: dict[tuple[str, str], int] = {}
@@ -140,7 +157,9 @@ def measure(trees: dict[str, tuple[str, str]], keys: Sequence[tuple[int, int]]) 
         for role in ("superuser", "reader"):
             base = latency[f"{tree}/{role}/pk_lookup"]["p50_ms"]
             own = latency[f"{tree}/superuser/pk_lookup"]["p50_ms"]
-            for label in ("near_v1", "near_key_v1"):
+            for label in CALLS[method]:
+                if label == "pk_lookup":
+                    continue
                 p50 = latency[f"{tree}/{role}/{label}"]["p50_ms"]
                 ratios[f"{tree}/{role}/{label}"] = {
                     "over_own_pk_lookup": round(p50 / base, 2),
@@ -153,7 +172,9 @@ def measure(trees: dict[str, tuple[str, str]], keys: Sequence[tuple[int, int]]) 
     }
 
 
-def run(dsn: str, rows: int, queries: int, baseline: Path | None) -> dict[str, Any]:
+def run(
+    dsn: str, rows: int, queries: int, baseline: Path | None, method: str = "simhash"
+) -> dict[str, Any]:
     log(f"data: {rows:,} documents")
     dataset = make_dataset(rows, None)
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -172,28 +193,32 @@ def run(dsn: str, rows: int, queries: int, baseline: Path | None) -> dict[str, A
                 sql.SQL("CREATE DATABASE before TEMPLATE {}").format(sql.Identifier(str(source)))
             )
     trees = {"AFTER": dsn}
-    builds = {"AFTER": index_documents(dsn, rows)}
+    builds = {"AFTER": index_documents(dsn, rows, method)}
     if baseline is not None:
         trees["BEFORE"] = database(dsn, "before")
         log("the baseline tree indexes its copy")
         path = os.pathsep.join([str(baseline), str(Path(__file__).parent)])
         subprocess.run(
-            [sys.executable, str(Path(__file__)), "--index", trees["BEFORE"], "--rows", str(rows)],
+            [
+                *(sys.executable, str(Path(__file__)), "--index", trees["BEFORE"]),
+                *("--rows", str(rows), "--method", method),
+            ],
             env=os.environ | {"PYTHONPATH": path},
             check=True,
         )
-    keys = sample_keys(dsn, [p.copy for p in dataset.planted], queries)
+    keys = sample_keys(dsn, [p.copy for p in dataset.planted], queries, method)
     log(f"{len(keys):,} keys, every call in turn")
     logins = {
         tree: (url, make_conninfo(url, user=READER, password=password))
         for tree, url in trees.items()
     }
     return {
+        "method": method,
         "rows": rows,
         "load": loaded,
         "builds": builds,
         "sample": {"queries": len(keys), "timed": len(keys) - WARM, "planted_share": 0.5},
-        **measure(logins, keys),
+        **measure(logins, keys, method),
         "load_average_after_measuring": [round(x, 2) for x in os.getloadavg()],
     }
 
@@ -212,7 +237,8 @@ def print_report(result: dict[str, Any]) -> None:
             ]
         )
     print_table(
-        f"SimHash by key and by value beside a primary-key lookup, {result['rows']:,} rows",
+        f"{'MinHash' if result.get('method') == 'minhash' else 'SimHash'} by key beside a "
+        f"primary-key lookup, {result['rows']:,} rows",
         ["tree/role/call", "p50 ms", "p99 ms", "p50 / own pk", "p50 / superuser pk"],
         rows,
         "lrrrr",
@@ -221,6 +247,7 @@ def print_report(result: dict[str, Any]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--method", choices=sorted(CALLS), default="simhash")
     parser.add_argument("--rows", type=int, default=DEFAULT_ROWS)
     parser.add_argument("--queries", type=int, default=DEFAULT_QUERIES)
     parser.add_argument("--output", type=Path)
@@ -231,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     add_server_options(parser)
     args = parser.parse_args(argv)
     if args.index:
-        index_documents(args.index, args.rows)
+        index_documents(args.index, args.rows, args.method)
         return
     result = new_result("query_by_key", argv)
     if args.baseline:  # no machine path in a result
@@ -241,9 +268,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         result["command"] = result["command"].replace(str(args.output), args.output.name)
     with benchmark_server(args.server, SERVER_SETTINGS) as server:
         result["server_settings"] = server.settings
-        result |= run(server.dsn, args.rows, args.queries, args.baseline)
+        result |= run(server.dsn, args.rows, args.queries, args.baseline, args.method)
         version = server.version
-    output = args.output or RESULTS / f"query-by-key-{args.rows}.json"
+    kind = "" if args.method == "simhash" else "minhash-"
+    output = args.output or RESULTS / f"query-by-key-{kind}{args.rows}.json"
     write_result(output, result, version)
     print_report(result)
     log(f"wrote {output}")

@@ -39,6 +39,35 @@ def run_similar_sql(
         return timed_calls(keys, call)
 
 
+def pk_beside_similar_key(dsn: str, store: MinHashStore, keys: Sequence[int]) -> dict[str, Any]:
+    """A primary-key lookup on the side table beside similar_key_v1(key), prepared on one
+    connection, taking turns key by key (the issue's target: p50 at most three lookups)."""
+    calls = {
+        "pk_lookup": sql.SQL("SELECT sketch FROM {} WHERE key = %s").format(store.table()),
+        "similar_key_v1": sql.SQL("SELECT key, similarity FROM {}(%s)").format(
+            store.similar_key_function
+        ),
+    }
+    seconds: dict[str, list[float]] = {label: [] for label in calls}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        texts = {label: query.as_bytes(conn) for label, query in calls.items()}
+        for turn, key in enumerate(keys):
+            for label, text in texts.items():
+                begin = time.perf_counter()
+                conn.execute(text, (key,), prepare=True).fetchall()
+                if turn >= 200:  # the first 200 keys warm every plan up
+                    seconds[label].append(time.perf_counter() - begin)
+    latency = {label: latency_ms(values) for label, values in seconds.items()}
+    base = latency["pk_lookup"]
+    return {
+        "latency": latency,
+        "similar_key_v1_over_pk_lookup": {
+            q: round(latency["similar_key_v1"][q] / base[q], 2) if base[q] else None
+            for q in ("p50_ms", "p99_ms")
+        },
+    }
+
+
 def minhash_part(server: Server, dataset: Dataset, plan: Plan) -> dict[str, Any]:
     dsn = server.dsn
     log("MinHash: create_index + build over the short texts")
@@ -66,6 +95,8 @@ def minhash_part(server: Server, dataset: Dataset, plan: Plan) -> dict[str, Any]
     keys += chooser.sample(sorted(indexed), min(len(indexed), plan.minhash_sample - len(keys)))
     query = sql.SQL("SELECT key, similarity FROM {}(%s, %s)").format(store.similar_key_function)
     sql_seconds, sql_found = run_similar_sql(dsn, query, keys)
+    log("MinHash: a primary-key lookup beside similar_key_v1, in turn")
+    pk_beside = pk_beside_similar_key(dsn, store, keys)
     with psycopg.connect(dsn, autocommit=True) as conn:
         nested = nested_plans(conn, query, (keys[0], MINHASH_THRESHOLD))
     functions = [
@@ -118,6 +149,7 @@ def minhash_part(server: Server, dataset: Dataset, plan: Plan) -> dict[str, Any]
             "results_per_query": spread([len(f) for f in sql_found]),
             "includes": "band candidates + verification by estimated Jaccard of the signatures",
         },
+        "pk_lookup_beside_similar_key": pk_beside,
         "sql_function_generic_plan": {
             "setting": "ALTER FUNCTION ... SET plan_cache_mode = force_generic_plan on "
             "similar_key_v1 and similar_v1 (tried: no better beyond noise and run order)",

@@ -234,6 +234,13 @@ def print_report(report: dict[str, Any]) -> None:
                 _line("Index.similar(text)", mb["rows"], minhash["python"]["by_text_latency"])[:-1],
             ],
         )
+        beside = minhash.get("pk_lookup_beside_similar_key")
+        if beside:
+            ratio = beside["similar_key_v1_over_pk_lookup"]
+            print(
+                f"similar_key_v1 beside a primary-key lookup of the side table, in turn: "
+                f"p50 x{ratio['p50_ms']}, p99 x{ratio['p99_ms']}"
+            )
     print_builds(report)
     target = TARGETS["simhash_1m"]
     measured = [

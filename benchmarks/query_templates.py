@@ -21,7 +21,8 @@ cluster: the tail; half any row), taking turns key by key on one connection each
   add``), ``similar exact BEFORE`` and ``similar estimate BEFORE``: the same calls by a child
   process with that tree first on ``sys.path``, on the same server, in the same turns, timed
   in the child (the pipe to it is not counted), on an index of the same table that tree
-  created and built (its own SQL functions).
+  created and built (its own SQL functions); and ``similar_key_v1 BEFORE``: that index's
+  ``similar_key_v1``, called as ``similar_key_v1`` is.
 
 Writes ``benchmarks/results/query-templates-<rows>.json``. Not a test: nothing here asserts a
 timing. The machine is shared: compare figures of one run (ratios), not across runs.
@@ -146,10 +147,10 @@ class Baseline:
     index that tree built."""
 
     def __init__(self, tree: Path, dsn: str) -> None:
-        path = os.pathsep.join([str(tree), str(Path(__file__).parent)])
+        self.path = os.pathsep.join([str(tree), str(Path(__file__).parent)])
         self.child = subprocess.Popen(
             [sys.executable, str(Path(__file__)), "--serve", dsn],
-            env=os.environ | {"PYTHONPATH": path},
+            env=os.environ | {"PYTHONPATH": self.path},
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -224,6 +225,13 @@ def run(dsn: str, rows: int, queries: int, baseline: Path | None = None) -> dict
                 "similar estimate": lambda k: len(facade.similar(key=k, verify="estimate")),
             }
             if before is not None:
+                old = sql.SQL("SELECT key, similarity FROM {}(%s)").format(
+                    sql.Identifier("simindex", f"{BEFORE_NAME}_similar_key_v1")
+                )
+                old_text = old.as_bytes(conn)
+                calls["similar_key_v1 BEFORE"] = lambda k: len(
+                    conn.execute(old_text, (k,), prepare=True).fetchall()
+                )
                 calls["similar exact BEFORE"] = before.call("exact")
                 calls["similar estimate BEFORE"] = before.call("estimate")
             measured = interleaved(calls, keys)

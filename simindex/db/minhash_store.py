@@ -86,9 +86,12 @@ class MinHashStore:
             "visible": visible_function(self.schema, self.name),
         }
 
-    def pairs_function_statement(self) -> sql.Composed:
+    def _table_literal(self) -> sql.Literal:
+        """The side table's quoted name as a string literal (for a regclass cast)."""
         parts = (self.schema, self._name("minhash", False))
-        quoted = ".".join('"' + part.replace('"', '""') + '"' for part in parts)
+        return sql.Literal(".".join('"' + part.replace('"', '""') + '"' for part in parts))
+
+    def pairs_function_statement(self) -> sql.Composed:
         return statement(
             "minhash_pairs_function",
             **self._usable(),
@@ -96,7 +99,7 @@ class MinHashStore:
             threshold=sql.Literal(self.threshold),
             key_type=self._key_type(),
             pairs=sql.Identifier(self.schema, "minhash_pairs_of_table_v1"),
-            table_name=sql.Literal(quoted),
+            table_name=self._table_literal(),
             num_bands=sql.Literal(self.design.num_bands),
         )
 
@@ -147,11 +150,34 @@ class MinHashStore:
             *protect_statements(self.schema, self.name, self._name("minhash", staging)),
         ]
 
-    def function_statements(self) -> list[sql.Composed]:
-        any_band = sql.SQL(" OR ").join(
-            sql.SQL("c.{} = $2[{}]").format(column, sql.Literal(band + 1))
+    def _any_band(self, band_keys: str) -> sql.Composed:
+        """A row shares a band key with ``band_keys`` (an array, by its SQL name)."""
+        return sql.SQL(" OR ").join(
+            sql.SQL("c.{} = {}[{}]").format(column, sql.SQL(band_keys), sql.Literal(band + 1))
             for band, column in enumerate(self.columns)
         )
+
+    def _key_candidates(self, protected: bool) -> sql.Composed:
+        """The band candidates of a query by key, filtered by minhash_similarity_v1 (leakproof)
+        where row-level security may apply (``protected``), else by the estimate in the plan."""
+        parts = {
+            "estimate": statement(
+                "minhash_estimate", a=sql.SQL("c.sketch"), b=sql.SQL("query_sketch")
+            ),
+            "table": self.table(),
+            "any_band": self._any_band("query_bands"),
+        }
+        if protected:
+            scored = statement("minhash_key_scored", similarity=self.similarity, **parts)
+        else:
+            scored = statement("minhash_key_scored_open", **parts)
+        return statement(
+            "minhash_key_candidates",
+            scored=scored,
+            visible_key=visible_key_function(self.schema, self.name),
+        )
+
+    def function_statements(self) -> list[sql.Composed]:
         return [
             statement(
                 "minhash_similar_function",
@@ -167,21 +193,26 @@ class MinHashStore:
                 sketch_bits=sql.Literal(self.sketch_bits),
                 num_bands=sql.Literal(self.design.num_bands),
                 similarity=self.similarity,
-                any_band=any_band,
+                any_band=self._any_band("$2"),
                 visible_key=visible_key_function(self.schema, self.name),
             ),
             statement(
                 "minhash_similar_key_function",
-                **self._usable(),
                 function=self.similar_key_function,
                 key_type=self._key_type(),
                 max_rows=max_rows(),
                 threshold=sql.Literal(self.threshold),
                 table=self.table(),
-                similar=self.similar_function,
                 band_columns=sql.SQL(", ").join(
                     sql.SQL("s.{}").format(column) for column in self.columns
                 ),
+                ready=sql.Identifier(self.schema, "query_ready_v1"),
+                index_name=sql.Literal(self.name),
+                side=self._table_literal(),
+                catalog=sql.Identifier(self.schema, "indexes"),
+                visible_key=visible_key_function(self.schema, self.name),
+                protected_candidates=self._key_candidates(protected=True),
+                open_candidates=self._key_candidates(protected=False),
             ),
             self.pairs_function_statement(),
             statement("pairs_revoke_function", function=self.pairs_function),

@@ -119,6 +119,9 @@ NONSENSE = {
     "notes_similar_key_v1 1.5": "notes_similar_key_v1(1, 1.5)",
     "notes_similar_key_v1 -1": "notes_similar_key_v1(1, -1)",
     "notes_similar_key_v1 NULL": "notes_similar_key_v1(1, NULL)",
+    # max_rows 0 once answered nothing; a key not indexed is refused all the same.
+    "notes_similar_key_v1 max_rows 0": "notes_similar_key_v1(1, max_rows => 0)",
+    "notes_similar_key_v1 max_rows 0, no row": "notes_similar_key_v1(999, max_rows => 0)",
     "notes_similar_v1 2": f"notes_similar_v1({SKETCH}, {BANDS}, 2)",
     "notes_similar_v1 NULL": f"notes_similar_v1({SKETCH}, {BANDS}, NULL)",
     # A sketch or band list of the wrong length was once compared as if it were right.

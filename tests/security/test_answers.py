@@ -246,3 +246,36 @@ def test_the_probe_follows_the_table_through_renames(
     assert [m.key for m in index.near_key(4)] == [6]  # not Bob's 1
     assert _rows(alice, "SELECT key FROM simindex.docs_near_key_v1(4)") == [6]
     assert set(_rows(alice, "SELECT key FROM simindex.docs_simhash")) == set(ALICE)
+
+
+def test_a_reader_who_sees_every_row_gets_the_owners_answers_by_key(
+    database_dsn: str, make_role: MakeRole
+) -> None:
+    # similar_key_v1 scores its candidates by minhash_similarity_v1 where a policy applies to
+    # the caller and by the estimate written out in the plan where none does: the same rows,
+    # scores and order. Texts: copies of one text, near copies of it and of each other.
+    words = [f"w{i}" for i in range(40)]
+    texts = [" ".join(words)] * 4
+    texts += [" ".join([*words[:i], "x", *words[i + 1 :]]) for i in range(0, 40, 3)]
+    texts += [" ".join([*words[:i], "y", "z", *words[i + 2 :]]) for i in range(0, 38, 5)]
+    superuser(database_dsn, "CREATE TABLE docs (id integer PRIMARY KEY, body text)")
+    with psycopg.connect(database_dsn, autocommit=True) as conn:
+        for key, text in enumerate(texts):
+            conn.execute("INSERT INTO docs VALUES (%s, %s)", (key, text))
+    create_index(database_dsn, "docs", "docs", "body", method=MinHash(threshold=0.5)).build()
+    reader = make_role("reader")
+    simindex.grant(database_dsn, reader.name, "reader")
+    superuser(database_dsn, f"GRANT SELECT ON docs TO {reader.name}")
+    query = "SELECT key, similarity, identical FROM simindex.docs_similar_key_v1(%s, %s, %s)"
+    owner_policy = "SELECT row_security_active('simindex.docs_minhash')"
+    assert scalar(database_dsn, owner_policy) is False
+    assert reader.scalar(owner_policy) is True
+    answered = 0
+    for key in range(len(texts)):
+        for threshold, limit in ((0.5, 1000), (0.7, 3), (0.0, None)):
+            with psycopg.connect(database_dsn, autocommit=True) as conn:
+                owner = conn.execute(query, (key, threshold, limit)).fetchall()
+            with psycopg.connect(reader.dsn, autocommit=True) as conn:
+                assert conn.execute(query, (key, threshold, limit)).fetchall() == owner
+            answered += len(owner)
+    assert answered > 0

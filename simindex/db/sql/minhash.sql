@@ -106,29 +106,128 @@ END
 $body$
 
 -- name: minhash_similar_key_function
+-- The query by the stored row of a key, leaving the key itself out; its answers are those of
+-- similar_v1 called with that row (the same order: similarity, the key's own set first, the
+-- key), without its statements' second round of checks. One function, planned once per session
+-- (a SQL function's body is planned again at every call). Its first statement takes the side
+-- table's lock (waiting for a rebuild's swap) before its snapshot, in which the checks run
+-- once (an initplan, as simhash_query's: query_ready_v1 judging the catalog row, whose side
+-- table must be the one the plan locked, and the source) and the key's row is read; the later
+-- statements run under that lock, on the same table, and are planned only once the checks
+-- passed (the inlined visible_key of a dropped source would fail planning them). The rows of the key's own set (identical, scored 1: before every
+-- other row) come first, from the (set_hash, key) index in key order, each probed in the
+-- source, never through the band indexes; a template's copies, max_rows of them or more, are
+-- then the whole answer. Only a set with rows besides the key is read so. Then the other
+-- candidates, as similar_v1 finds them (minhash_key_candidates): sorted, then probed in the
+-- source in that order until as many as are still wanted are seen (only keys the source
+-- holds: a deleted row's index rows stay until the worker's sweep). Their score is
+-- minhash_estimate: minhash_similarity_v1's operations written out in the same order (so the
+-- same value), evaluated in the plan without a call a row. It is not leakproof (# fails on bit
+-- strings of two lengths): where row-level security may apply, the filter is
+-- minhash_similarity_v1, run before the policy's probe of the source (minhash_key_scored);
+-- elsewhere the estimate is computed once a candidate (minhash_key_scored_open).
 CREATE FUNCTION {function}(
-    key {key_type}, threshold double precision DEFAULT {threshold},
+    row_key {key_type}, threshold double precision DEFAULT {threshold},
     max_rows integer DEFAULT {max_rows}
 )
 RETURNS TABLE (key {key_type}, similarity double precision, identical boolean)
-LANGUAGE sql VOLATILE PARALLEL SAFE
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
 AS $body$
-    -- The table's lock first (a rebuild's swap is waited for here), then the query
-    -- function's guard alone, no sketch: the next statement's snapshot sees the rebuilt
-    -- table, or the guard fails where the transaction's cannot (see common.sql). In this
-    -- order, the query function is looked up after the wait: the one the rebuild wrote.
-    SELECT (SELECT true FROM {table} LIMIT 0),
-           (SELECT count(*) FROM {similar}(NULL::bit varying, NULL::integer[], $2, 1));
-    SELECT n.key, n.similarity, n.identical
+#variable_conflict use_column
+DECLARE
+    query_sketch bit varying;
+    query_bands integer[];
+    query_set bigint;
+    set_others boolean;
+    found_rows bigint := 0;
+BEGIN
+    -- NaN sorts above every number, so it fails the upper bound.
+    IF threshold IS NULL OR NOT (threshold >= 0 AND threshold <= 1) THEN
+        RAISE EXCEPTION 'threshold must be from 0 to 1, got %', coalesce(threshold::text, 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    IF max_rows < 1 THEN
+        RAISE EXCEPTION 'max_rows must be at least 1, got %', max_rows USING ERRCODE = '22023';
+    END IF;
+    SELECT s.sketch, ARRAY[{band_columns}], s.set_hash,
+           EXISTS (SELECT FROM {table} AS o
+                   WHERE o.set_hash = s.set_hash AND o.key OPERATOR(pg_catalog.<>) s.key)
+    INTO query_sketch, query_bands, query_set, set_others
     FROM {table} AS s
-    CROSS JOIN LATERAL {similar}(
-        s.sketch, ARRAY[{band_columns}], $2, $3 + 1, s.set_hash
-    ) AS n
-    WHERE s.key = $1 AND n.key <> $1 AND {usable}({index_name})
-    ORDER BY n.similarity DESC, n.identical DESC, n.key
-    LIMIT $3
+    WHERE s.key OPERATOR(pg_catalog.=) row_key
+      AND (SELECT coalesce(
+               (SELECT {ready}(
+                    {index_name},
+                    i.side::pg_catalog.oid OPERATOR(pg_catalog.=) {side}::pg_catalog.regclass::pg_catalog.oid,
+                    i.state OPERATOR(pg_catalog.<>) 'source_dropped'
+                        AND pg_catalog.pg_table_is_visible(i.source::pg_catalog.oid) IS NOT NULL)
+                FROM {catalog} AS i WHERE i.name OPERATOR(pg_catalog.=) {index_name}),
+               {ready}({index_name}, false, true)));
+    IF NOT FOUND THEN  -- the key not indexed, or not the caller's to see
+        RETURN;
+    END IF;
+    -- The probes are LATERAL subqueries with a LIMIT: never pulled up into a join, so never a
+    -- hash of the whole source, one primary-key probe a row (the inlined visible_key).
+    IF set_others THEN
+        RETURN QUERY
+        SELECT c.key, 1.0::double precision, true
+        FROM {table} AS c
+        CROSS JOIN LATERAL (SELECT FROM {visible_key}(c.key) LIMIT 1) AS seen
+        WHERE c.set_hash = query_set AND c.key OPERATOR(pg_catalog.<>) row_key
+        ORDER BY c.key
+        LIMIT max_rows;
+        GET DIAGNOSTICS found_rows = ROW_COUNT;
+        IF found_rows >= max_rows THEN
+            RETURN;
+        END IF;
+    END IF;
+    -- A policy may apply: the leakproof filter first; none does: the estimate once a row.
+    IF pg_catalog.row_security_active({side}::pg_catalog.regclass) THEN
+        RETURN QUERY {protected_candidates};
+    ELSE
+        RETURN QUERY {open_candidates};
+    END IF;
+END
 $body$
+
+-- name: minhash_key_candidates
+-- The band candidates of a query by key, sorted, then probed (minhash_similar_key_function).
+SELECT o.key, o.similarity, false
+    FROM (
+        SELECT r.key, r.similarity FROM ({scored}) AS r
+        ORDER BY r.similarity DESC, r.key
+        OFFSET 0
+    ) AS o
+    CROSS JOIN LATERAL (SELECT FROM {visible_key}(o.key) LIMIT 1) AS seen
+    ORDER BY o.similarity DESC, o.key
+    LIMIT max_rows - found_rows
+
+-- name: minhash_key_scored
+-- Scored where row-level security may apply (minhash_similar_key_function).
+SELECT c.key, {estimate} AS similarity
+        FROM {table} AS c
+        WHERE ({any_band})
+          AND c.set_hash <> query_set
+          AND {similarity}(c.sketch, query_sketch) >= threshold
+
+-- name: minhash_key_scored_open
+-- Scored where no policy applies, once a candidate (minhash_similar_key_function).
+SELECT s.key, s.similarity
+        FROM (SELECT c.key, {estimate} AS similarity
+              FROM {table} AS c
+              WHERE ({any_band})
+                AND c.set_hash <> query_set
+              OFFSET 0) AS s
+        WHERE s.similarity >= threshold
+
+-- name: minhash_estimate
+-- minhash_similarity_v1 written out (minhash_similar_key_function).
+GREATEST(0.0::double precision, 1.0::double precision
+            OPERATOR(pg_catalog.-) (2.0::double precision
+            OPERATOR(pg_catalog.*) pg_catalog.bit_count({a} OPERATOR(pg_catalog.#) {b})
+            OPERATOR(pg_catalog./) pg_catalog.length({a})))
 
 -- name: minhash_pairs_function
 -- Every pair, for SQL callers: minhash_pairs_of_table_v1 over this index's table. Not a reader's right

@@ -274,28 +274,128 @@ END IF;
 END
 $body$;
 
+-- The query by the stored row of a key, leaving the key itself out; its answers are those of
+-- similar_v1 called with that row (the same order: similarity, the key's own set first, the
+-- key), without its statements' second round of checks. One function, planned once per session
+-- (a SQL function's body is planned again at every call). Its first statement takes the side
+-- table's lock (waiting for a rebuild's swap) before its snapshot, in which the checks run
+-- once (an initplan, as simhash_query's: query_ready_v1 judging the catalog row, whose side
+-- table must be the one the plan locked, and the source) and the key's row is read; the later
+-- statements run under that lock, on the same table, and are planned only once the checks
+-- passed (the inlined visible_key of a dropped source would fail planning them). The rows of the key's own set (identical, scored 1: before every
+-- other row) come first, from the (set_hash, key) index in key order, each probed in the
+-- source, never through the band indexes; a template's copies, max_rows of them or more, are
+-- then the whole answer. Only a set with rows besides the key is read so. Then the other
+-- candidates, as similar_v1 finds them (minhash_key_candidates): sorted, then probed in the
+-- source in that order until as many as are still wanted are seen (only keys the source
+-- holds: a deleted row's index rows stay until the worker's sweep). Their score is
+-- minhash_estimate: minhash_similarity_v1's operations written out in the same order (so the
+-- same value), evaluated in the plan without a call a row. It is not leakproof (# fails on bit
+-- strings of two lengths): where row-level security may apply, the filter is
+-- minhash_similarity_v1, run before the policy's probe of the source (minhash_key_scored);
+-- elsewhere the estimate is computed once a candidate (minhash_key_scored_open).
 CREATE FUNCTION "simindex"."docs_similar_key_v1"(
-    key bigint, threshold double precision DEFAULT 0.8,
+    row_key bigint, threshold double precision DEFAULT 0.8,
     max_rows integer DEFAULT 1000
 )
 RETURNS TABLE (key bigint, similarity double precision, identical boolean)
-LANGUAGE sql VOLATILE PARALLEL SAFE
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
 AS $body$
-    -- The table's lock first (a rebuild's swap is waited for here), then the query
-    -- function's guard alone, no sketch: the next statement's snapshot sees the rebuilt
-    -- table, or the guard fails where the transaction's cannot (see common.sql). In this
-    -- order, the query function is looked up after the wait: the one the rebuild wrote.
-    SELECT (SELECT true FROM "simindex"."docs_minhash" LIMIT 0),
-           (SELECT count(*) FROM "simindex"."docs_similar_v1"(NULL::bit varying, NULL::integer[], $2, 1));
-    SELECT n.key, n.similarity, n.identical
+#variable_conflict use_column
+DECLARE
+    query_sketch bit varying;
+    query_bands integer[];
+    query_set bigint;
+    set_others boolean;
+    found_rows bigint := 0;
+BEGIN
+    -- NaN sorts above every number, so it fails the upper bound.
+    IF threshold IS NULL OR NOT (threshold >= 0 AND threshold <= 1) THEN
+        RAISE EXCEPTION 'threshold must be from 0 to 1, got %', coalesce(threshold::text, 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    IF max_rows < 1 THEN
+        RAISE EXCEPTION 'max_rows must be at least 1, got %', max_rows USING ERRCODE = '22023';
+    END IF;
+    SELECT s.sketch, ARRAY[s."b0", s."b1", s."b2", s."b3", s."b4", s."b5", s."b6", s."b7", s."b8", s."b9", s."b10", s."b11", s."b12", s."b13", s."b14"], s.set_hash,
+           EXISTS (SELECT FROM "simindex"."docs_minhash" AS o
+                   WHERE o.set_hash = s.set_hash AND o.key OPERATOR(pg_catalog.<>) s.key)
+    INTO query_sketch, query_bands, query_set, set_others
     FROM "simindex"."docs_minhash" AS s
-    CROSS JOIN LATERAL "simindex"."docs_similar_v1"(
-        s.sketch, ARRAY[s."b0", s."b1", s."b2", s."b3", s."b4", s."b5", s."b6", s."b7", s."b8", s."b9", s."b10", s."b11", s."b12", s."b13", s."b14"], $2, $3 + 1, s.set_hash
-    ) AS n
-    WHERE s.key = $1 AND n.key <> $1 AND "simindex"."source_usable_v1"('docs')
-    ORDER BY n.similarity DESC, n.identical DESC, n.key
-    LIMIT $3
+    WHERE s.key OPERATOR(pg_catalog.=) row_key
+      AND (SELECT coalesce(
+               (SELECT "simindex"."query_ready_v1"(
+                    'docs',
+                    i.side::pg_catalog.oid OPERATOR(pg_catalog.=) '"simindex"."docs_minhash"'::pg_catalog.regclass::pg_catalog.oid,
+                    i.state OPERATOR(pg_catalog.<>) 'source_dropped'
+                        AND pg_catalog.pg_table_is_visible(i.source::pg_catalog.oid) IS NOT NULL)
+                FROM "simindex"."indexes" AS i WHERE i.name OPERATOR(pg_catalog.=) 'docs'),
+               "simindex"."query_ready_v1"('docs', false, true)));
+    IF NOT FOUND THEN  -- the key not indexed, or not the caller's to see
+        RETURN;
+    END IF;
+    -- The probes are LATERAL subqueries with a LIMIT: never pulled up into a join, so never a
+    -- hash of the whole source, one primary-key probe a row (the inlined visible_key).
+    IF set_others THEN
+        RETURN QUERY
+        SELECT c.key, 1.0::double precision, true
+        FROM "simindex"."docs_minhash" AS c
+        CROSS JOIN LATERAL (SELECT FROM "simindex"."docs_visible_key_v1"(c.key) LIMIT 1) AS seen
+        WHERE c.set_hash = query_set AND c.key OPERATOR(pg_catalog.<>) row_key
+        ORDER BY c.key
+        LIMIT max_rows;
+        GET DIAGNOSTICS found_rows = ROW_COUNT;
+        IF found_rows >= max_rows THEN
+            RETURN;
+        END IF;
+    END IF;
+    -- A policy may apply: the leakproof filter first; none does: the estimate once a row.
+    IF pg_catalog.row_security_active('"simindex"."docs_minhash"'::pg_catalog.regclass) THEN
+        RETURN QUERY -- The band candidates of a query by key, sorted, then probed (minhash_similar_key_function).
+SELECT o.key, o.similarity, false
+    FROM (
+        SELECT r.key, r.similarity FROM (-- Scored where row-level security may apply (minhash_similar_key_function).
+SELECT c.key, -- minhash_similarity_v1 written out (minhash_similar_key_function).
+GREATEST(0.0::double precision, 1.0::double precision
+            OPERATOR(pg_catalog.-) (2.0::double precision
+            OPERATOR(pg_catalog.*) pg_catalog.bit_count(c.sketch OPERATOR(pg_catalog.#) query_sketch)
+            OPERATOR(pg_catalog./) pg_catalog.length(c.sketch))) AS similarity
+        FROM "simindex"."docs_minhash" AS c
+        WHERE (c."b0" = query_bands[1] OR c."b1" = query_bands[2] OR c."b2" = query_bands[3] OR c."b3" = query_bands[4] OR c."b4" = query_bands[5] OR c."b5" = query_bands[6] OR c."b6" = query_bands[7] OR c."b7" = query_bands[8] OR c."b8" = query_bands[9] OR c."b9" = query_bands[10] OR c."b10" = query_bands[11] OR c."b11" = query_bands[12] OR c."b12" = query_bands[13] OR c."b13" = query_bands[14] OR c."b14" = query_bands[15])
+          AND c.set_hash <> query_set
+          AND "simindex"."minhash_similarity_v1"(c.sketch, query_sketch) >= threshold) AS r
+        ORDER BY r.similarity DESC, r.key
+        OFFSET 0
+    ) AS o
+    CROSS JOIN LATERAL (SELECT FROM "simindex"."docs_visible_key_v1"(o.key) LIMIT 1) AS seen
+    ORDER BY o.similarity DESC, o.key
+    LIMIT max_rows - found_rows;
+    ELSE
+        RETURN QUERY -- The band candidates of a query by key, sorted, then probed (minhash_similar_key_function).
+SELECT o.key, o.similarity, false
+    FROM (
+        SELECT r.key, r.similarity FROM (-- Scored where no policy applies, once a candidate (minhash_similar_key_function).
+SELECT s.key, s.similarity
+        FROM (SELECT c.key, -- minhash_similarity_v1 written out (minhash_similar_key_function).
+GREATEST(0.0::double precision, 1.0::double precision
+            OPERATOR(pg_catalog.-) (2.0::double precision
+            OPERATOR(pg_catalog.*) pg_catalog.bit_count(c.sketch OPERATOR(pg_catalog.#) query_sketch)
+            OPERATOR(pg_catalog./) pg_catalog.length(c.sketch))) AS similarity
+              FROM "simindex"."docs_minhash" AS c
+              WHERE (c."b0" = query_bands[1] OR c."b1" = query_bands[2] OR c."b2" = query_bands[3] OR c."b3" = query_bands[4] OR c."b4" = query_bands[5] OR c."b5" = query_bands[6] OR c."b6" = query_bands[7] OR c."b7" = query_bands[8] OR c."b8" = query_bands[9] OR c."b9" = query_bands[10] OR c."b10" = query_bands[11] OR c."b11" = query_bands[12] OR c."b12" = query_bands[13] OR c."b13" = query_bands[14] OR c."b14" = query_bands[15])
+                AND c.set_hash <> query_set
+              OFFSET 0) AS s
+        WHERE s.similarity >= threshold) AS r
+        ORDER BY r.similarity DESC, r.key
+        OFFSET 0
+    ) AS o
+    CROSS JOIN LATERAL (SELECT FROM "simindex"."docs_visible_key_v1"(o.key) LIMIT 1) AS seen
+    ORDER BY o.similarity DESC, o.key
+    LIMIT max_rows - found_rows;
+    END IF;
+END
 $body$;
 
 -- Every pair, for SQL callers: minhash_pairs_of_table_v1 over this index's table. Not a reader's right
