@@ -236,9 +236,9 @@ def test_exact_verification_reads_no_text_of_an_identical_row(database_dsn: str)
 def test_exact_verification_reads_one_text_of_each_other_set(database_dsn: str) -> None:
     """Candidates sharing a stored set hash other than the query's are scored by one text of
     theirs, checked against that hash: a set whose first row's text changed under the index
-    (its queue entries lost) has each of its texts read, so the changed row gets its own score and the
-    others theirs; a set whose later row changed is scored by its first row, as identical rows
-    are."""
+    (its queue entries lost) has each of its texts read, so the changed row gets its own score
+    and the others theirs; a set whose later row changed is scored by its first row, as
+    identical rows are."""
     original = edited_corpus(12, 1)[0]
     words = original.split()
     near = " ".join([*words[:-3], "x1", "x2", "x3"])
@@ -286,7 +286,8 @@ def test_exact_verification_reads_every_text_while_changes_are_pending(
         conn.execute("SET session_replication_role = replica")  # queued by the row triggers
         conn.execute("UPDATE copies SET body = 'an unrelated text of other words' WHERE id = 2")
         conn.execute("UPDATE copies SET body = 'another text, of words unseen' WHERE id = 5")
-        assert conn.execute("SELECT EXISTS (SELECT FROM simindex.copies_inbox)").fetchone() == (True,)
+        pending = conn.execute("SELECT EXISTS (SELECT FROM simindex.copies_inbox)").fetchone()
+        assert pending == (True,)
     # The estimate is the stored rows' alone: all five still there.
     assert {m.key for m in index.similar(key=0, verify="estimate")} == {1, 2, 3, 4, 5}
     found = {m.key: m.similarity for m in index.similar(key=0)}
