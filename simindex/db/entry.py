@@ -51,18 +51,21 @@ class KeptEntry:
         self._by_key: tuple[tuple[Any, ...], bytes] | None = None
         self._token: bytes | None = None
         self._checked: dict[str, tuple[tuple[Any, ...], bytes]] = {}
-        self._cursor: psycopg.Cursor[Any] | None = None
+        self._cursor: tuple[psycopg.Cursor[Any], Any] | None = None
 
     def cursor(self, conn: PgConnection, entry: Entry) -> psycopg.Cursor[Any]:
         """A cursor of ``conn`` for ``entry``'s queries (:func:`~simindex.db.keys.key_cursor`),
         kept for the next query on the same connection: a new cursor would look up again how
         to send each parameter and load each column (a tenth of a query by key). A pool lends
-        a connection to one thread at a time, so a cursor is never shared by two."""
-        kept = self._cursor
-        if kept is not None and kept.connection is conn and not kept.closed:
-            return kept
-        cursor = key_cursor(conn, entry.info.source.key_type)
-        self._cursor = cursor
+        a connection to one thread at a time, so a cursor is never shared by two. A key type
+        changed since (a rebuilt index's) gets a new cursor: it loads keys of that type."""
+        key_type = entry.info.source.key_type
+        if self._cursor is not None:
+            kept, kept_type = self._cursor
+            if kept.connection is conn and not kept.closed and kept_type == key_type:
+                return kept
+        cursor = key_cursor(conn, key_type)
+        self._cursor = (cursor, key_type)
         return cursor
 
     def ready(self, conn: PgConnection) -> Entry:
