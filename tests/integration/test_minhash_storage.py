@@ -8,12 +8,14 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
-from simindex import sync
+from simindex import migrate, sync
 from simindex.core.packing import sketch_digits
 from simindex.core.spec import SPEC_VERSION, MinHash
 from simindex.db.catalog import store_of
 from simindex.db.minhash_store import MinHashStore
+from simindex.db.statements import statement
 from simindex.index import Index, create_index
 from simindex.ops.check import check
 from simindex.ops.pairs import SimilarPair
@@ -131,3 +133,29 @@ def test_compact_rows_round_trip_and_stay_under_a_kilobyte(database_dsn: str) ->
     assert [row[3] for row in rows] == [sketch_digits(sketch) for sketch in held.sketches]
     assert size is not None
     assert size[0] / len(corpus) < 1024
+
+
+def test_the_estimate_in_the_plan_is_minhash_similarity_v1(database_dsn: str) -> None:
+    """similar_key_v1 scores candidates by minhash_estimate, minhash_similarity_v1's operations
+    written out: the two give the same value for every pair of sketches (equal, complementary,
+    random, of every count of differing bits), so the two query paths answer alike."""
+    migrate(database_dsn)
+    rng = random.Random(11)
+    bits = 1792
+    pairs: list[tuple[str, str]] = []
+    for differing in (0, 1, 100, 500, 896, 1000, 1791, 1792):
+        a = [rng.choice("01") for _ in range(bits)]
+        b = list(a)
+        for place in rng.sample(range(bits), differing):
+            b[place] = "1" if a[place] == "0" else "0"
+        pairs.append(("".join(a), "".join(b)))
+    estimate = statement("minhash_estimate", a=sql.SQL("p.a"), b=sql.SQL("p.b"))
+    query = sql.SQL(
+        "SELECT simindex.minhash_similarity_v1(p.a, p.b), {} "
+        "FROM (SELECT %s::bit varying AS a, %s::bit varying AS b) AS p"
+    ).format(estimate)
+    with psycopg.connect(database_dsn) as conn:
+        found = [conn.execute(query, pair).fetchone() for pair in pairs]
+    assert all(row is not None and row[0] == row[1] for row in found), found
+    scores = [row[0] for row in found if row is not None]
+    assert (scores[0], scores[-1]) == (1.0, 0.0)
