@@ -34,7 +34,7 @@ from simindex.db.connection import PgConnection
 from simindex.db.copytext import field
 from simindex.db.pg_array import BigintArray, key_array, register
 from simindex.db.statements import run, statement
-from simindex.db.swap_guard import swap_guard
+from simindex.db.swap_guard import query_checks, quoted_name, swap_guard
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,11 +86,6 @@ class MinHashStore:
             "visible": visible_function(self.schema, self.name),
         }
 
-    def _table_literal(self) -> sql.Literal:
-        """The side table's quoted name as a string literal (for a regclass cast)."""
-        parts = (self.schema, self._name("minhash", False))
-        return sql.Literal(".".join('"' + part.replace('"', '""') + '"' for part in parts))
-
     def pairs_function_statement(self) -> sql.Composed:
         return statement(
             "minhash_pairs_function",
@@ -99,7 +94,7 @@ class MinHashStore:
             threshold=sql.Literal(self.threshold),
             key_type=self._key_type(),
             pairs=sql.Identifier(self.schema, "minhash_pairs_of_table_v1"),
-            table_name=self._table_literal(),
+            table_name=quoted_name(self.schema, self._name("minhash", False)),
             num_bands=sql.Literal(self.design.num_bands),
         )
 
@@ -206,10 +201,8 @@ class MinHashStore:
                 band_columns=sql.SQL(", ").join(
                     sql.SQL("s.{}").format(column) for column in self.columns
                 ),
-                ready=sql.Identifier(self.schema, "query_ready_v1"),
-                index_name=sql.Literal(self.name),
-                side=self._table_literal(),
-                catalog=sql.Identifier(self.schema, "indexes"),
+                checks=query_checks(self.schema, self._name("minhash", False), self.name),
+                side=quoted_name(self.schema, self._name("minhash", False)),
                 visible_key=visible_key_function(self.schema, self.name),
                 protected_candidates=self._key_candidates(protected=True),
                 open_candidates=self._key_candidates(protected=False),

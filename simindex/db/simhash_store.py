@@ -28,6 +28,7 @@ from simindex.db.connection import PgConnection
 from simindex.db.copytext import field
 from simindex.db.pg_array import BigintArray, key_array, register
 from simindex.db.statements import run, statement
+from simindex.db.swap_guard import query_checks
 
 _TOP_BIT = 1 << (BITS - 1)
 _PREFIX_TYPES = ((16, "smallint"), (32, "integer"), (64, "bigint"))
@@ -225,9 +226,6 @@ class SimHashStore:
         ($2 is max_distance, max_rows the limit; ``also``, more conditions on the rows;
         ``of_key``, a row the arms are lateral to, which ``fingerprint`` and ``prefixes``
         name columns of)."""
-        quoted = ".".join(
-            '"' + part.replace('"', '""') + '"' for part in (self.schema, self._table_name())
-        )
         return statement(
             "simhash_query",
             of_key=sql.Composed([sql.SQL("\n"), of_key, sql.SQL("\nCROSS JOIN LATERAL")])
@@ -237,10 +235,7 @@ class SimHashStore:
             distance=self._static("simhash_distance_v1"),
             fingerprint=fingerprint,
             visible=visible_function(self.schema, self.name),
-            ready=self._static("query_ready_v1"),
-            catalog=self._static("indexes"),
-            index_name=sql.Literal(self.name),
-            side=sql.Literal(quoted),
+            checks=query_checks(self.schema, self._table_name(), self.name),
             also=also if also is not None else sql.SQL(""),
             limit=sql.SQL("max_rows"),
         )

@@ -52,3 +52,21 @@ IF simindex_current IS NOT TRUE THEN
     RETURN QUERY SELECT * FROM {function}({arguments});
     RETURN;
 END IF
+
+
+-- name: query_checks
+-- A query function's checks (simhash_query, minhash_similar_key_function), one scalar
+-- subquery naming no column of the rows: run once per call, in the query's own snapshot, after
+-- its plan took the side table's lock. One catalog row read: the side table the snapshot knows
+-- (recorded by the transaction that made it, catalog_set_side; none seen, the snapshot is older
+-- than the index) against the one this plan locked, and the source's state; the source's
+-- existence from the relation cache (pg_table_is_visible is NULL for a table that is gone), no
+-- catalog scan. query_ready_v1 judges them.
+(SELECT coalesce(
+           (SELECT {ready}(
+                {index_name},
+                i.side::pg_catalog.oid OPERATOR(pg_catalog.=) {side}::pg_catalog.regclass::pg_catalog.oid,
+                i.state OPERATOR(pg_catalog.<>) 'source_dropped'
+                    AND pg_catalog.pg_table_is_visible(i.source::pg_catalog.oid) IS NOT NULL)
+            FROM {catalog} AS i WHERE i.name OPERATOR(pg_catalog.=) {index_name}),
+           {ready}({index_name}, false, true)))

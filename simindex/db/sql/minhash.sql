@@ -157,14 +157,7 @@ BEGIN
     INTO query_sketch, query_bands, query_set, set_others
     FROM {table} AS s
     WHERE s.key OPERATOR(pg_catalog.=) row_key
-      AND (SELECT coalesce(
-               (SELECT {ready}(
-                    {index_name},
-                    i.side::pg_catalog.oid OPERATOR(pg_catalog.=) {side}::pg_catalog.regclass::pg_catalog.oid,
-                    i.state OPERATOR(pg_catalog.<>) 'source_dropped'
-                        AND pg_catalog.pg_table_is_visible(i.source::pg_catalog.oid) IS NOT NULL)
-                FROM {catalog} AS i WHERE i.name OPERATOR(pg_catalog.=) {index_name}),
-               {ready}({index_name}, false, true)));
+      AND {checks};
     IF NOT FOUND THEN  -- the key not indexed, or not the caller's to see
         RETURN;
     END IF;

@@ -39,28 +39,15 @@ WHERE {match}
 -- sweep, ops.queue.sweep): visible_v1, called for the rows found. Not the inlined visible_key:
 -- its source would be planned with the query, and a query of an index whose source was
 -- dropped would fail planning it, not with the checks' error.
--- The checks are one scalar subquery naming no column of the rows: the plan runs it once per
--- call (an initplan; as a plain condition, it would be a one-time filter of each arm, run once
--- an arm), before any arm's scan, after it took the side table's lock and in the query's own
--- snapshot, judged by query_ready_v1 (the swap guard and a dropped source; max_distance is
--- checked before, simhash_near_function). One catalog row read: the side table the snapshot
--- knows (recorded by the build that made it, catalog_set_side; none seen, the snapshot is
--- older than the index) against the one this plan locked, and the source's state; the
--- source's existence from the relation cache (pg_table_is_visible is NULL for a table that is
--- gone), no catalog scan.
+-- The checks (query_checks) are an initplan, run before any arm's scan (as a plain condition,
+-- they would be a one-time filter of each arm, run once an arm); max_distance is checked
+-- before, simhash_near_function.
 SELECT c.key, d.distance
 FROM{of_key} (
 {arms}
 ) AS c
 CROSS JOIN LATERAL (SELECT {distance}(c.fingerprint, {fingerprint}) AS distance) AS d
-WHERE (SELECT coalesce(
-           (SELECT {ready}(
-                {index_name},
-                i.side::pg_catalog.oid OPERATOR(pg_catalog.=) {side}::pg_catalog.regclass::pg_catalog.oid,
-                i.state OPERATOR(pg_catalog.<>) 'source_dropped'
-                    AND pg_catalog.pg_table_is_visible(i.source::pg_catalog.oid) IS NOT NULL)
-            FROM {catalog} AS i WHERE i.name OPERATOR(pg_catalog.=) {index_name}),
-           {ready}({index_name}, false, true))){also}
+WHERE {checks}{also}
   AND {visible}(c.key)
 ORDER BY d.distance, c.key
 LIMIT {limit}

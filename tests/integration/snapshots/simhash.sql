@@ -169,15 +169,9 @@ BEGIN
 -- sweep, ops.queue.sweep): visible_v1, called for the rows found. Not the inlined visible_key:
 -- its source would be planned with the query, and a query of an index whose source was
 -- dropped would fail planning it, not with the checks' error.
--- The checks are one scalar subquery naming no column of the rows: the plan runs it once per
--- call (an initplan; as a plain condition, it would be a one-time filter of each arm, run once
--- an arm), before any arm's scan, after it took the side table's lock and in the query's own
--- snapshot, judged by query_ready_v1 (the swap guard and a dropped source; max_distance is
--- checked before, simhash_near_function). One catalog row read: the side table the snapshot
--- knows (recorded by the build that made it, catalog_set_side; none seen, the snapshot is
--- older than the index) against the one this plan locked, and the source's state; the
--- source's existence from the relation cache (pg_table_is_visible is NULL for a table that is
--- gone), no catalog scan.
+-- The checks (query_checks) are an initplan, run before any arm's scan (as a plain condition,
+-- they would be a one-time filter of each arm, run once an arm); max_distance is checked
+-- before, simhash_near_function.
 SELECT c.key, d.distance
 FROM (
 -- One Manku table's candidates: the rows sharing the query's prefix, within the distance, keys
@@ -235,7 +229,14 @@ WHERE t."p3" = (((((($1 # '-9223372036854775808'::bigint) >> 0) & '65535'::bigin
   AND ((t.fingerprint # $1) & '4294901760'::bigint) <> 0
 ) AS c
 CROSS JOIN LATERAL (SELECT "simindex"."simhash_distance_v1"(c.fingerprint, $1) AS distance) AS d
-WHERE (SELECT coalesce(
+WHERE -- A query function's checks (simhash_query, minhash_similar_key_function), one scalar
+-- subquery naming no column of the rows: run once per call, in the query's own snapshot, after
+-- its plan took the side table's lock. One catalog row read: the side table the snapshot knows
+-- (recorded by the transaction that made it, catalog_set_side; none seen, the snapshot is older
+-- than the index) against the one this plan locked, and the source's state; the source's
+-- existence from the relation cache (pg_table_is_visible is NULL for a table that is gone), no
+-- catalog scan. query_ready_v1 judges them.
+(SELECT coalesce(
            (SELECT "simindex"."query_ready_v1"(
                 'docs',
                 i.side::pg_catalog.oid OPERATOR(pg_catalog.=) '"simindex"."docs_simhash"'::pg_catalog.regclass::pg_catalog.oid,
@@ -276,15 +277,9 @@ BEGIN
 -- sweep, ops.queue.sweep): visible_v1, called for the rows found. Not the inlined visible_key:
 -- its source would be planned with the query, and a query of an index whose source was
 -- dropped would fail planning it, not with the checks' error.
--- The checks are one scalar subquery naming no column of the rows: the plan runs it once per
--- call (an initplan; as a plain condition, it would be a one-time filter of each arm, run once
--- an arm), before any arm's scan, after it took the side table's lock and in the query's own
--- snapshot, judged by query_ready_v1 (the swap guard and a dropped source; max_distance is
--- checked before, simhash_near_function). One catalog row read: the side table the snapshot
--- knows (recorded by the build that made it, catalog_set_side; none seen, the snapshot is
--- older than the index) against the one this plan locked, and the source's state; the
--- source's existence from the relation cache (pg_table_is_visible is NULL for a table that is
--- gone), no catalog scan.
+-- The checks (query_checks) are an initplan, run before any arm's scan (as a plain condition,
+-- they would be a one-time filter of each arm, run once an arm); max_distance is checked
+-- before, simhash_near_function.
 SELECT c.key, d.distance
 FROM
 -- The stored row of a query's key, the row the arms of a query by key are lateral to: its
@@ -347,7 +342,14 @@ WHERE t."p3" = q."p3"
   AND ((t.fingerprint # q.fingerprint) & '4294901760'::bigint) <> 0
 ) AS c
 CROSS JOIN LATERAL (SELECT "simindex"."simhash_distance_v1"(c.fingerprint, q.fingerprint) AS distance) AS d
-WHERE (SELECT coalesce(
+WHERE -- A query function's checks (simhash_query, minhash_similar_key_function), one scalar
+-- subquery naming no column of the rows: run once per call, in the query's own snapshot, after
+-- its plan took the side table's lock. One catalog row read: the side table the snapshot knows
+-- (recorded by the transaction that made it, catalog_set_side; none seen, the snapshot is older
+-- than the index) against the one this plan locked, and the source's state; the source's
+-- existence from the relation cache (pg_table_is_visible is NULL for a table that is gone), no
+-- catalog scan. query_ready_v1 judges them.
+(SELECT coalesce(
            (SELECT "simindex"."query_ready_v1"(
                 'docs',
                 i.side::pg_catalog.oid OPERATOR(pg_catalog.=) '"simindex"."docs_simhash"'::pg_catalog.regclass::pg_catalog.oid,
