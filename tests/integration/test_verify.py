@@ -200,6 +200,16 @@ def test_a_tokenizer_not_registered_stops_create(database_dsn: str) -> None:
         get_index(database_dsn, "notes")
 
 
+def built_copies(dsn: str, texts: list[str]) -> Index:
+    """A built MinHash index of table ``copies``, whose row ``n`` holds ``texts[n]``."""
+    with psycopg.connect(dsn) as conn:
+        conn.execute("CREATE TABLE copies (id integer PRIMARY KEY, body text)")
+        conn.cursor().executemany("INSERT INTO copies VALUES (%s, %s)", list(enumerate(texts)))
+    index = create_index(dsn, "copies", "copies", "body", method=MinHash(threshold=THRESHOLD))
+    index.build()
+    return index
+
+
 def test_exact_verification_reads_no_text_of_an_identical_row(database_dsn: str) -> None:
     """Rows whose stored set hash equals the query's score 1 without their texts being read;
     every other candidate's text is read and scored. The texts are changed under the index
@@ -209,13 +219,7 @@ def test_exact_verification_reads_no_text_of_an_identical_row(database_dsn: str)
     words = original.split()
     near = " ".join([*words[:-3], "x1", "x2", "x3"])
     texts = [original, original, original, original, near, near + " x4"]
-    with psycopg.connect(database_dsn) as conn:
-        conn.execute("CREATE TABLE copies (id integer PRIMARY KEY, body text)")
-        conn.cursor().executemany("INSERT INTO copies VALUES (%s, %s)", list(enumerate(texts)))
-    index = create_index(
-        database_dsn, "copies", "copies", "body", method=MinHash(threshold=THRESHOLD)
-    )
-    index.build()
+    index = built_copies(database_dsn, texts)
     before = {m.key: m.similarity for m in index.similar(key=0)}
     assert before == pytest.approx(
         {1: 1.0, 2: 1.0, 3: 1.0} | {k: exact_jaccard(original, texts[k]) for k in (4, 5)}
@@ -244,13 +248,7 @@ def test_exact_verification_reads_one_text_of_each_other_set(database_dsn: str) 
     near = " ".join([*words[:-3], "x1", "x2", "x3"])
     nearer = " ".join([*words[:-1], "y1"])
     texts = [original, near, near, near, nearer, nearer, nearer]
-    with psycopg.connect(database_dsn) as conn:
-        conn.execute("CREATE TABLE copies (id integer PRIMARY KEY, body text)")
-        conn.cursor().executemany("INSERT INTO copies VALUES (%s, %s)", list(enumerate(texts)))
-    index = create_index(
-        database_dsn, "copies", "copies", "body", method=MinHash(threshold=THRESHOLD)
-    )
-    index.build()
+    index = built_copies(database_dsn, texts)
     scores = {k: exact_jaccard(original, texts[k]) for k in range(1, 7)}
     assert scores[1] != scores[4]
     assert {m.key: m.similarity for m in index.similar(key=0)} == pytest.approx(scores)
@@ -275,13 +273,7 @@ def test_exact_verification_reads_every_text_while_changes_are_pending(
     words = original.split()
     near = " ".join([*words[:-3], "x1", "x2", "x3"])
     texts = [original, original, original, near, near, near]
-    with psycopg.connect(database_dsn) as conn:
-        conn.execute("CREATE TABLE copies (id integer PRIMARY KEY, body text)")
-        conn.cursor().executemany("INSERT INTO copies VALUES (%s, %s)", list(enumerate(texts)))
-    index = create_index(
-        database_dsn, "copies", "copies", "body", method=MinHash(threshold=THRESHOLD)
-    )
-    index.build()
+    index = built_copies(database_dsn, texts)
     with psycopg.connect(database_dsn) as conn:
         conn.execute("SET session_replication_role = replica")  # queued by the row triggers
         conn.execute("UPDATE copies SET body = 'an unrelated text of other words' WHERE id = 2")
