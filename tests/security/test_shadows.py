@@ -456,3 +456,46 @@ def test_a_query_on_a_callers_connection_as_it_is_resolves_nothing_there(
     finally:
         engine.dispose()
     assert_no_shadow_ran(database_dsn, "a query on a caller's connection")
+
+
+def test_a_reader_under_row_level_security_resolves_nothing_on_its_path(
+    database_dsn: str, shadowed: Role, make_role: MakeRole
+) -> None:
+    """A reader whose answers pass through the owner's policy takes other plans than an admin
+    (the leakproof filters, the probes of the source as the reader sees it): every query
+    function through SQL and every query of the Python API, on the hostile path, runs no
+    shadow, and answers only rows the policy shows."""
+    shadowed.run(
+        "ALTER TABLE docs ENABLE ROW LEVEL SECURITY",
+        "CREATE POLICY odd ON docs USING (id OPERATOR(pg_catalog.%) 2 OPERATOR(pg_catalog.=) 1)",
+    )
+    reader = make_role("reader")
+    shadowed.run(f'GRANT SELECT ON docs TO "{reader.name}"')
+    create_index(database_dsn, "rls_sim", "docs", "body", method=SimHash(max_distance=3)).build()
+    create_index(database_dsn, "rls_min", "docs", "body", method=MinHash(threshold=0.5)).build()
+    simindex.grant(database_dsn, reader.name, "reader")
+    said = "the text of row 1 says 1 things about 1 subjects"
+    queries = (
+        "SELECT key FROM simindex.rls_sim_near_key_v1(1)",
+        "SELECT key FROM simindex.near_key_v1('rls_sim', 1)",
+        "SELECT key FROM simindex.rls_sim_near_v1("
+        "(SELECT fingerprint FROM simindex.rls_sim_simhash WHERE key OPERATOR(pg_catalog.=) 1))",
+        "SELECT key FROM simindex.rls_min_similar_key_v1(1)",
+    )
+    found: set[int] = set()
+    with psycopg.connect(hostile(reader.dsn), autocommit=True) as conn:
+        for _ in range(3):  # the later calls run the plans the first ones cached
+            for query in queries:
+                keys = [int(key) for (key,) in conn.execute(query)]
+                assert keys, query
+                found.update(keys)
+    assert_no_shadow_ran(database_dsn, "the query functions as a reader")
+    simhash, minhash = (get_index(hostile(reader.dsn), name) for name in ("rls_sim", "rls_min"))
+    found.update(m.key for m in simhash.near_key(1))
+    found.update(m.key for m in simhash.near(text=said))
+    found.update(s.key for s in minhash.similar(key=1))
+    found.update(s.key for s in minhash.similar(key=1, verify="estimate"))
+    found.update(s.key for s in minhash.similar(said))
+    cli("query", "rls_min", said, "--show", "body", dsn=hostile(reader.dsn))
+    assert_no_shadow_ran(database_dsn, "the Python API and simindex query as a reader")
+    assert found and all(key % 2 == 1 for key in found), sorted(found)
