@@ -1,7 +1,7 @@
 """No name in a statement simindex sends resolves on a caller's search_path (finding 1).
 
 A table owner with CREATE on ``public`` plants, there, a shadow of every function, aggregate,
-window function and operator that simindex's SQL names: the named blocks of
+window function, operator and type (a domain) that simindex's SQL names: the named blocks of
 ``simindex/db/sql/*.sql``, the migrations, and every SQL string of the package's Python
 source (where the per-index functions are generated). The list is derived from that text, so
 a new statement is covered the day it is written. Each shadow copies a ``pg_catalog``
@@ -53,6 +53,7 @@ UNWRITABLE = {
     "opaque",
 }  # fmt: skip
 _CALL = re.compile(r"(?<![\w.\"$])([A-Za-z_][A-Za-z0-9_]*)\s*\(")
+_WORD = re.compile(r"(?<![\w.\"$])[A-Za-z_][A-Za-z0-9_]*(?![\w\"])")
 _OPERATOR = re.compile(r"[+\-*/<>=~!@#%^&|`?]+")
 
 
@@ -72,6 +73,22 @@ def simindex_sql() -> list[str]:
             if isinstance(node, ast.Constant) and isinstance(node.value, str)
         )
     return texts
+
+
+def used_types(conn: psycopg.Connection[tuple[object, ...]]) -> set[str]:
+    """pg_catalog's base types whose name is a word of simindex's text (over-inclusive: a
+    type named only in a comment adds a shadow). A name the parser reads as a keyword
+    (``integer``, ``bigint``, ``boolean``) always means pg_catalog's type; the others (``text``,
+    ``regclass``, ``name``, ...) are looked up on the search_path where no path is pinned."""
+    words = {word.lower() for text in simindex_sql() for word in _WORD.findall(text)}
+    return {
+        str(name)
+        for (name,) in conn.execute(
+            "SELECT typname::text FROM pg_type WHERE typnamespace = 'pg_catalog'::regnamespace "
+            "AND typtype = 'b' AND typname::text = ANY(%s)",
+            (sorted(words),),
+        )
+    }
 
 
 def used_names(conn: psycopg.Connection[tuple[object, ...]]) -> tuple[set[str], set[str]]:
@@ -119,8 +136,12 @@ EXACT_SHADOWS = [
 ]
 
 
-def plant(owner: Role, functions: set[str], operators: set[str], dsn: str) -> int:
-    """Create the shadows as ``owner``; how many."""
+def plant(
+    owner: Role, functions: set[str], operators: set[str], type_names: set[str], dsn: str
+) -> int:
+    """Create the shadows as ``owner``; how many. A type's shadow is a domain over it whose
+    check runs the shadow's body: any value cast to it, or stored in a variable declared
+    with it, runs it."""
     made = 0
     with psycopg.connect(dsn, autocommit=True) as catalog:
         procs = catalog.execute(
@@ -215,6 +236,23 @@ def plant(owner: Role, functions: set[str], operators: set[str], dsn: str) -> in
                 )
             )
             made += 1
+        body = SHADOW_BODY.format(label=sql.Literal("a type").as_string(conn))
+        conn.execute(
+            "CREATE FUNCTION public.shadow_type_check() RETURNS boolean "
+            f"LANGUAGE plpgsql AS {sql.Literal(body).as_string(conn)}"
+        )
+        for name in sorted(type_names):
+            try:
+                conn.execute(
+                    sql.SQL("CREATE DOMAIN public.{} AS pg_catalog.{} CHECK ({})").format(
+                        sql.Identifier(name),
+                        sql.Identifier(name),
+                        sql.SQL("public.shadow_type_check()"),
+                    )
+                )
+                made += 1
+            except psycopg.errors.Error:
+                continue  # a type no domain may be over
         body = SHADOW_BODY.format(label=sql.Literal("integer[] = integer[]").as_string(conn))
         conn.execute(
             "CREATE FUNCTION public.shadow_int_array_eq(integer[], integer[]) RETURNS boolean "
@@ -258,10 +296,12 @@ def shadowed(database_dsn: str, make_role: MakeRole) -> Role:
     )
     with psycopg.connect(database_dsn, autocommit=True) as conn:
         functions, operators = used_names(conn)
+        types = used_types(conn)
     # The derivation finds what the finding's statements used (a sanity check of the regexes).
     assert {"unnest", "array_agg", "first_value", "row_number", "count"} <= functions
     assert {"=", "<", "&", ">>", "||"} <= operators
-    made = plant(owner, functions, operators, database_dsn)
+    assert {"text", "regclass", "name"} <= types
+    made = plant(owner, functions, operators, types, database_dsn)
     assert made > 200
     assert scalar(database_dsn, RAN) == 0
     return owner
@@ -277,6 +317,9 @@ def test_the_shadows_run_where_a_statement_is_not_pinned(database_dsn: str, shad
     with hostile_session as conn, pytest.raises(psycopg.errors.RaiseException, match="shadow"):
         conn.execute("SELECT count(*) FROM docs")
     assert scalar(database_dsn, RAN) == 1
+    hostile_session = psycopg.connect(hostile(database_dsn), autocommit=True)
+    with hostile_session as conn, pytest.raises(psycopg.errors.RaiseException, match="a type"):
+        conn.execute("SELECT 'docs'::regclass")
     default_path = psycopg.connect(database_dsn, autocommit=True)
     with default_path as conn, pytest.raises(psycopg.errors.RaiseException, match=r"unnest\("):
         conn.execute("SELECT unnest(ARRAY[1, 2])")
