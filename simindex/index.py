@@ -257,7 +257,7 @@ class Index:
             _, rows = by_key_op.by_key(
                 conn, self._kept, key, measure="distance", bound=max_distance, limit=limit
             )
-        return [Match(found_key, distance) for found_key, distance in rows]
+        return [Match(row[0], row[1]) for row in rows]
 
     def similar(
         self,
@@ -284,7 +284,7 @@ class Index:
                     conn, self._kept, key, measure="similarity", bound=threshold, limit=limit
                 )
             _warn_below_threshold(info, threshold)
-            return [Similar(found_key, value) for found_key, value in rows]
+            return [Similar(row[0], row[1]) for row in rows]
         if mode == "estimate" and key is None:
 
             def query(entry: Entry) -> Query | None:

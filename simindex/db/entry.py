@@ -92,17 +92,17 @@ class KeptEntry:
         return None if row is None else tuple(row[:2])
 
     def by_key_statement(self, conn: PgConnection, entry: Entry) -> bytes:
-        """``facade_by_key`` for ``entry``'s index: the check of the entry, the query by key
+        """``facade_by_key`` for ``entry``'s index: the query by key, the check of the entry
         and the key's state, in one statement (composed once per entry)."""
         if self._by_key is not None and self._by_key[0] == entry.token:
             return self._by_key[1]
         store = entry.store
         if isinstance(store, SimHashStore):
             query = statement("simhash_near_key", function=store.near_key_function)
-            order = sql.SQL("q.distance, q.key")
+            answer = sql.SQL("q.key, q.distance")
         else:
             query = statement("minhash_similar_key", function=store.similar_key_function)
-            order = sql.SQL("q.similarity DESC, q.identical DESC, q.key")
+            answer = sql.SQL("q.key, q.similarity")
         triggers = Triggers(self.schema, self.name, entry.info.source, store)
         text = statement(
             "facade_by_key",
@@ -112,7 +112,7 @@ class KeptEntry:
             queue=triggers.queue,
             failed=triggers.failed,
             query=query,
-            order=order,
+            answer=answer,
         ).as_bytes(conn)
         self._by_key = (entry.token, text)
         return text
