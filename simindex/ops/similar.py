@@ -115,7 +115,7 @@ def similar(
             failed=waiting.failed,
         )
     with key_errors(info.source, key) if by_key else nullcontext():
-        rows = key_cursor(conn).execute(query, params).fetchall()
+        rows = key_cursor(conn, info.source.key_type).execute(query, params).fetchall()
         if (
             by_key
             and not rows

@@ -158,7 +158,7 @@ def source_texts(
         chunk = keys[start : start + _FETCH_ROWS]
         try:
             wanted = key_array(conn, chunk)  # before the cursor copies adapters
-            yield key_cursor(conn).execute(query, {"keys": wanted}).fetchall()
+            yield key_cursor(conn, source.key_type).execute(query, {"keys": wanted}).fetchall()
         except psycopg.errors.InsufficientPrivilege as exc:
             raise no_select(conn, source, exc) from exc
 
