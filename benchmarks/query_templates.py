@@ -27,8 +27,8 @@ would be), taking turns key by key on one connection each:
   ``similar_key_v1``, called as ``similar_key_v1`` is.
 
 Writes ``benchmarks/results/query-templates-<rows>.json`` (``-<rows>-uniform.json`` for a
-uniform sample). Not a test: nothing here asserts a
-timing. The machine is shared: compare figures of one run (ratios), not across runs.
+uniform sample). Not a test: nothing here asserts a timing. The machine is shared: compare
+figures of one run (ratios), not across runs.
 """
 
 from __future__ import annotations
