@@ -44,6 +44,7 @@ class Similar:
     similarity: float
 
 
+_FEW = 16
 _new = object.__new__
 # The slots' member descriptors (what the frozen class's __setattr__ would refuse).
 _set_key = vars(Similar)["key"].__set__
@@ -53,9 +54,11 @@ _set_similarity = vars(Similar)["similarity"].__set__
 def similars(keys: Iterable[Any], similarities: Iterable[float]) -> list[Similar]:
     """``[Similar(key, similarity) ...]`` of the pairs, equal to what ``Similar`` makes, made
     by the slots' descriptors: the frozen class's ``__init__`` (two ``object.__setattr__``
-    calls an instance) costs four times as much, milliseconds for a template's thousands of
-    identical copies."""
+    calls an instance) costs twice as much, milliseconds for a template's thousands of
+    identical copies (a few are made by ``__init__``: the descriptors' setup costs more)."""
     keys = list(keys)
+    if len(keys) < _FEW:
+        return list(map(Similar, keys, similarities))
     made = list(map(_new, repeat(Similar, len(keys))))
     deque(map(_set_key, made, keys), 0)
     deque(map(_set_similarity, made, similarities), 0)

@@ -73,3 +73,12 @@ def test_similars_are_what_similar_makes(pairs: list[tuple[object, float]]) -> N
     for found in made[:1]:
         with pytest.raises(dataclasses.FrozenInstanceError):
             found.similarity = 0.0  # type: ignore[misc]
+
+
+def test_many_similars_are_what_similar_makes() -> None:
+    keys = [*range(30), "a", None, 2.5]
+    made = similars(keys, [1.0 / (1 + n) for n in range(len(keys))])
+    assert made == [Similar(key, 1.0 / (1 + n)) for n, key in enumerate(keys)]
+    assert len({type(found) for found in made}) == 1
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made[-1].key = 0  # type: ignore[misc]
