@@ -3,13 +3,15 @@ of a query by key, beside a primary-key lookup on the side table, in one run.
 
     python benchmarks/query_templates.py [--rows N] [--queries N] [--embedded|--local]
                                          [--baseline TREE] [--output PATH]
+                                         [--sample templates|uniform]
 
 The corpus is ``dedup_templates.template_texts``: the short texts of ``dataset.make_dataset``
 with template clusters planted (4,910, 2,000, 1,000, 4 x 500 and 20 x 100 identical copies,
 and one near copy per ten), scattered over the ids. On a throwaway PostgreSQL tuned as
 ``query.py`` tunes it: ``create_index`` + ``build`` (MinHash 0.8, the default design), then
-for a sample of keys (half members of template clusters, whose answers are their whole
-cluster: the tail; half any row), taking turns key by key on one connection each:
+for a sample of keys (by default half members of template clusters, whose answers are their
+whole cluster: the tail; half any row; with ``--sample uniform`` any row's, as an app's queries
+would be), taking turns key by key on one connection each:
 
 * ``pk_lookup``: ``SELECT sketch FROM simindex.<name>_minhash WHERE key = $1`` (prepared);
 * ``similar_key_v1``: ``SELECT key, similarity FROM simindex.<name>_similar_key_v1($1)``
@@ -24,8 +26,9 @@ cluster: the tail; half any row), taking turns key by key on one connection each
   created and built (its own SQL functions); and ``similar_key_v1 BEFORE``: that index's
   ``similar_key_v1``, called as ``similar_key_v1`` is.
 
-Writes ``benchmarks/results/query-templates-<rows>.json``. Not a test: nothing here asserts a
-timing. The machine is shared: compare figures of one run (ratios), not across runs.
+Writes ``benchmarks/results/query-templates-<rows>.json`` (``-<rows>-uniform.json`` for a
+uniform sample). Not a test: nothing here asserts a timing. The machine is shared: compare
+figures of one run (ratios), not across runs.
 """
 
 from __future__ import annotations
@@ -76,15 +79,25 @@ WARM = 200
 NAME = "tmpl"
 
 
-def sample_keys(texts: Sequence[str], count: int) -> tuple[list[int], int]:
-    """Half keys of rows whose text has at least 100 identical copies, half any key (ids from
-    1), shuffled together; and how many are template members."""
+SAMPLES = ("templates", "uniform")
+
+
+def sample_keys(
+    texts: Sequence[str], count: int, sample: str = "templates"
+) -> tuple[list[int], int]:
+    """The keys queried and how many are template members (rows whose text has at least 100
+    identical copies). ``templates``: half template members, half any key (ids from 1),
+    shuffled together (the tail on purpose); ``uniform``: every key any row's, as an app's
+    queries would be."""
     rng = random.Random(SEED + 7)
     copies: dict[str, int] = {}
     for text in texts:
         copies[text] = copies.get(text, 0) + 1
-    members = [i for i, text in enumerate(texts, 1) if copies[text] >= 100]
-    keys = rng.sample(members, min(len(members), count // 2))
+    members = {i for i, text in enumerate(texts, 1) if copies[text] >= 100}
+    if sample == "uniform":
+        keys = rng.sample(range(1, len(texts) + 1), count)
+        return keys, sum(key in members for key in keys)
+    keys = rng.sample(sorted(members), min(len(members), count // 2))
     keys += rng.sample(range(1, len(texts) + 1), count - len(keys))
     rng.shuffle(keys)
     return keys, min(len(members), count // 2)
@@ -185,7 +198,9 @@ def serve(dsn: str) -> None:
     engine.dispose()
 
 
-def run(dsn: str, rows: int, queries: int, baseline: Path | None = None) -> dict[str, Any]:
+def run(
+    dsn: str, rows: int, queries: int, baseline: Path | None = None, sample: str = "templates"
+) -> dict[str, Any]:
     log(f"{rows:,} short texts with template clusters")
     texts, planted = template_texts(rows)
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -204,7 +219,7 @@ def run(dsn: str, rows: int, queries: int, baseline: Path | None = None) -> dict
     if baseline is not None:
         log("MinHash 0.8 of the baseline tree: create_index + build")
         build_before(baseline, dsn)
-    keys, members = sample_keys(texts, queries)
+    keys, members = sample_keys(texts, queries, sample)
     log(f"{len(keys):,} keys ({members:,} template members), each call in turn")
     engine = sqlalchemy_engine(dsn)
     before = None if baseline is None else Baseline(baseline, dsn)
@@ -258,7 +273,12 @@ def run(dsn: str, rows: int, queries: int, baseline: Path | None = None) -> dict
                 "sketch_bits": info.spec.method.sketch_bits,  # type: ignore[union-attr]
             },
         },
-        "sample": {"queries": len(keys), "timed": len(keys) - WARM, "template_members": members},
+        "sample": {
+            "kind": sample,
+            "queries": len(keys),
+            "timed": len(keys) - WARM,
+            "template_members": members,
+        },
         "calls": measured,
         "over_pk_lookup": {
             label: {
@@ -303,6 +323,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--queries", type=int, default=DEFAULT_QUERIES)
     parser.add_argument("--output", type=Path)
     parser.add_argument(
+        "--sample",
+        choices=SAMPLES,
+        default="templates",
+        help="keys queried: half template members (templates, the default) or uniform over "
+        "all rows",
+    )
+    parser.add_argument(
         "--baseline", type=Path, help="another simindex tree, measured beside (as BEFORE)"
     )
     parser.add_argument("--serve", metavar="DSN", help=argparse.SUPPRESS)  # Baseline's child
@@ -321,9 +348,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         result["baseline"] = baseline_label(args.baseline)
     with benchmark_server(args.server, SERVER_SETTINGS) as server:
         result["server_settings"] = server.settings
-        result |= run(server.dsn, args.rows, args.queries, args.baseline)
+        result |= run(server.dsn, args.rows, args.queries, args.baseline, args.sample)
         version = server.version
-    output = args.output or RESULTS / f"query-templates-{args.rows}.json"
+    suffix = "" if args.sample == "templates" else f"-{args.sample}"
+    output = args.output or RESULTS / f"query-templates-{args.rows}{suffix}.json"
     write_result(output, result, version)
     print_report(result)
     log(f"wrote {output}")

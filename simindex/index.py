@@ -15,6 +15,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, Literal, overload
 
 from simindex._session import reading, session
@@ -257,7 +258,7 @@ class Index:
             _, rows = by_key_op.by_key(
                 conn, self._kept, key, measure="distance", bound=max_distance, limit=limit
             )
-        return [Match(found_key, distance) for found_key, distance in rows]
+        return [Match(row[0], row[1]) for row in rows]
 
     def similar(
         self,
@@ -284,7 +285,7 @@ class Index:
                     conn, self._kept, key, measure="similarity", bound=threshold, limit=limit
                 )
             _warn_below_threshold(info, threshold)
-            return [Similar(found_key, value) for found_key, value in rows]
+            return similar_op.similars(map(itemgetter(0), rows), map(itemgetter(1), rows))
         if mode == "estimate" and key is None:
 
             def query(entry: Entry) -> Query | None:

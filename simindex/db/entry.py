@@ -41,6 +41,10 @@ hand: composing costs more than the rest of a call), its ORDER BY (of ``q.``'s c
 ``facade_checked``) and its parameters."""
 
 
+_KEPT_CURSORS = 16
+"""Connections a :class:`KeptEntry` keeps a cursor for."""
+
+
 class KeptEntry:
     """The catalog entry of index ``name``, read once and kept while its row is unchanged."""
 
@@ -51,21 +55,25 @@ class KeptEntry:
         self._by_key: tuple[tuple[Any, ...], bytes] | None = None
         self._token: bytes | None = None
         self._checked: dict[str, tuple[tuple[Any, ...], bytes]] = {}
-        self._cursor: tuple[psycopg.Cursor[Any], Any] | None = None
+        self._cursors: dict[PgConnection, tuple[psycopg.Cursor[Any], str]] = {}
 
     def cursor(self, conn: PgConnection, entry: Entry) -> psycopg.Cursor[Any]:
         """A cursor of ``conn`` for ``entry``'s queries (:func:`~simindex.db.keys.key_cursor`),
         kept for the next query on the same connection: a new cursor would look up again how
-        to send each parameter and load each column (a tenth of a query by key). A pool lends
-        a connection to one thread at a time, so a cursor is never shared by two. A key type
-        changed since (a rebuilt index's) gets a new cursor: it loads keys of that type."""
+        to send each parameter and load each column (a tenth of a query by key). One a
+        connection: a pool lends its connections in turn (first in, first out), and threads
+        each borrow one. A pool lends a connection to one thread at a time, so a cursor is
+        never shared by two. A key type changed since (a rebuilt index's) gets a new cursor: it
+        loads keys of that type. At most :data:`_KEPT_CURSORS` are kept (all dropped when one
+        more comes: a pool that size is rare, and a dropped one is made again)."""
         key_type = entry.info.source.key_type
-        if self._cursor is not None:
-            kept, kept_type = self._cursor
-            if kept.connection is conn and not kept.closed and kept_type == key_type:
-                return kept
+        kept = self._cursors.get(conn)
+        if kept is not None and kept[1] == key_type and not kept[0].closed:
+            return kept[0]
         cursor = key_cursor(conn, key_type)
-        self._cursor = (cursor, key_type)
+        if len(self._cursors) >= _KEPT_CURSORS:
+            self._cursors.clear()
+        self._cursors[conn] = (cursor, key_type)
         return cursor
 
     def ready(self, conn: PgConnection) -> Entry:
@@ -92,17 +100,17 @@ class KeptEntry:
         return None if row is None else tuple(row[:2])
 
     def by_key_statement(self, conn: PgConnection, entry: Entry) -> bytes:
-        """``facade_by_key`` for ``entry``'s index: the check of the entry, the query by key
+        """``facade_by_key`` for ``entry``'s index: the query by key, the check of the entry
         and the key's state, in one statement (composed once per entry)."""
         if self._by_key is not None and self._by_key[0] == entry.token:
             return self._by_key[1]
         store = entry.store
         if isinstance(store, SimHashStore):
             query = statement("simhash_near_key", function=store.near_key_function)
-            order = sql.SQL("q.distance, q.key")
+            answer = sql.SQL("q.key, q.distance")
         else:
             query = statement("minhash_similar_key", function=store.similar_key_function)
-            order = sql.SQL("q.similarity DESC, q.identical DESC, q.key")
+            answer = sql.SQL("q.key, q.similarity")
         triggers = Triggers(self.schema, self.name, entry.info.source, store)
         text = statement(
             "facade_by_key",
@@ -112,7 +120,7 @@ class KeptEntry:
             queue=triggers.queue,
             failed=triggers.failed,
             query=query,
-            order=order,
+            answer=answer,
         ).as_bytes(conn)
         self._by_key = (entry.token, text)
         return text

@@ -46,10 +46,11 @@ def by_key(
     measure: Measure,
     bound: float | None,
     limit: int | None,
-) -> tuple[IndexInfo, list[tuple[Any, Any]]]:
-    """The catalog entry and the (key, distance) or (key, similarity) rows of ``key``'s
-    neighbours within ``bound`` (max_distance or threshold, default the index's), the nearest
-    ``limit``; KeyNotIndexedError saying why when the key is not in the index."""
+) -> tuple[IndexInfo, list[Any]]:
+    """The catalog entry and the rows of ``key``'s neighbours within ``bound`` (max_distance or
+    threshold, default the index's), the nearest ``limit``: each row's first two columns are
+    the key and the distance or similarity; KeyNotIndexedError saying why when the key is not
+    in the index."""
     check_key(key)
     validators.limit(limit)
     entry = kept.entry
@@ -116,16 +117,20 @@ def _run(
         params["threshold"] = validators.threshold(bound, method.threshold)
     text = kept.by_key_statement(conn, entry)
     rows = kept.cursor(conn, entry).execute(text, params, prepare=True).fetchall()
-    if not rows or tuple(rows[0][:2]) != entry.token:
+    # The last row is the entry's: (NULL, NULL, id, xmin, indexed, queued, failed, broken).
+    if not rows or (rows[-1][2], rows[-1][3]) != entry.token:
         return None
     return rows
 
 
-def _answer(info: IndexInfo, key: Any, rows: list[Any]) -> list[tuple[Any, Any]]:
-    indexed, queued, failed, broken = rows[0][2:6]
-    if not indexed:
+def _answer(info: IndexInfo, key: Any, rows: list[Any]) -> list[Any]:
+    """``_run``'s rows of the answer; KeyNotIndexedError (or TypeError) when the key is not
+    in the index."""
+    state = rows.pop()
+    if len(rows) == 0 and not state[4]:
+        _, _, _, _, _, queued, failed, broken = state
         raise not_indexed(info, key, queued=queued, error=failed, broken=broken)
-    return [(row[6], row[7]) for row in rows if row[6] is not None]
+    return rows
 
 
 def not_indexed(

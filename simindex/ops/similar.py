@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from itertools import repeat
@@ -40,6 +42,27 @@ class Similar:
 
     key: Any
     similarity: float
+
+
+_FEW = 16
+_new = object.__new__
+# The slots' member descriptors (what the frozen class's __setattr__ would refuse).
+_set_key = vars(Similar)["key"].__set__
+_set_similarity = vars(Similar)["similarity"].__set__
+
+
+def similars(keys: Iterable[Any], similarities: Iterable[float]) -> list[Similar]:
+    """``[Similar(key, similarity) ...]`` of the pairs, equal to what ``Similar`` makes, made
+    by the slots' descriptors: the frozen class's ``__init__`` (two ``object.__setattr__``
+    calls an instance) costs twice as much, milliseconds for a template's thousands of
+    identical copies (a few are made by ``__init__``: the descriptors' setup costs more)."""
+    keys = list(keys)
+    if len(keys) < _FEW:
+        return list(map(Similar, keys, similarities))
+    made = list(map(_new, repeat(Similar, len(keys))))
+    deque(map(_set_key, made, keys), 0)
+    deque(map(_set_similarity, made, similarities), 0)
+    return made
 
 
 def check_threshold(spec: IndexSpec, threshold: float | None) -> float:
@@ -95,7 +118,7 @@ def similar(
             failed=waiting.failed,
         )
     with key_errors(info.source, key) if by_key else nullcontext():
-        rows = key_cursor(conn).execute(query, params).fetchall()
+        rows = key_cursor(conn, info.source.key_type).execute(query, params).fetchall()
         if (
             by_key
             and not rows
@@ -136,10 +159,11 @@ def similar(
         kept += [(-1.0, found) for found in same]
         same = []
     _by_similarity(kept, rows)
-    answer = list(map(Similar, same[:limit], repeat(1.0)))
+    answer = similars(same[:limit], repeat(1.0))
     rest = None if limit is None else limit - len(answer)
     if rest is None or rest > 0:
-        answer += [Similar(found, -score) for score, found in kept[:rest]]
+        kept = kept[:rest]
+        answer += similars(map(itemgetter(1), kept), [-score for score, _ in kept])
     return answer
 
 

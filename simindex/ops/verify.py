@@ -19,6 +19,7 @@ stored set hash says they score 1.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
@@ -157,7 +158,7 @@ def source_texts(
         chunk = keys[start : start + _FETCH_ROWS]
         try:
             wanted = key_array(conn, chunk)  # before the cursor copies adapters
-            yield key_cursor(conn).execute(query, {"keys": wanted}).fetchall()
+            yield key_cursor(conn, source.key_type).execute(query, {"keys": wanted}).fetchall()
         except psycopg.errors.InsufficientPrivilege as exc:
             raise no_select(conn, source, exc) from exc
 
@@ -166,30 +167,43 @@ def jaccard_with(
     query: NDArray[np.uint64], features: Sequence[NDArray[np.uint64]]
 ) -> NDArray[np.float64]:
     """``[jaccard(query, np.unique(row)) for row in features]`` for a sorted array of distinct
-    values ``query``, computed for all rows at once: each row's distinct values by one sort
-    of them all (by row, then value), the shared ones by a binary search in ``query``. The
-    quotients are those of :func:`jaccard` (the counts are exact in a double, and a quotient
-    of two doubles is rounded once)."""
-    sizes = np.fromiter(map(len, features), np.int64, len(features))
+    values ``query``, computed for all rows at once (:func:`_distinct_rows`, then
+    :func:`_jaccard_distinct`). The quotients are those of :func:`jaccard` (the counts are
+    exact in a double, and a quotient of two doubles is rounded once)."""
     if not len(features):
         return np.zeros(0)
+    values, rows = _distinct_rows(features)
+    return _jaccard_distinct(query, values, rows, len(features))
+
+
+def _distinct_rows(
+    features: Sequence[NDArray[np.uint64]],
+) -> tuple[NDArray[np.uint64], NDArray[np.intp]]:
+    """Each row's distinct values, ascending, rows one after another, and the row of each:
+    one sort of them all (by row, then value) for what ``np.unique`` would do row by row."""
+    sizes = np.fromiter(map(len, features), np.intp, len(features))
     values = np.concatenate(features) if sizes.sum() else EMPTY
     rows = np.repeat(np.arange(len(features)), sizes)
     order = np.lexsort((values, rows))
     values, rows = values[order], rows[order]
     distinct = np.ones(len(values), np.bool_)
     distinct[1:] = (values[1:] != values[:-1]) | (rows[1:] != rows[:-1])
-    values, rows = values[distinct], rows[distinct]
-    counts = np.bincount(rows, minlength=len(features))
+    return values[distinct], rows[distinct]
+
+
+def _jaccard_distinct(
+    query: NDArray[np.uint64], values: NDArray[np.uint64], rows: NDArray[np.intp], count: int
+) -> NDArray[np.float64]:
+    """The Jaccard similarity of ``query`` (sorted, distinct) with each of ``count`` rows given
+    as :func:`_distinct_rows` gives them: the shared values by a binary search in ``query``."""
+    counts = np.bincount(rows, minlength=count)
     if len(query):
         places = np.minimum(np.searchsorted(query, values), len(query) - 1)
-        both = np.bincount(rows[query[places] == values], minlength=len(features))
+        both = np.bincount(rows[query[places] == values], minlength=count)
     else:
-        both = np.zeros(len(features), np.int64)
+        both = np.zeros(count, np.int64)
     union = len(query) + counts - both
-    scores: NDArray[np.float64] = np.divide(
-        both, union, out=np.zeros(len(features)), where=union > 0
-    )
+    scores: NDArray[np.float64] = np.divide(both, union, out=np.zeros(count), where=union > 0)
     return scores
 
 
@@ -198,14 +212,17 @@ def exact_scores(
 ) -> tuple[list[float], list[int]]:
     """The exact Jaccard similarity of each text's shingle set with ``query``'s, and the
     set's hash as the index stores it (:func:`simindex.core.minhash.set_hash`): each
-    distinct text shingled once, the query's in the same batch."""
+    distinct text shingled once, the query's in the same batch, and the sets of them all
+    made by one sort."""
     places: dict[str | None, int] = {query: 0}
     indexes = [places.setdefault(text, len(places)) for text in texts]
-    features = spec.features(list(places))
-    distinct = [np.unique(values) for values in features]
-    scores = jaccard_with(distinct[0], distinct)
+    values, rows = _distinct_rows(spec.features(list(places)))
+    cuts = np.searchsorted(rows, np.arange(len(places) + 1)).tolist()
+    scores = _jaccard_distinct(values[cuts[0] : cuts[1]], values, rows, len(places))
     # Stored as the bigint of the same 64 bits (simindex.core.packing).
-    hashes = np.array([set_hash(values) for values in distinct], np.uint64).view(np.int64)
+    hashes = np.array([set_hash(values[a:b]) for a, b in itertools.pairwise(cuts)], np.uint64).view(
+        np.int64
+    )
     return scores[indexes].tolist(), hashes[indexes].tolist()
 
 

@@ -153,6 +153,28 @@ def test_a_kept_catalog_entry_follows_a_rebuild_and_a_new_index_of_the_name(
         assert list_indexes(connection) == []
 
 
+def test_each_pooled_connection_keeps_its_cursor(docs: str, engine: Engine) -> None:
+    """A pool lends its connections in turn: the kept entry keeps a cursor for each, not one
+    that every other query would make again."""
+    create_index(docs, "docs", "docs", "body").build()
+    index = Index(engine, "docs")
+    assert [m.key for m in index.near_key(1)] == [2]
+    kept = index._kept
+    assert kept.entry is not None
+    first, second = engine.raw_connection(), engine.raw_connection()
+    try:
+        one, two = first.driver_connection, second.driver_connection
+        assert isinstance(one, psycopg.Connection) and isinstance(two, psycopg.Connection)
+        cursors = [kept.cursor(conn, kept.entry) for conn in (one, two, one, two)]
+        assert cursors[0] is cursors[2] and cursors[1] is cursors[3]
+        assert cursors[0] is not cursors[1] and cursors[1].connection is two
+    finally:
+        first.close()
+        second.close()
+    for _ in range(3):  # the pool lends them in turn
+        assert [m.key for m in index.near_key(1)] == [2]
+
+
 def test_a_dsn_string_reuses_one_pooled_connection(docs: str) -> None:
     assert engine_for(docs) is engine_for(docs)
     pids = set()

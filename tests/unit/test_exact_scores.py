@@ -1,15 +1,19 @@
 """Exact verification's scores of many rows at once, held to the Jaccard of one pair at a time
 (``jaccard`` over ``np.unique`` of each text's features): equal as floats, not approximately;
-and each text's set hash as the index stores it."""
+and each text's set hash as the index stores it; and the answers made from them."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simindex.core.spec import MinHash, resolve
 from simindex.core.text import Shingling
+from simindex.ops.similar import Similar, similars
 from simindex.ops.verify import exact_scores, jaccard, jaccard_with
 
 # Few distinct values, so rows share many of them and repeat some.
@@ -58,3 +62,23 @@ def test_exact_scores_are_the_jaccard_of_each_text(
     stored, lengths = spec.minhash_values(texts)
     indexed = [found for found, length in zip(set_hashes, lengths, strict=True) if length]
     assert indexed == stored[lengths > 0, -1].view(np.int64).tolist()
+
+
+@given(pairs=st.lists(st.tuples(st.one_of(st.integers(), st.text()), st.floats(0, 1))))
+def test_similars_are_what_similar_makes(pairs: list[tuple[object, float]]) -> None:
+    made = similars([key for key, _ in pairs], [score for _, score in pairs])
+    assert made == [Similar(key, score) for key, score in pairs]
+    assert [repr(found) for found in made] == [repr(Similar(*pair)) for pair in pairs]
+    assert all(type(found) is Similar for found in made)
+    for found in made[:1]:
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            found.similarity = 0.0  # type: ignore[misc]
+
+
+def test_many_similars_are_what_similar_makes() -> None:
+    keys = [*range(30), "a", None, 2.5]
+    made = similars(keys, [1.0 / (1 + n) for n in range(len(keys))])
+    assert made == [Similar(key, 1.0 / (1 + n)) for n, key in enumerate(keys)]
+    assert len({type(found) for found in made}) == 1
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made[-1].key = 0  # type: ignore[misc]

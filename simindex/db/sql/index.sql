@@ -102,13 +102,24 @@ SELECT {columns} FROM {table} LIMIT 0
 
 -- name: facade_by_key
 -- A query by key, the check of the facade's kept catalog entry and, when the key is not in the
--- index, why (queued, a failed item, the index broken), in one round trip: the key's state is
--- looked up only when it is not indexed. When the index was dropped meanwhile this statement
--- fails: in autocommit only, so that the facade can start again from the catalog. Every name
--- is schema-qualified (the casts' types, the operators; the query functions set their own path):
+-- index, why (queued, a failed item, the index broken), in one round trip. The answer's rows
+-- come first, in the query's order (a CTE's rows are read back as its ORDER BY made them, and
+-- UNION ALL appends its branches in order), with NULLs beside them; then one row with a NULL
+-- key (keys are NOT NULL) of the catalog row's id and xmin, whether the key is in the index and,
+-- only when it is not, its state: rows of two columns and one of the entry, no second sort, no
+-- copy of the check on every row. When the index was dropped meanwhile this statement fails:
+-- in autocommit only, so that the facade can start again from the catalog. Every name is
+-- schema-qualified (the casts' types, the operators; the query functions set their own path):
 -- the facade sends it on a caller's connection as it is, on the caller's search_path, without
 -- the two round trips of a pin and its restore.
-SELECT c.id, c.xmin::pg_catalog.text, i.indexed,
+-- The query first: the key parameter takes its type from the function's argument (the source
+-- key's type), as it would alone, before the comparisons below use it.
+WITH q AS ({query})
+SELECT {answer}, NULL::pg_catalog.int4, NULL::pg_catalog.text, NULL::pg_catalog.bool,
+       NULL::pg_catalog.bool, NULL::pg_catalog.text, NULL::pg_catalog.text
+FROM q
+UNION ALL
+SELECT NULL, NULL, c.id, c.xmin::pg_catalog.text, i.indexed,
        CASE WHEN NOT i.indexed THEN
            EXISTS (SELECT 1 FROM {queue} AS w WHERE w.key OPERATOR(pg_catalog.=) %(key)s)
            OR EXISTS (SELECT 1 FROM {inbox} AS w WHERE w.key OPERATOR(pg_catalog.=) %(key)s)
@@ -116,21 +127,17 @@ SELECT c.id, c.xmin::pg_catalog.text, i.indexed,
        CASE WHEN NOT i.indexed THEN
            (SELECT f.error FROM {failed} AS f WHERE f.key OPERATOR(pg_catalog.=) %(key)s)
        END,
-       CASE WHEN NOT i.indexed AND c.broken THEN coalesce(c.last_error, '') END,
-       q.*
+       CASE WHEN NOT i.indexed AND c.broken THEN coalesce(c.last_error, '') END
 FROM {catalog} AS c
--- The query first: the key parameter takes its type from the function's argument (the source
--- key's type), as it would alone, before the comparisons below use it.
-LEFT JOIN LATERAL ({query}) AS q ON true
--- A key with neighbours is in the index; only a key without is looked up, once (OFFSET 0 keeps
--- the subquery whole: pulled up, each of the four uses of indexed above would probe again).
+-- A key with neighbours is in the index; only a key without is looked up, once (through the
+-- side table's row-level security, a probe of the source; OFFSET 0 keeps the subquery whole:
+-- pulled up, each of the four uses of indexed above would probe again).
 CROSS JOIN LATERAL (
-    SELECT q.key IS NOT NULL
+    SELECT EXISTS (SELECT FROM q)
         OR EXISTS (SELECT 1 FROM {table} AS t WHERE t.key OPERATOR(pg_catalog.=) %(key)s)
     OFFSET 0
 ) AS i (indexed)
 WHERE c.name OPERATOR(pg_catalog.=) %(name)s
-ORDER BY {order}
 
 -- name: facade_checked
 -- A query by text or fingerprint and the check of the facade's kept catalog entry, in one round
