@@ -148,7 +148,7 @@ class MinHashStore:
     def _any_band(self, band_keys: str) -> sql.Composed:
         """A row shares a band key with ``band_keys`` (an array, by its SQL name)."""
         return sql.SQL(" OR ").join(
-            sql.SQL("c.{} = {}[{}]").format(column, sql.SQL(band_keys), sql.Literal(band + 1))
+            sql.SQL("c.{} OPERATOR(pg_catalog.=) {}[{}]").format(column, sql.SQL(band_keys), sql.Literal(band + 1))
             for band, column in enumerate(self.columns)
         )
 

@@ -73,7 +73,12 @@ ORDER BY distance, key
 -- static (simhash_query's checks). The query's shape never changes: planned once per session,
 -- not per call (planning cost more than running it). max_distance is checked first, by a test
 -- of the function's own (distance_allowed_v1, raising its error, called only when it fails: a
--- call in every query would cost more than the test).
+-- call in every query would cost more than the test). SECURITY INVOKER, without a SET
+-- search_path: every name in its body is qualified, every operator pg_catalog's (OPERATOR()),
+-- so nothing resolves on the caller's path, and a call neither switches the path nor looks it
+-- up again, nor makes the caller's cached plans check theirs (a cost the size of a btree
+-- descent a call). plan_cache_mode stays: without it, the first calls of a session and any
+-- whose generic plan looks costlier would each plan the query again.
 CREATE FUNCTION {function}(
     fingerprint bigint,
     max_distance integer DEFAULT {default_distance},
@@ -81,12 +86,12 @@ CREATE FUNCTION {function}(
 )
 RETURNS TABLE (key {key_type}, distance integer)
 LANGUAGE plpgsql VOLATILE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 AS $body$
 #variable_conflict use_column
 BEGIN
-    IF max_distance IS NULL OR max_distance < 0 OR max_distance > {default_distance} THEN
+    IF max_distance IS NULL OR max_distance OPERATOR(pg_catalog.<) 0
+       OR max_distance OPERATOR(pg_catalog.>) {default_distance} THEN
         PERFORM {allowed}(max_distance, {default_distance});
     END IF;
     RETURN QUERY {query};
@@ -104,12 +109,12 @@ CREATE FUNCTION {function}(
 )
 RETURNS TABLE (key {key_type}, distance integer)
 LANGUAGE plpgsql VOLATILE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 AS $body$
 #variable_conflict use_column
 BEGIN
-    IF max_distance IS NULL OR max_distance < 0 OR max_distance > {default_distance} THEN
+    IF max_distance IS NULL OR max_distance OPERATOR(pg_catalog.<) 0
+       OR max_distance OPERATOR(pg_catalog.>) {default_distance} THEN
         PERFORM {allowed}(max_distance, {default_distance});
     END IF;
     RETURN QUERY {query};
