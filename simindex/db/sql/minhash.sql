@@ -143,6 +143,7 @@ DECLARE
     query_bands integer[];
     query_set bigint;
     set_others boolean;
+    protected boolean;  -- row-level security may apply to the side table
     found_rows bigint := 0;
 BEGIN
     -- NaN sorts above every number, so it fails the upper bound.
@@ -156,8 +157,9 @@ BEGIN
     END IF;
     SELECT s.sketch, ARRAY[{band_columns}], s.set_hash,
            EXISTS (SELECT FROM {table} AS o
-                   WHERE o.set_hash OPERATOR(pg_catalog.=) s.set_hash AND o.key OPERATOR(pg_catalog.<>) s.key)
-    INTO query_sketch, query_bands, query_set, set_others
+                   WHERE o.set_hash OPERATOR(pg_catalog.=) s.set_hash AND o.key OPERATOR(pg_catalog.<>) s.key),
+           pg_catalog.row_security_active(s.tableoid)
+    INTO query_sketch, query_bands, query_set, set_others, protected
     FROM {table} AS s
     WHERE s.key OPERATOR(pg_catalog.=) row_key
       AND {checks};
@@ -180,7 +182,8 @@ BEGIN
         END IF;
     END IF;
     -- A policy may apply: the leakproof filter first; none does: the estimate once a row.
-    IF pg_catalog.row_security_active({side}::pg_catalog.regclass) THEN
+    -- (Asked of the row's table, the one the plan locked: no name to look up at each call.)
+    IF protected THEN
         RETURN QUERY {protected_candidates};
     ELSE
         RETURN QUERY {open_candidates};

@@ -41,10 +41,13 @@ WHERE {match}
 -- dropped would fail planning it, not with the checks' error.
 -- The checks (query_checks) are an initplan, run before any arm's scan (as a plain condition,
 -- they would be a one-time filter of each arm, run once an arm); max_distance is checked
--- before, simhash_near_function.
+-- before, simhash_near_function. The arms' union is a fence (OFFSET 0): the conditions on its
+-- rows (visible_v1, the key of a query by key left out) are one filter above the arms, not a
+-- copy in each arm's filter (each compiled at every call, as the whole plan's expressions are).
 SELECT c.key, d.distance
 FROM{of_key} (
 {arms}
+OFFSET 0
 ) AS c
 CROSS JOIN LATERAL (SELECT {distance}(c.fingerprint, {fingerprint}) AS distance) AS d
 WHERE {checks}{also}

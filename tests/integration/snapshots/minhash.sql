@@ -311,6 +311,7 @@ DECLARE
     query_bands integer[];
     query_set bigint;
     set_others boolean;
+    protected boolean;  -- row-level security may apply to the side table
     found_rows bigint := 0;
 BEGIN
     -- NaN sorts above every number, so it fails the upper bound.
@@ -324,8 +325,9 @@ BEGIN
     END IF;
     SELECT s.sketch, ARRAY[s."b0", s."b1", s."b2", s."b3", s."b4", s."b5", s."b6", s."b7", s."b8", s."b9", s."b10", s."b11", s."b12", s."b13", s."b14"], s.set_hash,
            EXISTS (SELECT FROM "simindex"."docs_minhash" AS o
-                   WHERE o.set_hash OPERATOR(pg_catalog.=) s.set_hash AND o.key OPERATOR(pg_catalog.<>) s.key)
-    INTO query_sketch, query_bands, query_set, set_others
+                   WHERE o.set_hash OPERATOR(pg_catalog.=) s.set_hash AND o.key OPERATOR(pg_catalog.<>) s.key),
+           pg_catalog.row_security_active(s.tableoid)
+    INTO query_sketch, query_bands, query_set, set_others, protected
     FROM "simindex"."docs_minhash" AS s
     WHERE s.key OPERATOR(pg_catalog.=) row_key
       AND -- A query function's checks (simhash_query, minhash_similar_key_function), one scalar
@@ -370,7 +372,8 @@ BEGIN
         END IF;
     END IF;
     -- A policy may apply: the leakproof filter first; none does: the estimate once a row.
-    IF pg_catalog.row_security_active('"simindex"."docs_minhash"'::pg_catalog.regclass) THEN
+    -- (Asked of the row's table, the one the plan locked: no name to look up at each call.)
+    IF protected THEN
         RETURN QUERY -- The band candidates of a query by key, sorted, then probed (minhash_similar_key_function).
 SELECT o.key, o.similarity, false
     FROM (

@@ -176,7 +176,9 @@ BEGIN
 -- dropped would fail planning it, not with the checks' error.
 -- The checks (query_checks) are an initplan, run before any arm's scan (as a plain condition,
 -- they would be a one-time filter of each arm, run once an arm); max_distance is checked
--- before, simhash_near_function.
+-- before, simhash_near_function. The arms' union is a fence (OFFSET 0): the conditions on its
+-- rows (visible_v1, the key of a query by key left out) are one filter above the arms, not a
+-- copy in each arm's filter (each compiled at every call, as the whole plan's expressions are).
 SELECT c.key, d.distance
 FROM (
 -- One Manku table's candidates: the rows sharing the query's prefix, within the distance, keys
@@ -233,6 +235,7 @@ WHERE t."p3" OPERATOR(pg_catalog.=) (((((($1 OPERATOR(pg_catalog.#) '-9223372036
   AND ((t.fingerprint OPERATOR(pg_catalog.#) $1) OPERATOR(pg_catalog.&) '-281474976710656'::bigint) OPERATOR(pg_catalog.<>) 0
   AND ((t.fingerprint OPERATOR(pg_catalog.#) $1) OPERATOR(pg_catalog.&) '281470681743360'::bigint) OPERATOR(pg_catalog.<>) 0
   AND ((t.fingerprint OPERATOR(pg_catalog.#) $1) OPERATOR(pg_catalog.&) '4294901760'::bigint) OPERATOR(pg_catalog.<>) 0
+OFFSET 0
 ) AS c
 CROSS JOIN LATERAL (SELECT "simindex"."simhash_distance_v1"(c.fingerprint, $1) AS distance) AS d
 WHERE -- A query function's checks (simhash_query, minhash_similar_key_function), one scalar
@@ -293,7 +296,9 @@ BEGIN
 -- dropped would fail planning it, not with the checks' error.
 -- The checks (query_checks) are an initplan, run before any arm's scan (as a plain condition,
 -- they would be a one-time filter of each arm, run once an arm); max_distance is checked
--- before, simhash_near_function.
+-- before, simhash_near_function. The arms' union is a fence (OFFSET 0): the conditions on its
+-- rows (visible_v1, the key of a query by key left out) are one filter above the arms, not a
+-- copy in each arm's filter (each compiled at every call, as the whole plan's expressions are).
 SELECT c.key, d.distance
 FROM
 -- The stored row of a query's key, the row the arms of a query by key are lateral to: its
@@ -355,6 +360,7 @@ WHERE t."p3" OPERATOR(pg_catalog.=) q."p3"
   AND ((t.fingerprint OPERATOR(pg_catalog.#) q.fingerprint) OPERATOR(pg_catalog.&) '-281474976710656'::bigint) OPERATOR(pg_catalog.<>) 0
   AND ((t.fingerprint OPERATOR(pg_catalog.#) q.fingerprint) OPERATOR(pg_catalog.&) '281470681743360'::bigint) OPERATOR(pg_catalog.<>) 0
   AND ((t.fingerprint OPERATOR(pg_catalog.#) q.fingerprint) OPERATOR(pg_catalog.&) '4294901760'::bigint) OPERATOR(pg_catalog.<>) 0
+OFFSET 0
 ) AS c
 CROSS JOIN LATERAL (SELECT "simindex"."simhash_distance_v1"(c.fingerprint, q.fingerprint) AS distance) AS d
 WHERE -- A query function's checks (simhash_query, minhash_similar_key_function), one scalar
