@@ -146,10 +146,10 @@ ANALYZE "simindex"."docs_simhash";
 -- of the function's own (distance_allowed_v1, raising its error, called only when it fails: a
 -- call in every query would cost more than the test). SECURITY INVOKER, without a SET
 -- search_path: every name in its body is qualified, every operator pg_catalog's (OPERATOR()),
--- so nothing resolves on the caller's path, and a call neither switches the path nor looks it
--- up again, nor makes the caller's cached plans check theirs (a cost the size of a btree
--- descent a call). plan_cache_mode stays: without it, the first calls of a session and any
--- whose generic plan looks costlier would each plan the query again.
+-- so nothing resolves on the caller's path, and a call neither switches the path and back nor
+-- makes it be looked up again (by the regclass casts of the checks and, for a reader, of the
+-- side table's policy). plan_cache_mode stays: without it, the first calls of a session and
+-- any whose generic plan looks costlier would each plan the query again.
 CREATE FUNCTION "simindex"."docs_near_v1"(
     fingerprint bigint,
     max_distance integer DEFAULT 3,
