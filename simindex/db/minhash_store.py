@@ -148,7 +148,9 @@ class MinHashStore:
     def _any_band(self, band_keys: str) -> sql.Composed:
         """A row shares a band key with ``band_keys`` (an array, by its SQL name)."""
         return sql.SQL(" OR ").join(
-            sql.SQL("c.{} = {}[{}]").format(column, sql.SQL(band_keys), sql.Literal(band + 1))
+            sql.SQL("c.{} OPERATOR(pg_catalog.=) {}[{}]").format(
+                column, sql.SQL(band_keys), sql.Literal(band + 1)
+            )
             for band, column in enumerate(self.columns)
         )
 
@@ -202,7 +204,6 @@ class MinHashStore:
                     sql.SQL("s.{}").format(column) for column in self.columns
                 ),
                 checks=query_checks(self.schema, self._name("minhash", False), self.name),
-                side=quoted_name(self.schema, self._name("minhash", False)),
                 visible_key=visible_key_function(self.schema, self.name),
                 protected_candidates=self._key_candidates(protected=True),
                 open_candidates=self._key_candidates(protected=False),

@@ -67,15 +67,18 @@ def _offset(table: MankuTable) -> int:
 
 def _prefix_sql(table: MankuTable, fingerprint: sql.Composable) -> sql.Composable:
     """SQL of :func:`prefix_array` for a stored (order-mapped) fingerprint."""
-    unsigned = sql.SQL("({} # {})").format(fingerprint, _bigint(_TOP_BIT))
+    unsigned = sql.SQL("({} OPERATOR(pg_catalog.#) {})").format(fingerprint, _bigint(_TOP_BIT))
     parts = [
-        sql.SQL("((({} >> {}) & {}) << {})").format(
-            unsigned, sql.Literal(src), _bigint(mask), sql.Literal(dst)
-        )
+        sql.SQL(
+            "((({} OPERATOR(pg_catalog.>>) {}) OPERATOR(pg_catalog.&) {})"
+            " OPERATOR(pg_catalog.<<) {})"
+        ).format(unsigned, sql.Literal(src), _bigint(mask), sql.Literal(dst))
         for src, mask, dst in _prefix_moves(table)
     ]
-    return sql.SQL("(({}) - {})::{}").format(
-        sql.SQL(" | ").join(parts), sql.Literal(_offset(table)), sql.SQL(prefix_type(table)[1])
+    return sql.SQL("(({}) OPERATOR(pg_catalog.-) {})::{}").format(
+        sql.SQL(" OPERATOR(pg_catalog.|) ").join(parts),
+        sql.Literal(_offset(table)),
+        sql.SQL(prefix_type(table)[1]),
     )
 
 
@@ -245,9 +248,10 @@ class SimHashStore:
         differ on each earlier table's prefix bits."""
         return sql.Composed(
             [
-                sql.SQL("\n  AND (({} # {}) & {}) <> 0").format(
-                    left, right, _bigint(other.prefix_mask)
-                )
+                sql.SQL(
+                    "\n  AND (({} OPERATOR(pg_catalog.#) {}) OPERATOR(pg_catalog.&) {})"
+                    " OPERATOR(pg_catalog.<>) 0"
+                ).format(left, right, _bigint(other.prefix_mask))
                 for other in self.design.tables[:position]
             ]
         )
@@ -266,16 +270,19 @@ class SimHashStore:
         for position, table in enumerate(self.design.tables):
             if position == 0:  # the fingerprint's top bits: a range of the fingerprint
                 suffix = (1 << (BITS - table.prefix_bits)) - 1
-                match = sql.SQL("t.fingerprint BETWEEN ({0} & {1}) AND ({0} | {2})").format(
-                    fingerprint, _bigint(MAX_UNSIGNED ^ suffix), _bigint(suffix)
-                )
+                match = sql.SQL(
+                    "t.fingerprint OPERATOR(pg_catalog.>=) ({0} OPERATOR(pg_catalog.&) {1})"
+                    "\n  AND t.fingerprint OPERATOR(pg_catalog.<=) ({0} OPERATOR(pg_catalog.|) {2})"
+                ).format(fingerprint, _bigint(MAX_UNSIGNED ^ suffix), _bigint(suffix))
             else:
                 prefix = (
                     prefixes[position - 1]
                     if prefixes is not None
                     else _prefix_sql(table, fingerprint)
                 )
-                match = sql.SQL("t.{} = {}").format(self._prefix_column(position), prefix)
+                match = sql.SQL("t.{} OPERATOR(pg_catalog.=) {}").format(
+                    self._prefix_column(position), prefix
+                )
             arms.append(
                 statement(
                     "simhash_candidates",

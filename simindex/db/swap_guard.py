@@ -33,7 +33,9 @@ def query_checks(schema: str, table: str, index_name: str) -> sql.Composed:
         ready=sql.Identifier(schema, "query_ready_v1"),
         catalog=sql.Identifier(schema, "indexes"),
         index_name=sql.Literal(index_name),
-        side=quoted_name(schema, table),
+        side_oid=sql.SQL("{}::pg_catalog.regclass::pg_catalog.oid").format(
+            quoted_name(schema, table)
+        ),
     )
 
 

@@ -61,12 +61,20 @@ END IF
 -- (recorded by the transaction that made it, catalog_set_side; none seen, the snapshot is older
 -- than the index) against the one this plan locked, and the source's state; the source's
 -- existence from the relation cache (pg_table_is_visible is NULL for a table that is gone), no
--- catalog scan. query_ready_v1 judges them.
+-- catalog scan. query_ready_v1 judges them, called only when a test does not pass (no row, a
+-- test false or NULL): a call in every query would cost more than the tests, which are the
+-- same in both places.
 (SELECT coalesce(
-           (SELECT {ready}(
-                {index_name},
-                i.side::pg_catalog.oid OPERATOR(pg_catalog.=) {side}::pg_catalog.regclass::pg_catalog.oid,
-                i.state OPERATOR(pg_catalog.<>) 'source_dropped'
-                    AND pg_catalog.pg_table_is_visible(i.source::pg_catalog.oid) IS NOT NULL)
+           (SELECT CASE
+                WHEN i.side::pg_catalog.oid OPERATOR(pg_catalog.=) {side_oid}
+                     AND i.state OPERATOR(pg_catalog.<>) 'source_dropped'
+                     AND pg_catalog.pg_table_is_visible(i.source::pg_catalog.oid) IS NOT NULL
+                THEN true
+                ELSE {ready}(
+                    {index_name},
+                    i.side::pg_catalog.oid OPERATOR(pg_catalog.=) {side_oid},
+                    i.state OPERATOR(pg_catalog.<>) 'source_dropped'
+                        AND pg_catalog.pg_table_is_visible(i.source::pg_catalog.oid) IS NOT NULL)
+                END
             FROM {catalog} AS i WHERE i.name OPERATOR(pg_catalog.=) {index_name}),
            {ready}({index_name}, false, true)))

@@ -126,13 +126,15 @@ $body$
 -- strings of two lengths): where row-level security may apply, the filter is
 -- minhash_similarity_v1, run before the policy's probe of the source (minhash_key_scored);
 -- elsewhere the estimate is computed once a candidate (minhash_key_scored_open).
+-- SECURITY INVOKER, without a SET search_path (as simhash_near_function): every name in it is
+-- qualified, every operator pg_catalog's, so a call neither switches the caller's path nor
+-- makes it be looked up again.
 CREATE FUNCTION {function}(
     row_key {key_type}, threshold double precision DEFAULT {threshold},
     max_rows integer DEFAULT {max_rows}
 )
 RETURNS TABLE (key {key_type}, similarity double precision, identical boolean)
 LANGUAGE plpgsql VOLATILE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 AS $body$
 #variable_conflict use_column
@@ -141,20 +143,23 @@ DECLARE
     query_bands integer[];
     query_set bigint;
     set_others boolean;
+    protected boolean;  -- row-level security may apply to the side table
     found_rows bigint := 0;
 BEGIN
     -- NaN sorts above every number, so it fails the upper bound.
-    IF threshold IS NULL OR NOT (threshold >= 0 AND threshold <= 1) THEN
-        RAISE EXCEPTION 'threshold must be from 0 to 1, got %', coalesce(threshold::text, 'NULL')
+    IF threshold IS NULL
+       OR NOT (threshold OPERATOR(pg_catalog.>=) 0 AND threshold OPERATOR(pg_catalog.<=) 1) THEN
+        RAISE EXCEPTION 'threshold must be from 0 to 1, got %', coalesce(threshold::pg_catalog.text, 'NULL')
             USING ERRCODE = '22023';
     END IF;
-    IF max_rows < 1 THEN
+    IF max_rows OPERATOR(pg_catalog.<) 1 THEN
         RAISE EXCEPTION 'max_rows must be at least 1, got %', max_rows USING ERRCODE = '22023';
     END IF;
     SELECT s.sketch, ARRAY[{band_columns}], s.set_hash,
            EXISTS (SELECT FROM {table} AS o
-                   WHERE o.set_hash = s.set_hash AND o.key OPERATOR(pg_catalog.<>) s.key)
-    INTO query_sketch, query_bands, query_set, set_others
+                   WHERE o.set_hash OPERATOR(pg_catalog.=) s.set_hash AND o.key OPERATOR(pg_catalog.<>) s.key),
+           pg_catalog.row_security_active(s.tableoid)
+    INTO query_sketch, query_bands, query_set, set_others, protected
     FROM {table} AS s
     WHERE s.key OPERATOR(pg_catalog.=) row_key
       AND {checks};
@@ -168,16 +173,17 @@ BEGIN
         SELECT c.key, 1.0::double precision, true
         FROM {table} AS c
         CROSS JOIN LATERAL (SELECT FROM {visible_key}(c.key) LIMIT 1) AS seen
-        WHERE c.set_hash = query_set AND c.key OPERATOR(pg_catalog.<>) row_key
+        WHERE c.set_hash OPERATOR(pg_catalog.=) query_set AND c.key OPERATOR(pg_catalog.<>) row_key
         ORDER BY c.key
         LIMIT max_rows;
         GET DIAGNOSTICS found_rows = ROW_COUNT;
-        IF found_rows >= max_rows THEN
+        IF found_rows OPERATOR(pg_catalog.>=) max_rows THEN
             RETURN;
         END IF;
     END IF;
     -- A policy may apply: the leakproof filter first; none does: the estimate once a row.
-    IF pg_catalog.row_security_active({side}::pg_catalog.regclass) THEN
+    -- (Asked of the row's table, the one the plan locked: no name to look up at each call.)
+    IF protected THEN
         RETURN QUERY {protected_candidates};
     ELSE
         RETURN QUERY {open_candidates};
@@ -195,15 +201,15 @@ SELECT o.key, o.similarity, false
     ) AS o
     CROSS JOIN LATERAL (SELECT FROM {visible_key}(o.key) LIMIT 1) AS seen
     ORDER BY o.similarity DESC, o.key
-    LIMIT max_rows - found_rows
+    LIMIT max_rows OPERATOR(pg_catalog.-) found_rows
 
 -- name: minhash_key_scored
 -- Scored where row-level security may apply (minhash_similar_key_function).
 SELECT c.key, {estimate} AS similarity
         FROM {table} AS c
         WHERE ({any_band})
-          AND c.set_hash <> query_set
-          AND {similarity}(c.sketch, query_sketch) >= threshold
+          AND c.set_hash OPERATOR(pg_catalog.<>) query_set
+          AND {similarity}(c.sketch, query_sketch) OPERATOR(pg_catalog.>=) threshold
 
 -- name: minhash_key_scored_open
 -- Scored where no policy applies, once a candidate (minhash_similar_key_function).
@@ -211,9 +217,9 @@ SELECT s.key, s.similarity
         FROM (SELECT c.key, {estimate} AS similarity
               FROM {table} AS c
               WHERE ({any_band})
-                AND c.set_hash <> query_set
+                AND c.set_hash OPERATOR(pg_catalog.<>) query_set
               OFFSET 0) AS s
-        WHERE s.similarity >= threshold
+        WHERE s.similarity OPERATOR(pg_catalog.>=) threshold
 
 -- name: minhash_estimate
 -- minhash_similarity_v1 written out (minhash_similar_key_function).

@@ -41,10 +41,13 @@ WHERE {match}
 -- dropped would fail planning it, not with the checks' error.
 -- The checks (query_checks) are an initplan, run before any arm's scan (as a plain condition,
 -- they would be a one-time filter of each arm, run once an arm); max_distance is checked
--- before, simhash_near_function.
+-- before, simhash_near_function. The arms' union is a fence (OFFSET 0): the conditions on its
+-- rows (visible_v1, the key of a query by key left out) are one filter above the arms, not a
+-- copy in each arm's filter (each compiled at every call, as the whole plan's expressions are).
 SELECT c.key, d.distance
 FROM{of_key} (
 {arms}
+OFFSET 0
 ) AS c
 CROSS JOIN LATERAL (SELECT {distance}(c.fingerprint, {fingerprint}) AS distance) AS d
 WHERE {checks}{also}
@@ -73,7 +76,12 @@ ORDER BY distance, key
 -- static (simhash_query's checks). The query's shape never changes: planned once per session,
 -- not per call (planning cost more than running it). max_distance is checked first, by a test
 -- of the function's own (distance_allowed_v1, raising its error, called only when it fails: a
--- call in every query would cost more than the test).
+-- call in every query would cost more than the test). SECURITY INVOKER, without a SET
+-- search_path: every name in its body is qualified, every operator pg_catalog's (OPERATOR()),
+-- so nothing resolves on the caller's path, and a call neither switches the path and back nor
+-- makes it be looked up again (by the regclass casts of the checks and, for a reader, of the
+-- side table's policy). plan_cache_mode stays: without it, the first calls of a session and
+-- any whose generic plan looks costlier would each plan the query again.
 CREATE FUNCTION {function}(
     fingerprint bigint,
     max_distance integer DEFAULT {default_distance},
@@ -81,12 +89,12 @@ CREATE FUNCTION {function}(
 )
 RETURNS TABLE (key {key_type}, distance integer)
 LANGUAGE plpgsql VOLATILE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 AS $body$
 #variable_conflict use_column
 BEGIN
-    IF max_distance IS NULL OR max_distance < 0 OR max_distance > {default_distance} THEN
+    IF max_distance IS NULL OR max_distance OPERATOR(pg_catalog.<) 0
+       OR max_distance OPERATOR(pg_catalog.>) {default_distance} THEN
         PERFORM {allowed}(max_distance, {default_distance});
     END IF;
     RETURN QUERY {query};
@@ -104,12 +112,12 @@ CREATE FUNCTION {function}(
 )
 RETURNS TABLE (key {key_type}, distance integer)
 LANGUAGE plpgsql VOLATILE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 AS $body$
 #variable_conflict use_column
 BEGIN
-    IF max_distance IS NULL OR max_distance < 0 OR max_distance > {default_distance} THEN
+    IF max_distance IS NULL OR max_distance OPERATOR(pg_catalog.<) 0
+       OR max_distance OPERATOR(pg_catalog.>) {default_distance} THEN
         PERFORM {allowed}(max_distance, {default_distance});
     END IF;
     RETURN QUERY {query};

@@ -263,7 +263,7 @@ END IF;
         SELECT c.key, v.similarity, c.set_hash = $5 AS identical
         FROM "simindex"."docs_minhash" AS c
         CROSS JOIN LATERAL (SELECT "simindex"."minhash_similarity_v1"(c.sketch, $1) AS similarity) AS v
-        WHERE (c."b0" = $2[1] OR c."b1" = $2[2] OR c."b2" = $2[3] OR c."b3" = $2[4] OR c."b4" = $2[5] OR c."b5" = $2[6] OR c."b6" = $2[7] OR c."b7" = $2[8] OR c."b8" = $2[9] OR c."b9" = $2[10] OR c."b10" = $2[11] OR c."b11" = $2[12] OR c."b12" = $2[13] OR c."b13" = $2[14] OR c."b14" = $2[15]) AND c.set_hash IS DISTINCT FROM $5 AND v.similarity >= $3
+        WHERE (c."b0" OPERATOR(pg_catalog.=) $2[1] OR c."b1" OPERATOR(pg_catalog.=) $2[2] OR c."b2" OPERATOR(pg_catalog.=) $2[3] OR c."b3" OPERATOR(pg_catalog.=) $2[4] OR c."b4" OPERATOR(pg_catalog.=) $2[5] OR c."b5" OPERATOR(pg_catalog.=) $2[6] OR c."b6" OPERATOR(pg_catalog.=) $2[7] OR c."b7" OPERATOR(pg_catalog.=) $2[8] OR c."b8" OPERATOR(pg_catalog.=) $2[9] OR c."b9" OPERATOR(pg_catalog.=) $2[10] OR c."b10" OPERATOR(pg_catalog.=) $2[11] OR c."b11" OPERATOR(pg_catalog.=) $2[12] OR c."b12" OPERATOR(pg_catalog.=) $2[13] OR c."b13" OPERATOR(pg_catalog.=) $2[14] OR c."b14" OPERATOR(pg_catalog.=) $2[15]) AND c.set_hash IS DISTINCT FROM $5 AND v.similarity >= $3
         ORDER BY v.similarity DESC, c.key
         OFFSET 0
     ) AS o
@@ -294,13 +294,15 @@ $body$;
 -- strings of two lengths): where row-level security may apply, the filter is
 -- minhash_similarity_v1, run before the policy's probe of the source (minhash_key_scored);
 -- elsewhere the estimate is computed once a candidate (minhash_key_scored_open).
+-- SECURITY INVOKER, without a SET search_path (as simhash_near_function): every name in it is
+-- qualified, every operator pg_catalog's, so a call neither switches the caller's path nor
+-- makes it be looked up again.
 CREATE FUNCTION "simindex"."docs_similar_key_v1"(
     row_key bigint, threshold double precision DEFAULT 0.8,
     max_rows integer DEFAULT 1000
 )
 RETURNS TABLE (key bigint, similarity double precision, identical boolean)
 LANGUAGE plpgsql VOLATILE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 AS $body$
 #variable_conflict use_column
@@ -309,20 +311,23 @@ DECLARE
     query_bands integer[];
     query_set bigint;
     set_others boolean;
+    protected boolean;  -- row-level security may apply to the side table
     found_rows bigint := 0;
 BEGIN
     -- NaN sorts above every number, so it fails the upper bound.
-    IF threshold IS NULL OR NOT (threshold >= 0 AND threshold <= 1) THEN
-        RAISE EXCEPTION 'threshold must be from 0 to 1, got %', coalesce(threshold::text, 'NULL')
+    IF threshold IS NULL
+       OR NOT (threshold OPERATOR(pg_catalog.>=) 0 AND threshold OPERATOR(pg_catalog.<=) 1) THEN
+        RAISE EXCEPTION 'threshold must be from 0 to 1, got %', coalesce(threshold::pg_catalog.text, 'NULL')
             USING ERRCODE = '22023';
     END IF;
-    IF max_rows < 1 THEN
+    IF max_rows OPERATOR(pg_catalog.<) 1 THEN
         RAISE EXCEPTION 'max_rows must be at least 1, got %', max_rows USING ERRCODE = '22023';
     END IF;
     SELECT s.sketch, ARRAY[s."b0", s."b1", s."b2", s."b3", s."b4", s."b5", s."b6", s."b7", s."b8", s."b9", s."b10", s."b11", s."b12", s."b13", s."b14"], s.set_hash,
            EXISTS (SELECT FROM "simindex"."docs_minhash" AS o
-                   WHERE o.set_hash = s.set_hash AND o.key OPERATOR(pg_catalog.<>) s.key)
-    INTO query_sketch, query_bands, query_set, set_others
+                   WHERE o.set_hash OPERATOR(pg_catalog.=) s.set_hash AND o.key OPERATOR(pg_catalog.<>) s.key),
+           pg_catalog.row_security_active(s.tableoid)
+    INTO query_sketch, query_bands, query_set, set_others, protected
     FROM "simindex"."docs_minhash" AS s
     WHERE s.key OPERATOR(pg_catalog.=) row_key
       AND -- A query function's checks (simhash_query, minhash_similar_key_function), one scalar
@@ -331,13 +336,21 @@ BEGIN
 -- (recorded by the transaction that made it, catalog_set_side; none seen, the snapshot is older
 -- than the index) against the one this plan locked, and the source's state; the source's
 -- existence from the relation cache (pg_table_is_visible is NULL for a table that is gone), no
--- catalog scan. query_ready_v1 judges them.
+-- catalog scan. query_ready_v1 judges them, called only when a test does not pass (no row, a
+-- test false or NULL): a call in every query would cost more than the tests, which are the
+-- same in both places.
 (SELECT coalesce(
-           (SELECT "simindex"."query_ready_v1"(
-                'docs',
-                i.side::pg_catalog.oid OPERATOR(pg_catalog.=) '"simindex"."docs_minhash"'::pg_catalog.regclass::pg_catalog.oid,
-                i.state OPERATOR(pg_catalog.<>) 'source_dropped'
-                    AND pg_catalog.pg_table_is_visible(i.source::pg_catalog.oid) IS NOT NULL)
+           (SELECT CASE
+                WHEN i.side::pg_catalog.oid OPERATOR(pg_catalog.=) '"simindex"."docs_minhash"'::pg_catalog.regclass::pg_catalog.oid
+                     AND i.state OPERATOR(pg_catalog.<>) 'source_dropped'
+                     AND pg_catalog.pg_table_is_visible(i.source::pg_catalog.oid) IS NOT NULL
+                THEN true
+                ELSE "simindex"."query_ready_v1"(
+                    'docs',
+                    i.side::pg_catalog.oid OPERATOR(pg_catalog.=) '"simindex"."docs_minhash"'::pg_catalog.regclass::pg_catalog.oid,
+                    i.state OPERATOR(pg_catalog.<>) 'source_dropped'
+                        AND pg_catalog.pg_table_is_visible(i.source::pg_catalog.oid) IS NOT NULL)
+                END
             FROM "simindex"."indexes" AS i WHERE i.name OPERATOR(pg_catalog.=) 'docs'),
            "simindex"."query_ready_v1"('docs', false, true)));
     IF NOT FOUND THEN  -- the key not indexed, or not the caller's to see
@@ -350,16 +363,17 @@ BEGIN
         SELECT c.key, 1.0::double precision, true
         FROM "simindex"."docs_minhash" AS c
         CROSS JOIN LATERAL (SELECT FROM "simindex"."docs_visible_key_v1"(c.key) LIMIT 1) AS seen
-        WHERE c.set_hash = query_set AND c.key OPERATOR(pg_catalog.<>) row_key
+        WHERE c.set_hash OPERATOR(pg_catalog.=) query_set AND c.key OPERATOR(pg_catalog.<>) row_key
         ORDER BY c.key
         LIMIT max_rows;
         GET DIAGNOSTICS found_rows = ROW_COUNT;
-        IF found_rows >= max_rows THEN
+        IF found_rows OPERATOR(pg_catalog.>=) max_rows THEN
             RETURN;
         END IF;
     END IF;
     -- A policy may apply: the leakproof filter first; none does: the estimate once a row.
-    IF pg_catalog.row_security_active('"simindex"."docs_minhash"'::pg_catalog.regclass) THEN
+    -- (Asked of the row's table, the one the plan locked: no name to look up at each call.)
+    IF protected THEN
         RETURN QUERY -- The band candidates of a query by key, sorted, then probed (minhash_similar_key_function).
 SELECT o.key, o.similarity, false
     FROM (
@@ -370,15 +384,15 @@ GREATEST(0.0::double precision, 1.0::double precision
             OPERATOR(pg_catalog.*) pg_catalog.bit_count(c.sketch OPERATOR(pg_catalog.#) query_sketch)
             OPERATOR(pg_catalog./) pg_catalog.length(c.sketch))) AS similarity
         FROM "simindex"."docs_minhash" AS c
-        WHERE (c."b0" = query_bands[1] OR c."b1" = query_bands[2] OR c."b2" = query_bands[3] OR c."b3" = query_bands[4] OR c."b4" = query_bands[5] OR c."b5" = query_bands[6] OR c."b6" = query_bands[7] OR c."b7" = query_bands[8] OR c."b8" = query_bands[9] OR c."b9" = query_bands[10] OR c."b10" = query_bands[11] OR c."b11" = query_bands[12] OR c."b12" = query_bands[13] OR c."b13" = query_bands[14] OR c."b14" = query_bands[15])
-          AND c.set_hash <> query_set
-          AND "simindex"."minhash_similarity_v1"(c.sketch, query_sketch) >= threshold) AS r
+        WHERE (c."b0" OPERATOR(pg_catalog.=) query_bands[1] OR c."b1" OPERATOR(pg_catalog.=) query_bands[2] OR c."b2" OPERATOR(pg_catalog.=) query_bands[3] OR c."b3" OPERATOR(pg_catalog.=) query_bands[4] OR c."b4" OPERATOR(pg_catalog.=) query_bands[5] OR c."b5" OPERATOR(pg_catalog.=) query_bands[6] OR c."b6" OPERATOR(pg_catalog.=) query_bands[7] OR c."b7" OPERATOR(pg_catalog.=) query_bands[8] OR c."b8" OPERATOR(pg_catalog.=) query_bands[9] OR c."b9" OPERATOR(pg_catalog.=) query_bands[10] OR c."b10" OPERATOR(pg_catalog.=) query_bands[11] OR c."b11" OPERATOR(pg_catalog.=) query_bands[12] OR c."b12" OPERATOR(pg_catalog.=) query_bands[13] OR c."b13" OPERATOR(pg_catalog.=) query_bands[14] OR c."b14" OPERATOR(pg_catalog.=) query_bands[15])
+          AND c.set_hash OPERATOR(pg_catalog.<>) query_set
+          AND "simindex"."minhash_similarity_v1"(c.sketch, query_sketch) OPERATOR(pg_catalog.>=) threshold) AS r
         ORDER BY r.similarity DESC, r.key
         OFFSET 0
     ) AS o
     CROSS JOIN LATERAL (SELECT FROM "simindex"."docs_visible_key_v1"(o.key) LIMIT 1) AS seen
     ORDER BY o.similarity DESC, o.key
-    LIMIT max_rows - found_rows;
+    LIMIT max_rows OPERATOR(pg_catalog.-) found_rows;
     ELSE
         RETURN QUERY -- The band candidates of a query by key, sorted, then probed (minhash_similar_key_function).
 SELECT o.key, o.similarity, false
@@ -391,16 +405,16 @@ GREATEST(0.0::double precision, 1.0::double precision
             OPERATOR(pg_catalog.*) pg_catalog.bit_count(c.sketch OPERATOR(pg_catalog.#) query_sketch)
             OPERATOR(pg_catalog./) pg_catalog.length(c.sketch))) AS similarity
               FROM "simindex"."docs_minhash" AS c
-              WHERE (c."b0" = query_bands[1] OR c."b1" = query_bands[2] OR c."b2" = query_bands[3] OR c."b3" = query_bands[4] OR c."b4" = query_bands[5] OR c."b5" = query_bands[6] OR c."b6" = query_bands[7] OR c."b7" = query_bands[8] OR c."b8" = query_bands[9] OR c."b9" = query_bands[10] OR c."b10" = query_bands[11] OR c."b11" = query_bands[12] OR c."b12" = query_bands[13] OR c."b13" = query_bands[14] OR c."b14" = query_bands[15])
-                AND c.set_hash <> query_set
+              WHERE (c."b0" OPERATOR(pg_catalog.=) query_bands[1] OR c."b1" OPERATOR(pg_catalog.=) query_bands[2] OR c."b2" OPERATOR(pg_catalog.=) query_bands[3] OR c."b3" OPERATOR(pg_catalog.=) query_bands[4] OR c."b4" OPERATOR(pg_catalog.=) query_bands[5] OR c."b5" OPERATOR(pg_catalog.=) query_bands[6] OR c."b6" OPERATOR(pg_catalog.=) query_bands[7] OR c."b7" OPERATOR(pg_catalog.=) query_bands[8] OR c."b8" OPERATOR(pg_catalog.=) query_bands[9] OR c."b9" OPERATOR(pg_catalog.=) query_bands[10] OR c."b10" OPERATOR(pg_catalog.=) query_bands[11] OR c."b11" OPERATOR(pg_catalog.=) query_bands[12] OR c."b12" OPERATOR(pg_catalog.=) query_bands[13] OR c."b13" OPERATOR(pg_catalog.=) query_bands[14] OR c."b14" OPERATOR(pg_catalog.=) query_bands[15])
+                AND c.set_hash OPERATOR(pg_catalog.<>) query_set
               OFFSET 0) AS s
-        WHERE s.similarity >= threshold) AS r
+        WHERE s.similarity OPERATOR(pg_catalog.>=) threshold) AS r
         ORDER BY r.similarity DESC, r.key
         OFFSET 0
     ) AS o
     CROSS JOIN LATERAL (SELECT FROM "simindex"."docs_visible_key_v1"(o.key) LIMIT 1) AS seen
     ORDER BY o.similarity DESC, o.key
-    LIMIT max_rows - found_rows;
+    LIMIT max_rows OPERATOR(pg_catalog.-) found_rows;
     END IF;
 END
 $body$;

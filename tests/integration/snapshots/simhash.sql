@@ -144,7 +144,12 @@ ANALYZE "simindex"."docs_simhash";
 -- static (simhash_query's checks). The query's shape never changes: planned once per session,
 -- not per call (planning cost more than running it). max_distance is checked first, by a test
 -- of the function's own (distance_allowed_v1, raising its error, called only when it fails: a
--- call in every query would cost more than the test).
+-- call in every query would cost more than the test). SECURITY INVOKER, without a SET
+-- search_path: every name in its body is qualified, every operator pg_catalog's (OPERATOR()),
+-- so nothing resolves on the caller's path, and a call neither switches the path and back nor
+-- makes it be looked up again (by the regclass casts of the checks and, for a reader, of the
+-- side table's policy). plan_cache_mode stays: without it, the first calls of a session and
+-- any whose generic plan looks costlier would each plan the query again.
 CREATE FUNCTION "simindex"."docs_near_v1"(
     fingerprint bigint,
     max_distance integer DEFAULT 3,
@@ -152,12 +157,12 @@ CREATE FUNCTION "simindex"."docs_near_v1"(
 )
 RETURNS TABLE (key bigint, distance integer)
 LANGUAGE plpgsql VOLATILE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 AS $body$
 #variable_conflict use_column
 BEGIN
-    IF max_distance IS NULL OR max_distance < 0 OR max_distance > 3 THEN
+    IF max_distance IS NULL OR max_distance OPERATOR(pg_catalog.<) 0
+       OR max_distance OPERATOR(pg_catalog.>) 3 THEN
         PERFORM "simindex"."distance_allowed_v1"(max_distance, 3);
     END IF;
     RETURN QUERY -- A SimHash query, nearest first. One arm per Manku table: the rows sharing the query's prefix
@@ -171,7 +176,9 @@ BEGIN
 -- dropped would fail planning it, not with the checks' error.
 -- The checks (query_checks) are an initplan, run before any arm's scan (as a plain condition,
 -- they would be a one-time filter of each arm, run once an arm); max_distance is checked
--- before, simhash_near_function.
+-- before, simhash_near_function. The arms' union is a fence (OFFSET 0): the conditions on its
+-- rows (visible_v1, the key of a query by key left out) are one filter above the arms, not a
+-- copy in each arm's filter (each compiled at every call, as the whole plan's expressions are).
 SELECT c.key, d.distance
 FROM (
 -- One Manku table's candidates: the rows sharing the query's prefix, within the distance, keys
@@ -182,7 +189,8 @@ FROM (
 -- does (before the policy's probe of the source, db.answers), the inlined test after it.
 SELECT t.key, t.fingerprint
 FROM "simindex"."docs_simhash" AS t
-WHERE t.fingerprint BETWEEN ($1 & '-281474976710656'::bigint) AND ($1 | '281474976710655'::bigint)
+WHERE t.fingerprint OPERATOR(pg_catalog.>=) ($1 OPERATOR(pg_catalog.&) '-281474976710656'::bigint)
+  AND t.fingerprint OPERATOR(pg_catalog.<=) ($1 OPERATOR(pg_catalog.|) '281474976710655'::bigint)
   AND "simindex"."simhash_distance_v1"(t.fingerprint, $1) OPERATOR(pg_catalog.<=) $2
   AND "simindex"."within_distance_v1"(t.fingerprint, $1, $2)
 UNION ALL
@@ -194,10 +202,10 @@ UNION ALL
 -- does (before the policy's probe of the source, db.answers), the inlined test after it.
 SELECT t.key, t.fingerprint
 FROM "simindex"."docs_simhash" AS t
-WHERE t."p1" = (((((($1 # '-9223372036854775808'::bigint) >> 32) & '65535'::bigint) << 0)) - 32768)::smallint
+WHERE t."p1" OPERATOR(pg_catalog.=) (((((($1 OPERATOR(pg_catalog.#) '-9223372036854775808'::bigint) OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) '65535'::bigint) OPERATOR(pg_catalog.<<) 0)) OPERATOR(pg_catalog.-) 32768)::smallint
   AND "simindex"."simhash_distance_v1"(t.fingerprint, $1) OPERATOR(pg_catalog.<=) $2
   AND "simindex"."within_distance_v1"(t.fingerprint, $1, $2)
-  AND ((t.fingerprint # $1) & '-281474976710656'::bigint) <> 0
+  AND ((t.fingerprint OPERATOR(pg_catalog.#) $1) OPERATOR(pg_catalog.&) '-281474976710656'::bigint) OPERATOR(pg_catalog.<>) 0
 UNION ALL
 -- One Manku table's candidates: the rows sharing the query's prefix, within the distance, keys
 -- and fingerprints (the distance is computed once, over every arm's rows: simhash_query). The
@@ -207,11 +215,11 @@ UNION ALL
 -- does (before the policy's probe of the source, db.answers), the inlined test after it.
 SELECT t.key, t.fingerprint
 FROM "simindex"."docs_simhash" AS t
-WHERE t."p2" = (((((($1 # '-9223372036854775808'::bigint) >> 16) & '65535'::bigint) << 0)) - 32768)::smallint
+WHERE t."p2" OPERATOR(pg_catalog.=) (((((($1 OPERATOR(pg_catalog.#) '-9223372036854775808'::bigint) OPERATOR(pg_catalog.>>) 16) OPERATOR(pg_catalog.&) '65535'::bigint) OPERATOR(pg_catalog.<<) 0)) OPERATOR(pg_catalog.-) 32768)::smallint
   AND "simindex"."simhash_distance_v1"(t.fingerprint, $1) OPERATOR(pg_catalog.<=) $2
   AND "simindex"."within_distance_v1"(t.fingerprint, $1, $2)
-  AND ((t.fingerprint # $1) & '-281474976710656'::bigint) <> 0
-  AND ((t.fingerprint # $1) & '281470681743360'::bigint) <> 0
+  AND ((t.fingerprint OPERATOR(pg_catalog.#) $1) OPERATOR(pg_catalog.&) '-281474976710656'::bigint) OPERATOR(pg_catalog.<>) 0
+  AND ((t.fingerprint OPERATOR(pg_catalog.#) $1) OPERATOR(pg_catalog.&) '281470681743360'::bigint) OPERATOR(pg_catalog.<>) 0
 UNION ALL
 -- One Manku table's candidates: the rows sharing the query's prefix, within the distance, keys
 -- and fingerprints (the distance is computed once, over every arm's rows: simhash_query). The
@@ -221,12 +229,13 @@ UNION ALL
 -- does (before the policy's probe of the source, db.answers), the inlined test after it.
 SELECT t.key, t.fingerprint
 FROM "simindex"."docs_simhash" AS t
-WHERE t."p3" = (((((($1 # '-9223372036854775808'::bigint) >> 0) & '65535'::bigint) << 0)) - 32768)::smallint
+WHERE t."p3" OPERATOR(pg_catalog.=) (((((($1 OPERATOR(pg_catalog.#) '-9223372036854775808'::bigint) OPERATOR(pg_catalog.>>) 0) OPERATOR(pg_catalog.&) '65535'::bigint) OPERATOR(pg_catalog.<<) 0)) OPERATOR(pg_catalog.-) 32768)::smallint
   AND "simindex"."simhash_distance_v1"(t.fingerprint, $1) OPERATOR(pg_catalog.<=) $2
   AND "simindex"."within_distance_v1"(t.fingerprint, $1, $2)
-  AND ((t.fingerprint # $1) & '-281474976710656'::bigint) <> 0
-  AND ((t.fingerprint # $1) & '281470681743360'::bigint) <> 0
-  AND ((t.fingerprint # $1) & '4294901760'::bigint) <> 0
+  AND ((t.fingerprint OPERATOR(pg_catalog.#) $1) OPERATOR(pg_catalog.&) '-281474976710656'::bigint) OPERATOR(pg_catalog.<>) 0
+  AND ((t.fingerprint OPERATOR(pg_catalog.#) $1) OPERATOR(pg_catalog.&) '281470681743360'::bigint) OPERATOR(pg_catalog.<>) 0
+  AND ((t.fingerprint OPERATOR(pg_catalog.#) $1) OPERATOR(pg_catalog.&) '4294901760'::bigint) OPERATOR(pg_catalog.<>) 0
+OFFSET 0
 ) AS c
 CROSS JOIN LATERAL (SELECT "simindex"."simhash_distance_v1"(c.fingerprint, $1) AS distance) AS d
 WHERE -- A query function's checks (simhash_query, minhash_similar_key_function), one scalar
@@ -235,13 +244,21 @@ WHERE -- A query function's checks (simhash_query, minhash_similar_key_function)
 -- (recorded by the transaction that made it, catalog_set_side; none seen, the snapshot is older
 -- than the index) against the one this plan locked, and the source's state; the source's
 -- existence from the relation cache (pg_table_is_visible is NULL for a table that is gone), no
--- catalog scan. query_ready_v1 judges them.
+-- catalog scan. query_ready_v1 judges them, called only when a test does not pass (no row, a
+-- test false or NULL): a call in every query would cost more than the tests, which are the
+-- same in both places.
 (SELECT coalesce(
-           (SELECT "simindex"."query_ready_v1"(
-                'docs',
-                i.side::pg_catalog.oid OPERATOR(pg_catalog.=) '"simindex"."docs_simhash"'::pg_catalog.regclass::pg_catalog.oid,
-                i.state OPERATOR(pg_catalog.<>) 'source_dropped'
-                    AND pg_catalog.pg_table_is_visible(i.source::pg_catalog.oid) IS NOT NULL)
+           (SELECT CASE
+                WHEN i.side::pg_catalog.oid OPERATOR(pg_catalog.=) '"simindex"."docs_simhash"'::pg_catalog.regclass::pg_catalog.oid
+                     AND i.state OPERATOR(pg_catalog.<>) 'source_dropped'
+                     AND pg_catalog.pg_table_is_visible(i.source::pg_catalog.oid) IS NOT NULL
+                THEN true
+                ELSE "simindex"."query_ready_v1"(
+                    'docs',
+                    i.side::pg_catalog.oid OPERATOR(pg_catalog.=) '"simindex"."docs_simhash"'::pg_catalog.regclass::pg_catalog.oid,
+                    i.state OPERATOR(pg_catalog.<>) 'source_dropped'
+                        AND pg_catalog.pg_table_is_visible(i.source::pg_catalog.oid) IS NOT NULL)
+                END
             FROM "simindex"."indexes" AS i WHERE i.name OPERATOR(pg_catalog.=) 'docs'),
            "simindex"."query_ready_v1"('docs', false, true)))
   AND "simindex"."docs_visible_v1"(c.key)
@@ -260,12 +277,12 @@ CREATE FUNCTION "simindex"."docs_near_key_v1"(
 )
 RETURNS TABLE (key bigint, distance integer)
 LANGUAGE plpgsql VOLATILE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 AS $body$
 #variable_conflict use_column
 BEGIN
-    IF max_distance IS NULL OR max_distance < 0 OR max_distance > 3 THEN
+    IF max_distance IS NULL OR max_distance OPERATOR(pg_catalog.<) 0
+       OR max_distance OPERATOR(pg_catalog.>) 3 THEN
         PERFORM "simindex"."distance_allowed_v1"(max_distance, 3);
     END IF;
     RETURN QUERY -- A SimHash query, nearest first. One arm per Manku table: the rows sharing the query's prefix
@@ -279,7 +296,9 @@ BEGIN
 -- dropped would fail planning it, not with the checks' error.
 -- The checks (query_checks) are an initplan, run before any arm's scan (as a plain condition,
 -- they would be a one-time filter of each arm, run once an arm); max_distance is checked
--- before, simhash_near_function.
+-- before, simhash_near_function. The arms' union is a fence (OFFSET 0): the conditions on its
+-- rows (visible_v1, the key of a query by key left out) are one filter above the arms, not a
+-- copy in each arm's filter (each compiled at every call, as the whole plan's expressions are).
 SELECT c.key, d.distance
 FROM
 -- The stored row of a query's key, the row the arms of a query by key are lateral to: its
@@ -295,7 +314,8 @@ CROSS JOIN LATERAL (
 -- does (before the policy's probe of the source, db.answers), the inlined test after it.
 SELECT t.key, t.fingerprint
 FROM "simindex"."docs_simhash" AS t
-WHERE t.fingerprint BETWEEN (q.fingerprint & '-281474976710656'::bigint) AND (q.fingerprint | '281474976710655'::bigint)
+WHERE t.fingerprint OPERATOR(pg_catalog.>=) (q.fingerprint OPERATOR(pg_catalog.&) '-281474976710656'::bigint)
+  AND t.fingerprint OPERATOR(pg_catalog.<=) (q.fingerprint OPERATOR(pg_catalog.|) '281474976710655'::bigint)
   AND "simindex"."simhash_distance_v1"(t.fingerprint, q.fingerprint) OPERATOR(pg_catalog.<=) $2
   AND "simindex"."within_distance_v1"(t.fingerprint, q.fingerprint, $2)
 UNION ALL
@@ -307,10 +327,10 @@ UNION ALL
 -- does (before the policy's probe of the source, db.answers), the inlined test after it.
 SELECT t.key, t.fingerprint
 FROM "simindex"."docs_simhash" AS t
-WHERE t."p1" = q."p1"
+WHERE t."p1" OPERATOR(pg_catalog.=) q."p1"
   AND "simindex"."simhash_distance_v1"(t.fingerprint, q.fingerprint) OPERATOR(pg_catalog.<=) $2
   AND "simindex"."within_distance_v1"(t.fingerprint, q.fingerprint, $2)
-  AND ((t.fingerprint # q.fingerprint) & '-281474976710656'::bigint) <> 0
+  AND ((t.fingerprint OPERATOR(pg_catalog.#) q.fingerprint) OPERATOR(pg_catalog.&) '-281474976710656'::bigint) OPERATOR(pg_catalog.<>) 0
 UNION ALL
 -- One Manku table's candidates: the rows sharing the query's prefix, within the distance, keys
 -- and fingerprints (the distance is computed once, over every arm's rows: simhash_query). The
@@ -320,11 +340,11 @@ UNION ALL
 -- does (before the policy's probe of the source, db.answers), the inlined test after it.
 SELECT t.key, t.fingerprint
 FROM "simindex"."docs_simhash" AS t
-WHERE t."p2" = q."p2"
+WHERE t."p2" OPERATOR(pg_catalog.=) q."p2"
   AND "simindex"."simhash_distance_v1"(t.fingerprint, q.fingerprint) OPERATOR(pg_catalog.<=) $2
   AND "simindex"."within_distance_v1"(t.fingerprint, q.fingerprint, $2)
-  AND ((t.fingerprint # q.fingerprint) & '-281474976710656'::bigint) <> 0
-  AND ((t.fingerprint # q.fingerprint) & '281470681743360'::bigint) <> 0
+  AND ((t.fingerprint OPERATOR(pg_catalog.#) q.fingerprint) OPERATOR(pg_catalog.&) '-281474976710656'::bigint) OPERATOR(pg_catalog.<>) 0
+  AND ((t.fingerprint OPERATOR(pg_catalog.#) q.fingerprint) OPERATOR(pg_catalog.&) '281470681743360'::bigint) OPERATOR(pg_catalog.<>) 0
 UNION ALL
 -- One Manku table's candidates: the rows sharing the query's prefix, within the distance, keys
 -- and fingerprints (the distance is computed once, over every arm's rows: simhash_query). The
@@ -334,12 +354,13 @@ UNION ALL
 -- does (before the policy's probe of the source, db.answers), the inlined test after it.
 SELECT t.key, t.fingerprint
 FROM "simindex"."docs_simhash" AS t
-WHERE t."p3" = q."p3"
+WHERE t."p3" OPERATOR(pg_catalog.=) q."p3"
   AND "simindex"."simhash_distance_v1"(t.fingerprint, q.fingerprint) OPERATOR(pg_catalog.<=) $2
   AND "simindex"."within_distance_v1"(t.fingerprint, q.fingerprint, $2)
-  AND ((t.fingerprint # q.fingerprint) & '-281474976710656'::bigint) <> 0
-  AND ((t.fingerprint # q.fingerprint) & '281470681743360'::bigint) <> 0
-  AND ((t.fingerprint # q.fingerprint) & '4294901760'::bigint) <> 0
+  AND ((t.fingerprint OPERATOR(pg_catalog.#) q.fingerprint) OPERATOR(pg_catalog.&) '-281474976710656'::bigint) OPERATOR(pg_catalog.<>) 0
+  AND ((t.fingerprint OPERATOR(pg_catalog.#) q.fingerprint) OPERATOR(pg_catalog.&) '281470681743360'::bigint) OPERATOR(pg_catalog.<>) 0
+  AND ((t.fingerprint OPERATOR(pg_catalog.#) q.fingerprint) OPERATOR(pg_catalog.&) '4294901760'::bigint) OPERATOR(pg_catalog.<>) 0
+OFFSET 0
 ) AS c
 CROSS JOIN LATERAL (SELECT "simindex"."simhash_distance_v1"(c.fingerprint, q.fingerprint) AS distance) AS d
 WHERE -- A query function's checks (simhash_query, minhash_similar_key_function), one scalar
@@ -348,13 +369,21 @@ WHERE -- A query function's checks (simhash_query, minhash_similar_key_function)
 -- (recorded by the transaction that made it, catalog_set_side; none seen, the snapshot is older
 -- than the index) against the one this plan locked, and the source's state; the source's
 -- existence from the relation cache (pg_table_is_visible is NULL for a table that is gone), no
--- catalog scan. query_ready_v1 judges them.
+-- catalog scan. query_ready_v1 judges them, called only when a test does not pass (no row, a
+-- test false or NULL): a call in every query would cost more than the tests, which are the
+-- same in both places.
 (SELECT coalesce(
-           (SELECT "simindex"."query_ready_v1"(
-                'docs',
-                i.side::pg_catalog.oid OPERATOR(pg_catalog.=) '"simindex"."docs_simhash"'::pg_catalog.regclass::pg_catalog.oid,
-                i.state OPERATOR(pg_catalog.<>) 'source_dropped'
-                    AND pg_catalog.pg_table_is_visible(i.source::pg_catalog.oid) IS NOT NULL)
+           (SELECT CASE
+                WHEN i.side::pg_catalog.oid OPERATOR(pg_catalog.=) '"simindex"."docs_simhash"'::pg_catalog.regclass::pg_catalog.oid
+                     AND i.state OPERATOR(pg_catalog.<>) 'source_dropped'
+                     AND pg_catalog.pg_table_is_visible(i.source::pg_catalog.oid) IS NOT NULL
+                THEN true
+                ELSE "simindex"."query_ready_v1"(
+                    'docs',
+                    i.side::pg_catalog.oid OPERATOR(pg_catalog.=) '"simindex"."docs_simhash"'::pg_catalog.regclass::pg_catalog.oid,
+                    i.state OPERATOR(pg_catalog.<>) 'source_dropped'
+                        AND pg_catalog.pg_table_is_visible(i.source::pg_catalog.oid) IS NOT NULL)
+                END
             FROM "simindex"."indexes" AS i WHERE i.name OPERATOR(pg_catalog.=) 'docs'),
            "simindex"."query_ready_v1"('docs', false, true)))
   AND NOT c.key OPERATOR(pg_catalog.=) row_key
@@ -397,7 +426,7 @@ SELECT a.key AS left_key, b.key AS right_key,
 FROM "simindex"."docs_simhash" AS a
 JOIN "simindex"."docs_simhash" AS b ON a."p1" = b."p1" AND a.key OPERATOR(pg_catalog.<) b.key
 WHERE "simindex"."simhash_distance_v1"(a.fingerprint, b.fingerprint) <= $1
-  AND ((a.fingerprint # b.fingerprint) & '-281474976710656'::bigint) <> 0
+  AND ((a.fingerprint OPERATOR(pg_catalog.#) b.fingerprint) OPERATOR(pg_catalog.&) '-281474976710656'::bigint) OPERATOR(pg_catalog.<>) 0
 UNION ALL
 -- One Manku table's share of all pairs: rows with the same prefix, within the distance, each
 -- pair once (left < right) and only in the first table that finds it (the "earlier" conditions rule out
@@ -407,8 +436,8 @@ SELECT a.key AS left_key, b.key AS right_key,
 FROM "simindex"."docs_simhash" AS a
 JOIN "simindex"."docs_simhash" AS b ON a."p2" = b."p2" AND a.key OPERATOR(pg_catalog.<) b.key
 WHERE "simindex"."simhash_distance_v1"(a.fingerprint, b.fingerprint) <= $1
-  AND ((a.fingerprint # b.fingerprint) & '-281474976710656'::bigint) <> 0
-  AND ((a.fingerprint # b.fingerprint) & '281470681743360'::bigint) <> 0
+  AND ((a.fingerprint OPERATOR(pg_catalog.#) b.fingerprint) OPERATOR(pg_catalog.&) '-281474976710656'::bigint) OPERATOR(pg_catalog.<>) 0
+  AND ((a.fingerprint OPERATOR(pg_catalog.#) b.fingerprint) OPERATOR(pg_catalog.&) '281470681743360'::bigint) OPERATOR(pg_catalog.<>) 0
 UNION ALL
 -- One Manku table's share of all pairs: rows with the same prefix, within the distance, each
 -- pair once (left < right) and only in the first table that finds it (the "earlier" conditions rule out
@@ -418,9 +447,9 @@ SELECT a.key AS left_key, b.key AS right_key,
 FROM "simindex"."docs_simhash" AS a
 JOIN "simindex"."docs_simhash" AS b ON a."p3" = b."p3" AND a.key OPERATOR(pg_catalog.<) b.key
 WHERE "simindex"."simhash_distance_v1"(a.fingerprint, b.fingerprint) <= $1
-  AND ((a.fingerprint # b.fingerprint) & '-281474976710656'::bigint) <> 0
-  AND ((a.fingerprint # b.fingerprint) & '281470681743360'::bigint) <> 0
-  AND ((a.fingerprint # b.fingerprint) & '4294901760'::bigint) <> 0) AS p
+  AND ((a.fingerprint OPERATOR(pg_catalog.#) b.fingerprint) OPERATOR(pg_catalog.&) '-281474976710656'::bigint) OPERATOR(pg_catalog.<>) 0
+  AND ((a.fingerprint OPERATOR(pg_catalog.#) b.fingerprint) OPERATOR(pg_catalog.&) '281470681743360'::bigint) OPERATOR(pg_catalog.<>) 0
+  AND ((a.fingerprint OPERATOR(pg_catalog.#) b.fingerprint) OPERATOR(pg_catalog.&) '4294901760'::bigint) OPERATOR(pg_catalog.<>) 0) AS p
     WHERE "simindex"."docs_visible_v1"(p.left_key) AND "simindex"."docs_visible_v1"(p.right_key);
 END
 $body$;
