@@ -106,14 +106,14 @@ DECLARE
     key_name name;
     deleted boolean;
 BEGIN
-    -- The app's every write, in as few PL/pgSQL steps as there can be: each expression costs
-    -- its set-up again in every transaction, about a quarter of what the write of a row costs,
-    -- so no variable is initialised here and a one-row INSERT evaluates four: this test, its
+    -- The app's every write, in as few PL/pgSQL steps as there can be: each expression is set
+    -- up again in every transaction, at about a quarter of what the write of a row costs, so
+    -- no variable is initialised here and a one-row INSERT evaluates four: this test, its
     -- event, whether deletes are recorded, RETURN. The way for the table and columns this
-    -- function was written for, trusted (see "simindex_trusted" above: distrust_v1 makes the
-    -- marked literal false), as an AFTER statement trigger outside replica mode; one statement
-    -- then queues the keys, notifies and looks for recorded deletes. Everything else goes the
-    -- way below, as it did before this one existed.
+    -- function was written for, trusted (the literal marked simindex_trusted, which
+    -- distrust_v1 makes false), as an AFTER statement trigger outside replica mode; one
+    -- statement then queues the keys, notifies and looks for recorded deletes. Everything
+    -- else goes the way below.
     IF /* simindex_trusted */ {trusted} AND TG_RELID OPERATOR(pg_catalog.=) {relid}
        AND TG_LEVEL = 'STATEMENT' AND TG_WHEN = 'AFTER'
        AND pg_catalog.current_setting('session_replication_role') <> 'replica' THEN
