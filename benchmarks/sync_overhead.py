@@ -7,13 +7,23 @@ the queue is drained and the tables vacuumed between measurements (untimed), as 
 autovacuum would leave them. Both tables are measured in each round, in turns (the indexed
 one first every other round), and one-row transactions in turns of 50 on both tables, so
 that a slow second of a shared machine touches both. The ratios are indexed / plain.
+
+``--baseline REF``: a third twin indexed by the triggers of commit REF (its ``simindex`` from
+``git archive``, creating the index in a child process), timed in the same turns: the ratios
+of both and this checkout's over the baseline's. Beside wall times, the server backend's CPU
+time (``/proc/<pid>/schedstat``, a local server only) of each turn: on a loaded machine it
+moves less than the wall clock, which also counts waiting for a core.
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,38 +51,92 @@ ONE_ROW = {
     "delete": "DELETE FROM {table} WHERE id = %s",
 }
 OVERHEAD_TABLES = ("ovh_plain", "ovh_indexed")
+BASELINE_TABLE = "ovh_baseline"
+BASELINE_INDEX = "ovhb"
 # One-row transactions run in turns of this many on each table, so that a slow second of the
 # machine touches both.
 SINGLES_TURN = 50
 
 
-def _settle(dsn: str, conn: Conn, name: str) -> None:
-    """Untimed, between measurements: the queue drained, dead rows vacuumed, as a worker and
+def _settle(dsn: str, conn: Conn, names: list[str], tables: Sequence[str]) -> None:
+    """Untimed, between measurements: the queues drained, dead rows vacuumed, as a worker and
     autovacuum would leave them."""
-    sync(dsn, [name], batch_size=DEFAULT_BATCH_SIZE)
-    tables = [sql.Identifier(table) for table in OVERHEAD_TABLES]
-    tables += [
-        sql.Identifier("simindex", f"{name}_{kind}") for kind in ("queue", "deletes", "simhash")
+    sync(dsn, names, batch_size=DEFAULT_BATCH_SIZE)
+    vacuumed = [sql.Identifier(table) for table in tables]
+    vacuumed += [
+        sql.Identifier("simindex", f"{name}_{kind}")
+        for name in names
+        for kind in ("inbox", "queue", "deletes", "simhash")
     ]
-    for table in tables:
+    for table in vacuumed:
         conn.execute(sql.SQL("VACUUM ANALYZE {}").format(table))
 
 
-def overhead(dsn: str, texts: list[str], singles: int, rounds: int) -> dict[str, Any]:
+def export(ref: str, into: Path) -> str:
+    """``simindex/`` of commit ``ref`` under ``into``; returns the commit's id."""
+    repository = Path(__file__).resolve().parent.parent
+    commit = subprocess.run(
+        ["git", "-C", str(repository), "rev-parse", ref], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    archive = subprocess.run(
+        ["git", "-C", str(repository), "archive", commit, "simindex"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return commit
+
+
+def _create_baseline_index(dsn: str, tree: Path) -> None:
+    """The baseline's index on its twin, created by the baseline's code (its triggers)."""
+    code = (
+        "import sys\n"
+        "from simindex.index import create_index\n"
+        f"create_index(sys.argv[1], {BASELINE_INDEX!r}, {BASELINE_TABLE!r}, 'body').build()\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    subprocess.run([sys.executable, "-c", code, dsn], env=env, cwd=tree, check=True)
+
+
+class BackendCpu:
+    """On-CPU nanoseconds of one connection's server backend so far (Linux, a local server);
+    ``None`` where its /proc entry cannot be read."""
+
+    def __init__(self, conn: Conn) -> None:
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+        self.path = Path(f"/proc/{row[0] if row else 0}/schedstat")
+
+    def __call__(self) -> int | None:
+        try:
+            return int(self.path.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
+
+def overhead(
+    dsn: str, texts: list[str], singles: int, rounds: int, baseline: Path | None = None
+) -> dict[str, Any]:
     """The app's INSERT, UPDATE of the text and DELETE, as one statement over ``len(texts)``
     rows (read from a third table, so that sending them costs nothing) and as ``singles``
-    one-row transactions, into a table with an index and a twin without; the queue drained
-    between measurements (untimed)."""
+    one-row transactions, into a table with an index and a twin without (and, with
+    ``baseline``, a twin indexed by that tree's code); the queues drained between
+    measurements (untimed)."""
     name = "ovh"
+    tables = (*OVERHEAD_TABLES, BASELINE_TABLE) if baseline else OVERHEAD_TABLES
+    names = [name, BASELINE_INDEX] if baseline else [name]
     bulk: dict[str, dict[str, list[float]]] = {
-        kind: {table: [] for table in OVERHEAD_TABLES} for kind in STATEMENTS
+        kind: {table: [] for table in tables} for kind in STATEMENTS
     }
     single: dict[str, dict[str, list[float]]] = {
-        kind: {table: [] for table in OVERHEAD_TABLES} for kind in STATEMENTS
+        kind: {table: [] for table in tables} for kind in STATEMENTS
+    }
+    single_cpu: dict[str, dict[str, list[float]]] = {
+        kind: {table: [] for table in tables} for kind in STATEMENTS
     }
     count = len(texts)
     with psycopg.connect(dsn, autocommit=True) as conn:
-        for table in (*OVERHEAD_TABLES, "ovh_texts"):
+        cpu = BackendCpu(conn)
+        for table in (*tables, "ovh_texts"):
             conn.execute(sql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(sql.Identifier(table)))
             conn.execute(
                 sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, body text)").format(
@@ -84,29 +148,44 @@ def overhead(dsn: str, texts: list[str], singles: int, rounds: int) -> dict[str,
                 copy.write_row((key, text))
         conn.execute("VACUUM ANALYZE ovh_texts")
         create_index(dsn, name, "ovh_indexed", "body").build()
+        if baseline:
+            _create_baseline_index(dsn, baseline)
         for round_ in range(rounds):
-            # The indexed table first every other round: neither always runs on a warmer cache.
-            order = OVERHEAD_TABLES if round_ % 2 == 0 else OVERHEAD_TABLES[::-1]
+            # Each table first in turn: none always runs on a warmer cache.
+            shift = round_ % len(tables)
+            order = (*tables[shift:], *tables[:shift])
             for kind in STATEMENTS:
                 for table in order:
                     query = sql.SQL(STATEMENTS[kind]).format(table=sql.Identifier(table))
                     started = time.perf_counter()
                     conn.execute(query)
                     bulk[kind][table].append(time.perf_counter() - started)
-                _settle(dsn, conn, name)
+                _settle(dsn, conn, names, tables)
             for kind in ONE_ROW:
-                spent = dict.fromkeys(OVERHEAD_TABLES, 0.0)
+                spent = dict.fromkeys(tables, 0.0)
+                spent_cpu: dict[str, float | None] = dict.fromkeys(tables, 0.0)
                 for turn in range(0, singles, SINGLES_TURN):
                     for table in order:
                         query = sql.SQL(ONE_ROW[kind]).format(table=sql.Identifier(table))
+                        cpu_before = cpu()
                         started = time.perf_counter()
                         for key in range(turn + 1, min(turn + SINGLES_TURN, singles) + 1):
                             params = (key, texts[key % count]) if kind == "insert" else (key,)
                             conn.execute(query, params, prepare=True)
                         spent[table] += time.perf_counter() - started
-                for table in OVERHEAD_TABLES:
+                        cpu_after = cpu()
+                        so_far = spent_cpu[table]
+                        spent_cpu[table] = (
+                            None
+                            if so_far is None or cpu_before is None or cpu_after is None
+                            else so_far + (cpu_after - cpu_before) / 1e9
+                        )
+                for table in tables:
                     single[kind][table].append(spent[table])
-                _settle(dsn, conn, name)
+                    table_cpu = spent_cpu[table]
+                    if table_cpu is not None:
+                        single_cpu[kind][table].append(table_cpu)
+                _settle(dsn, conn, names, tables)
             log(
                 f"overhead round {round_ + 1}: "
                 + ", ".join(
@@ -116,13 +195,15 @@ def overhead(dsn: str, texts: list[str], singles: int, rounds: int) -> dict[str,
                 )
             )
     drop_index(dsn, name)
+    if baseline:
+        drop_index(dsn, BASELINE_INDEX)
     result: dict[str, Any] = {
         "rounds": rounds,
         "bulk_rows": count,
         "single_transactions": singles,
-        "note": "median over rounds; plain and indexed in turns in each round (indexed first "
-        "every other round); queue drained and tables vacuumed between measurements; "
-        "no LISTENer connected (NOTIFY queues nothing then)",
+        "note": "median over rounds; the tables in turns in each round (each first in turn); "
+        "queues drained and tables vacuumed between measurements; no LISTENer connected; "
+        "single_cpu: the server backend's on-CPU time per one-row transaction",
     }
     for kind in STATEMENTS:
         plain_bulk = statistics.median(bulk[kind]["ovh_plain"])
@@ -146,7 +227,56 @@ def overhead(dsn: str, texts: list[str], singles: int, rounds: int) -> dict[str,
                 for i, p in zip(single[kind]["ovh_indexed"], single[kind]["ovh_plain"], strict=True)
             ],
         }
+        if all(single_cpu[kind][table] for table in tables):
+            plain_cpu = statistics.median(single_cpu[kind]["ovh_plain"])
+            idx_cpu = statistics.median(single_cpu[kind]["ovh_indexed"])
+            result[kind]["single_cpu_us"] = {
+                "plain": round(1e6 * plain_cpu / singles, 1),
+                "indexed": round(1e6 * idx_cpu / singles, 1),
+            }
+            result[kind]["single_cpu_ratio"] = round(idx_cpu / plain_cpu, 3)
+        if baseline:
+            result[kind]["baseline"] = _baseline_figures(
+                bulk[kind], single[kind], single_cpu[kind], singles
+            )
     return result
+
+
+def _baseline_figures(
+    bulk: dict[str, list[float]],
+    single: dict[str, list[float]],
+    single_cpu: dict[str, list[float]],
+    singles: int,
+) -> dict[str, Any]:
+    """The baseline's twin beside plain, and this checkout's over the baseline's, per round
+    and as the median (each round's three tables ran in the same turns)."""
+
+    def ratios(times: dict[str, list[float]], over: str, table: str) -> list[float]:
+        return [round(t / o, 3) for t, o in zip(times[table], times[over], strict=True)]
+
+    figures: dict[str, Any] = {
+        "bulk_ms": round(1000 * statistics.median(bulk[BASELINE_TABLE]), 1),
+        "bulk_ratio": round(
+            statistics.median(bulk[BASELINE_TABLE]) / statistics.median(bulk["ovh_plain"]), 3
+        ),
+        "single_us": round(1e6 * statistics.median(single[BASELINE_TABLE]) / singles, 1),
+        "single_ratio": round(
+            statistics.median(single[BASELINE_TABLE]) / statistics.median(single["ovh_plain"]), 3
+        ),
+        "bulk_this_over_baseline": ratios(bulk, BASELINE_TABLE, "ovh_indexed"),
+        "single_this_over_baseline": ratios(single, BASELINE_TABLE, "ovh_indexed"),
+    }
+    if single_cpu["ovh_plain"]:
+        figures["single_cpu_us"] = round(
+            1e6 * statistics.median(single_cpu[BASELINE_TABLE]) / singles, 1
+        )
+        figures["single_cpu_ratio"] = round(
+            statistics.median(single_cpu[BASELINE_TABLE])
+            / statistics.median(single_cpu["ovh_plain"]),
+            3,
+        )
+        figures["single_cpu_this_over_baseline"] = ratios(single_cpu, BASELINE_TABLE, "ovh_indexed")
+    return figures
 
 
 def print_overhead(o: dict[str, Any]) -> None:
@@ -175,6 +305,31 @@ def print_overhead(o: dict[str, Any]) -> None:
                 " ".join(f"{r:.2f}" for r in part["single_ratios"]),
             ]
         )
+    for kind in STATEMENTS:
+        part = o[kind]
+        if "single_cpu_ratio" in part:
+            rows.append(
+                [
+                    f"{kind}, one-row transactions, backend CPU (us each)",
+                    f"{part['single_cpu_us']['plain']:.0f}",
+                    f"{part['single_cpu_us']['indexed']:.0f}",
+                    f"{part['single_cpu_ratio']:.2f}",
+                    "",
+                ]
+            )
+        base = part.get("baseline")
+        if base:
+            rows.append(
+                [
+                    f"{kind}, baseline's triggers: bulk / one row / one row CPU",
+                    "",
+                    "",
+                    f"{base['bulk_ratio']:.2f} / {base['single_ratio']:.2f} / "
+                    f"{base.get('single_cpu_ratio', float('nan')):.2f}",
+                    "this/baseline, one row: "
+                    + " ".join(f"{r:.2f}" for r in base["single_this_over_baseline"]),
+                ]
+            )
     print_table(
         "Trigger overhead on the app's writes (median of rounds)",
         ["statement", "plain", "indexed", "ratio", "every round"],
@@ -209,6 +364,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--rows", type=int, default=200_000, help="rows of a bulk statement")
     parser.add_argument("--singles", type=int, default=2000, help="one-row transactions")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--baseline", help="git commit whose triggers a third twin gets")
+    parser.add_argument("--baseline-note", default="", help="what the baseline commit is")
     add_server_options(parser)
     parser.add_argument(
         "--output", type=Path, default=Path(__file__).parent / "results/sync-overhead.json"
@@ -219,11 +376,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     report["targets_spec"] = TARGETS
     short = corpus.short_texts(min(args.rows, 145_000))
     texts = list(itertools.islice(itertools.cycle(short), args.rows))
-    with server(args.server) as (dsn, info):
+    with tempfile.TemporaryDirectory() as scratch, server(args.server) as (dsn, info):
+        tree = None
+        if args.baseline:
+            tree = Path(scratch)
+            report["baseline"] = {
+                "ref": args.baseline,
+                "commit": export(args.baseline, tree),
+                "note": args.baseline_note,
+            }
         report["server"] = info
         log(f"{server_version(info['version'])}; migrating")
         simindex.migrate(dsn)
-        report["overhead"] = overhead(dsn, texts, args.singles, args.rounds)
+        report["overhead"] = overhead(dsn, texts, args.singles, args.rounds, tree)
     report["targets"] = targets(report["overhead"])
     write_result(args.output, report, report["server"]["version"])
     print_overhead(report["overhead"])

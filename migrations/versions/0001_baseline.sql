@@ -737,9 +737,9 @@ END
 $body$
 
 -- name: distrust_v1
--- An index's trigger function written for its table as it was ("simindex_trusted" true: it reads
--- the columns unchecked, because these event triggers watch every change of the table) made to
--- check them again, after a change of the table; a build writes it afresh. CREATE OR REPLACE
+-- An index's trigger function written for its table as it was (its literal marked
+-- "/* simindex_trusted */" true: it reads the columns unchecked, because these event triggers
+-- watch every change of the table) made to check them again, after a change of the table; a build writes it afresh. CREATE OR REPLACE
 -- keeps the function's owner, its rights and its triggers.
 CREATE FUNCTION {schema}.distrust_v1(index_name text)
 RETURNS void LANGUAGE plpgsql VOLATILE
@@ -753,14 +753,13 @@ BEGIN
     WHERE p.pronamespace OPERATOR(pg_catalog.=) (
             SELECT n.oid FROM pg_catalog.pg_namespace AS n WHERE n.nspname = {schema_literal})
       AND p.proname = index_name || '_trigger_v1';
-    IF NOT FOUND OR strpos(fn.prosrc, 'simindex_trusted CONSTANT boolean := true;') = 0 THEN
+    IF NOT FOUND OR strpos(fn.prosrc, '/* simindex_trusted */ true') = 0 THEN
         RETURN;
     END IF;
     EXECUTE 'CREATE OR REPLACE FUNCTION ' || fn.routine || ' RETURNS trigger '
         || 'LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS '
-        || quote_literal(regexp_replace(fn.prosrc,
-               'simindex_trusted CONSTANT boolean := true;',
-               'simindex_trusted CONSTANT boolean := false;'));
+        || quote_literal(pg_catalog.replace(fn.prosrc,
+               '/* simindex_trusted */ true', '/* simindex_trusted */ false'));
 END
 $body$
 

@@ -276,6 +276,7 @@ class Triggers:
             event: self._event_statements(event, sql.SQL("k"), sql.SQL("t"), by_position=True)
             for event in EVENTS
         }
+        fast = {event: self._fast_statements(event) for event in ("insert", "update")}
         return statement(
             "sync_trigger_function",
             function=self.function,
@@ -285,6 +286,13 @@ class Triggers:
             # Not known (an offline script): 0, no table's OID, so the checked path runs until
             # the first build writes the function again.
             relid=sql.Literal(source.oid if known else 0),
+            fast_insert=fast["insert"],
+            fast_update=fast["update"],
+            fast_delete=statement(
+                "sync_trigger_fast_delete",
+                deletes=self.deletes,
+                channel=sql.Literal(channel(self.name)),
+            ),
             trusted=sql.Literal(trusted and known),
             key_attnum=sql.Literal(source.key_attnum),
             key_name=sql.Literal(source.key_column),
@@ -306,6 +314,40 @@ class Triggers:
             queue_row=_FormatIdentifier(
                 statement("sync_trigger_queue_row", inbox=self.inbox, column=sql.SQL(_ALIASES_MARK))
             ),
+        )
+
+    def _fast_statements(self, event: str) -> sql.Composable:
+        """The statements of ``event`` on the way every write of a trusted source takes: the
+        keys queued, the channel notified and whether deletes are recorded in one statement,
+        then what a key used again needs (see ``sync_trigger_fast_queue``)."""
+        parts = {
+            "queue": self.queue,
+            "inbox": self.inbox,
+            "perform": sql.SQL("PERFORM"),
+            "aliases": sql.SQL(""),
+            "key": sql.Identifier(self.source.key_column),
+            "text": sql.Identifier(self.source.text_column),
+            "equals": self.equals,
+            "deletes": self.deletes,
+        }
+        queue_block, wait_block, replaced_block = _KEY_USED_AGAIN[event]
+        return sql.SQL(";\n").join(
+            [
+                statement(
+                    "sync_trigger_fast_queue",
+                    queue=statement(queue_block, **parts),
+                    deletes=self.deletes,
+                    channel=sql.Literal(channel(self.name)),
+                ),
+                statement(
+                    "sync_trigger_fast_replace",
+                    wait=statement(wait_block, **parts),
+                    statement=sql.SQL(";\n").join(
+                        statement(replaced_block, **parts, table=table)
+                        for table in self.store.side_tables()
+                    ),
+                ),
+            ]
         )
 
     def _event_statements(

@@ -238,7 +238,7 @@ def test_downgrade_to_base_removes_every_index_first(
 
 
 TRUSTED = (
-    "SELECT substring(prosrc FROM 'simindex_trusted CONSTANT boolean := (true|false);') "
+    "SELECT substring(prosrc FROM '/\\* simindex_trusted \\*/ (true|false) AND') "
     "FROM pg_proc WHERE proname = 'docs_trigger_v1'"
 )
 

@@ -50,9 +50,9 @@ CREATE TABLE {failed} (
 -- the index instead of failing the write.
 -- Fast path: the table and columns the function was written for, their names in the
 -- statements. Where simindex's event triggers watch the database, nothing is looked up: any
--- ALTER TABLE of the source (or of its parents or row type) rewrites this function with
--- simindex_trusted false first (schema.distrust_v1), in the same transaction, so no write ever
--- runs a trusted body on a changed table. Otherwise one pg_attribute lookup per column read
+-- ALTER TABLE of the source (or of its parents or row type) rewrites this function with the
+-- literals marked simindex_trusted false first (schema.distrust_v1), in the same transaction,
+-- so no write ever runs a trusted body on a changed table. Otherwise one pg_attribute lookup per column read
 -- checks number, name and type. When that fails (a renamed table or column, a dropped column
 -- before them, a restored database), the catalog's record is checked and the same statements
 -- run with the columns renamed by position, "AS n (_1, k, _3, t)" (EXECUTE), until a build
@@ -99,15 +99,36 @@ LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $body$
 DECLARE
-    simindex_trusted CONSTANT boolean := {trusted};
     written_for boolean;
     source record;
     aliases text;
-    replica CONSTANT boolean :=
-        pg_catalog.current_setting('session_replication_role') = 'replica';
+    replica boolean;
     key_name name;
     deleted boolean;
 BEGIN
+    -- The app's every write, in as few PL/pgSQL steps as there can be: each expression is set
+    -- up again in every transaction, at about a quarter of what the write of a row costs, so
+    -- no variable is initialised here and a one-row INSERT evaluates four: this test, its
+    -- event, whether deletes are recorded, RETURN. The way for the table and columns this
+    -- function was written for, trusted (the literal marked simindex_trusted, which
+    -- distrust_v1 makes false), as an AFTER statement trigger outside replica mode; one
+    -- statement then queues the keys, notifies and looks for recorded deletes. Everything
+    -- else goes the way below.
+    IF /* simindex_trusted */ {trusted} AND TG_RELID OPERATOR(pg_catalog.=) {relid}
+       AND TG_LEVEL = 'STATEMENT' AND TG_WHEN = 'AFTER'
+       AND pg_catalog.current_setting('session_replication_role') <> 'replica' THEN
+        IF TG_OP = 'INSERT' THEN
+            {fast_insert};
+        ELSIF TG_OP = 'UPDATE' THEN
+            {fast_update};
+        ELSIF TG_OP = 'DELETE' THEN
+            {fast_delete};
+        ELSE
+            {truncate};
+        END IF;
+        RETURN NULL;
+    END IF;
+    replica := pg_catalog.current_setting('session_replication_role') = 'replica';
     IF TG_WHEN <> 'AFTER' OR (TG_LEVEL <> 'STATEMENT' AND NOT replica) THEN
         RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = 'simindex: ' || TG_NAME
             || ' must be an AFTER ... FOR EACH STATEMENT trigger of index ' || {index_name};
@@ -138,7 +159,7 @@ BEGIN
         RETURN NULL;  -- queued by the row triggers
     END IF;
     IF TG_RELID = {relid} THEN
-        IF simindex_trusted OR TG_OP IN ('TRUNCATE', 'DELETE') THEN
+        IF /* simindex_trusted */ {trusted} OR TG_OP IN ('TRUNCATE', 'DELETE') THEN
             written_for := true;
         ELSE
             SELECT true INTO written_for FROM pg_catalog.pg_attribute AS a
@@ -215,6 +236,40 @@ BEGIN
     RETURN NULL;
 END
 $body$
+
+-- name: sync_trigger_fast_queue
+-- The keys queued, the channel notified (at commit, whenever in the transaction it is asked)
+-- and whether the index rows of the new keys must go (deletes recorded, or a snapshot that may
+-- predate one: see sync_trigger_if_deleted), in one statement.
+WITH queued AS (
+{queue}
+)
+-- (pg_notify in a CASE that evaluates it first, and in no FROM list: a function scan costs
+-- a tuplestore.)
+SELECT CASE WHEN pg_catalog.pg_notify({channel}, '') IS NULL THEN NULL
+            ELSE EXISTS (SELECT FROM {deletes})
+                 OR pg_catalog.current_setting('transaction_isolation') <> 'read committed' END
+INTO deleted
+
+-- name: sync_trigger_fast_replace
+-- After sync_trigger_fast_queue: as sync_trigger_if_deleted, the keys queued already.
+IF deleted THEN
+    IF pg_catalog.current_setting('transaction_isolation') = 'read committed' THEN
+        {wait};
+    ELSE
+        BEGIN
+            {wait};
+        EXCEPTION WHEN serialization_failure THEN
+            NULL;  -- an entry a batch consumed since this snapshot: the batch is done
+        END;
+    END IF;
+    {statement};
+END IF
+
+-- name: sync_trigger_fast_delete
+-- A delete recorded and the channel notified, in one statement.
+INSERT INTO {deletes} (deleted_at)
+SELECT pg_catalog.now() WHERE pg_catalog.pg_notify({channel}, '') IS NOT NULL
 
 -- name: sync_trigger_queue_row
 -- A row's key ($1, the row; the key column's name goes where the mark is), for format().
