@@ -2,8 +2,9 @@
 a row, from PostgreSQL's storage layout.
 
 A heap row is a 24-byte header plus its columns, padded to 8 bytes, plus a 4-byte line
-pointer; a btree entry is an 8-byte header plus its columns, padded to 8 bytes, plus a line
-pointer, in leaves a fresh ``CREATE INDEX`` fills to 90%. Keys are taken as 8 bytes (bigint).
+pointer, as many whole rows to an 8 kB page (after its 24-byte header) as fit; a btree entry
+is an 8-byte header plus its columns, padded to 8 bytes, plus a line pointer, in leaves a
+fresh ``CREATE INDEX`` fills to 90%. Keys are taken as 8 bytes (bigint).
 The benchmark ``benchmarks/storage.py`` compares these estimates with measured sizes.
 """
 
@@ -14,6 +15,8 @@ from dataclasses import dataclass
 from simindex.core.design import LshDesign, MankuDesign
 
 _KEY = 8
+_PAGE = 8192
+_PAGE_HEADER = 24
 _HEAP_HEADER = 24
 _INDEX_HEADER = 8
 _LINE_POINTER = 4
@@ -25,7 +28,9 @@ def _aligned(size: int) -> int:
 
 
 def _heap(columns: int) -> float:
-    return _aligned(_HEAP_HEADER + columns) + _LINE_POINTER
+    """A page's bytes over the whole rows it holds (24 rows of 340 bytes leave 8 unused)."""
+    rows_a_page = (_PAGE - _PAGE_HEADER) // (_aligned(_HEAP_HEADER + columns) + _LINE_POINTER)
+    return _PAGE / max(rows_a_page, 1)
 
 
 def _btree(columns: int) -> float:
@@ -54,7 +59,8 @@ def simhash_cost(design: MankuDesign) -> Cost:
 
 def minhash_cost(design: LshDesign, sketch_bits: int) -> Cost:
     """One row (key, shingle set hash, one-bit sketch, one 32-bit band key per band), a btree
-    per band and one on (set hash, key)."""
+    per band, the first on (band key, set hash, key), and the primary key."""
     bands = design.num_bands
     row = _heap(_KEY + 8 + 8 + sketch_bits // 8 + 4 * bands)
-    return Cost(bands, row + bands * _btree(4) + _btree(_KEY) + _btree(8 + _KEY))
+    indexes = (bands - 1) * _btree(4) + _btree(4 + 8 + _KEY) + _btree(_KEY)
+    return Cost(bands, row + indexes)

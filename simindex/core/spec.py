@@ -93,7 +93,8 @@ class MinHash:
     num_bands: int | None = None
     rows_per_band: int | None = None
     ignore_common: float | None = None
-    sketch_bits: int = 1792
+    # 1,664 bits: 25 rows a heap page (1,792 fit 24); see docs/parameters.md.
+    sketch_bits: int = 1664
 
 
 Method = SimHash | MinHash

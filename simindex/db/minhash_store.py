@@ -2,7 +2,8 @@
 
 The row holds the key, the hash of the shingle set (``set_hash``), one ``integer`` band key
 column per LSH band (``b0``, ``b1``, ...), each with a plain btree -- the same shape as a SimHash
-side table's permuted-prefix columns -- and a one-bit sketch (``bit(sketch_bits)``). A query is
+side table's permuted-prefix columns; the first band's on ``(b0, set_hash, key)``, which also
+finds the rows of a set -- and a one-bit sketch (``bit(sketch_bits)``). A query is
 one BitmapOr over the band indexes, so each candidate row is read once, then scored in SQL by
 ``bit_count`` of the XOR of two sketches (``minhash_similarity_v1``). See
 :mod:`simindex.core.packing` for the stored values.
@@ -125,9 +126,6 @@ class MinHashStore:
 
     def _index_name(self, band: int, staging: bool = False) -> str:
         return f"{self._name('minhash', staging)}_b{band}"
-
-    def _set_index_name(self, staging: bool = False) -> str:
-        return f"{self._name('minhash', staging)}_set_hash"
 
     def create_statements(self, staging: bool = False) -> list[sql.Composed]:
         band_columns = sql.SQL(",\n    ").join(
@@ -342,22 +340,25 @@ class MinHashStore:
             )
 
     def finish_statements(self, staging: bool = False) -> list[sql.Composed]:
+        # The first band's index holds the rows of each set too (minhash_create_set_index).
+        first, *others = self.columns
         indexes = [
             statement(
-                "minhash_create_band_index",
-                index=sql.Identifier(self._index_name(band, staging)),
-                table=self.table(staging),
-                column=column,
-            )
-            for band, column in enumerate(self.columns)
-        ]
-        indexes.append(
-            statement(
                 "minhash_create_set_index",
-                index=sql.Identifier(self._set_index_name(staging)),
+                index=sql.Identifier(self._index_name(0, staging)),
                 table=self.table(staging),
-            )
-        )
+                column=first,
+            ),
+            *(
+                statement(
+                    "minhash_create_band_index",
+                    index=sql.Identifier(self._index_name(band, staging)),
+                    table=self.table(staging),
+                    column=column,
+                )
+                for band, column in enumerate(others, start=1)
+            ),
+        ]
         if staging:  # its primary key after the load: one sort, not an insert a row
             indexes.insert(0, statement("add_primary_key", table=self.table(staging)))
         return [*indexes, statement("analyze", table=self.table(staging))]
@@ -374,7 +375,6 @@ class MinHashStore:
         renames = [
             (self._index_name(b, True), self._index_name(b)) for b in range(len(self.columns))
         ]
-        renames.append((self._set_index_name(True), self._set_index_name()))
         renames.append(
             (self._name("minhash", True) + "_pkey", self._name("minhash", False) + "_pkey")
         )

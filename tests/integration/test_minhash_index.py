@@ -170,6 +170,58 @@ def test_band_keys_are_read_by_index_scans(database_dsn: str) -> None:
     assert {node.get("Relation Name") for node in nodes} >= {"notes_minhash"}
 
 
+def test_the_rows_of_a_set_are_read_in_key_order_from_the_first_band_index(
+    database_dsn: str,
+) -> None:
+    """Both query functions read the rows of the query's own set from the (b0, set_hash, key)
+    index, in key order (no sort), by the first band key and the set hash: the rows of one set
+    share every band key, so no index of set hashes alone is needed."""
+    others = corpus(8, 3000)
+    texts: list[str | None] = [*others, *[corpus(9, 1)[0]] * 300]
+    load(database_dsn, texts)
+    index = create_index(database_dsn, "notes", "notes", "body", method=MinHash(0.8, 128))
+    index.build()
+    spec = resolve(MinHash(0.8, 128))
+    values, _ = spec.minhash_values(texts[-1:])
+    with psycopg.connect(database_dsn) as conn:
+        info = index.info()
+        store = store_for("simindex", "notes", info.source, info.spec)
+        assert isinstance(store, MinHashStore)
+        by_value, by_key = (
+            statement.as_string(conn) for statement in store.function_statements()[:2]
+        )
+        _, band_keys, set_hash = store.query_arguments(values[0])
+        own = by_value.split("IF $5 IS NOT NULL THEN")[1].split("RETURN QUERY")[1].split(";")[0]
+        for parameter, renumbered in (("$2", "$1"), ("$4", "$2"), ("$5", "$3")):
+            own = own.replace(parameter, renumbered)
+        conn.execute(f"PREPARE by_value(integer[], integer, bigint) AS {own}")
+        own = by_key.split("IF set_others THEN")[1].split("RETURN QUERY")[1].split(";")[0]
+        for variable, parameter in (("query_bands", "$1"), ("max_rows", "$2"), ("query_set", "$3")):
+            own = own.replace(variable, parameter)
+        conn.execute(
+            "PREPARE by_key(integer[], integer, bigint, integer) AS " + own.replace("row_key", "$4")
+        )
+        arguments = [sql.Literal(band_keys), sql.Literal(1000), sql.Literal(set_hash)]
+        plans = [
+            conn.execute(
+                sql.SQL("EXPLAIN (FORMAT JSON) EXECUTE {}({})").format(
+                    sql.Identifier(name), sql.SQL(", ").join(arguments + extra)
+                )
+            ).fetchone()[0]  # type: ignore[index]
+            for name, extra in (("by_value", []), ("by_key", [sql.Literal(len(others))]))
+        ]
+        rows = conn.execute(
+            sql.SQL("EXECUTE by_value({})").format(sql.SQL(", ").join(arguments))
+        ).fetchall()
+    for plan in plans:
+        nodes = list(plan_nodes(plan[0]["Plan"]))
+        assert "Sort" not in {node["Node Type"] for node in nodes}
+        scans = [node for node in nodes if node.get("Relation Name") == "notes_minhash"]
+        assert [node.get("Index Name") for node in scans] == ["notes_minhash_b0"]
+        assert scans[0]["Node Type"] in ("Index Scan", "Index Only Scan")
+    assert [row[0] for row in rows] == list(range(len(others), len(texts)))
+
+
 def test_text_keys_with_copy_special_characters(database_dsn: str) -> None:
     texts = corpus(7, 30)
     keys = [f"k\t{i}\\\n{'ü' * (i % 3)}" for i in range(len(texts))]

@@ -17,17 +17,19 @@ CREATE TABLE {table} (
 CREATE INDEX {index} ON {table} ({column})
 
 -- name: minhash_create_set_index
--- The rows of each shingle set in key order: a query reads the rows of its own set here
--- (minhash_similar_function), never through the band indexes.
-CREATE INDEX {index} ON {table} (set_hash, key)
+-- The first band's index, which also holds the rows of each shingle set in key order: the rows
+-- of one set share every band key, so a query reads the rows of its own set here, by its first
+-- band key and its set hash (minhash_similar_function). One index in place of (b0) and
+-- (set_hash, key): 13 bytes a row less (benchmarks/storage_churn.py).
+CREATE INDEX {index} ON {table} ({column}, set_hash, key)
 
 -- name: minhash_copy
 COPY {table} (key, set_hash, {columns}, sketch) FROM STDIN
 
 -- name: minhash_similar_function
 -- The rows of the query's own shingle set (set_hash) score 1 exactly and come first, in key
--- order, read from the (set_hash, key) index (a template's copies share every band key: never
--- through the band indexes); max_rows of them are the whole answer. The other candidates share
+-- order, read from the (b0, set_hash, key) index (a template's copies share every band key: never
+-- through the BitmapOr); max_rows of them are the whole answer. The other candidates share
 -- a band key with the query (a BitmapOr of the band indexes: each row is read once) and are
 -- scored by minhash_similarity_v1 (leakproof: applied before the row-level security probe),
 -- sorted, and probed in that order until the rest of max_rows are seen: a deleted or hidden
@@ -78,7 +80,7 @@ BEGIN
         RETURN QUERY SELECT c.key, 1.0::double precision, true
         FROM {table} AS c
         CROSS JOIN LATERAL (SELECT FROM {visible_key}(c.key) LIMIT 1) AS seen
-        WHERE c.set_hash = $5
+        WHERE c.b0 = $2[1] AND c.set_hash = $5
         ORDER BY c.key
         LIMIT $4;
         GET DIAGNOSTICS same = ROW_COUNT;
@@ -115,8 +117,8 @@ $body$
 -- table must be the one the plan locked, and the source) and the key's row is read; the later
 -- statements run under that lock, on the same table, and are planned only once the checks
 -- passed (the inlined visible_key of a dropped source would fail planning them). The rows of the key's own set (identical, scored 1: before every
--- other row) come first, from the (set_hash, key) index in key order, each probed in the
--- source, never through the band indexes; a template's copies, max_rows of them or more, are
+-- other row) come first, from the (b0, set_hash, key) index in key order, each probed in the
+-- source, never through the BitmapOr; a template's copies, max_rows of them or more, are
 -- then the whole answer. Only a set with rows besides the key is read so. Then the other
 -- candidates, as similar_v1 finds them (minhash_key_candidates): sorted, then probed in the
 -- source in that order until as many as are still wanted are seen (only keys the source
@@ -157,7 +159,9 @@ BEGIN
     END IF;
     SELECT s.sketch, ARRAY[{band_columns}], s.set_hash,
            EXISTS (SELECT FROM {table} AS o
-                   WHERE o.set_hash OPERATOR(pg_catalog.=) s.set_hash AND o.key OPERATOR(pg_catalog.<>) s.key),
+                   WHERE o.b0 OPERATOR(pg_catalog.=) s.b0
+                     AND o.set_hash OPERATOR(pg_catalog.=) s.set_hash
+                     AND o.key OPERATOR(pg_catalog.<>) s.key),
            pg_catalog.row_security_active(s.tableoid)
     INTO query_sketch, query_bands, query_set, set_others, protected
     FROM {table} AS s
@@ -173,7 +177,9 @@ BEGIN
         SELECT c.key, 1.0::double precision, true
         FROM {table} AS c
         CROSS JOIN LATERAL (SELECT FROM {visible_key}(c.key) LIMIT 1) AS seen
-        WHERE c.set_hash OPERATOR(pg_catalog.=) query_set AND c.key OPERATOR(pg_catalog.<>) row_key
+        WHERE c.b0 OPERATOR(pg_catalog.=) query_bands[1]
+          AND c.set_hash OPERATOR(pg_catalog.=) query_set
+          AND c.key OPERATOR(pg_catalog.<>) row_key
         ORDER BY c.key
         LIMIT max_rows;
         GET DIAGNOSTICS found_rows = ROW_COUNT;
