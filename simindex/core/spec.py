@@ -93,8 +93,7 @@ class MinHash:
     num_bands: int | None = None
     rows_per_band: int | None = None
     ignore_common: float | None = None
-    # 1,664 bits: 25 rows a heap page (1,792 fit 24); see docs/parameters.md.
-    sketch_bits: int = 1664
+    sketch_bits: int = 1792
 
 
 Method = SimHash | MinHash

@@ -2,8 +2,8 @@
 
 ``"estimate"``: the similarity two one-bit sketches estimate (:mod:`simindex.core.packing`),
 computed where the candidates are found (SQL); its standard error is about
-``sqrt((1 - J**2) / sketch_bits)``, ±0.015 at J = 0.8 with 1,664 bits (0.014 to 0.015
-measured on long texts with 1,792, with the empty bins' borrowed values), larger on a text of only a
+``sqrt((1 - J**2) / sketch_bits)``, ±0.014 at J = 0.8 with 1,792 bits (0.014 to 0.015
+measured on long texts, with the empty bins' borrowed values), larger on a text of only a
 handful of shingles, so pairs near the threshold fall on either side of it by chance. Rows of the
 same shingle set (equal stored set hashes) score 1 exactly.
 

@@ -139,10 +139,9 @@ SPECS: dict[str, IndexSpec] = {
     ),
     "simhash_k3_sized_to_853_rows": resolve(SimHash(max_distance=3), 853),
     # MinHash with the designs 9x13 and 14x4 (fixed bands and rows).
-    # 1,792 sketch bits: the default when they were pinned (now 1,664, the last entry).
-    "minhash_0.8": resolve(MinHash(0.8, num_bands=9, rows_per_band=13, sketch_bits=1792)),
+    "minhash_0.8": resolve(MinHash(0.8, num_bands=9, rows_per_band=13)),
     "minhash_one_permutation_0.5_64_seed9_word2_chars": resolve(
-        MinHash(0.5, 64, "one_permutation", 9, _ONE_PERMUTATION.shingling, 14, 4, None, 1792)
+        MinHash(0.5, 64, "one_permutation", 9, _ONE_PERMUTATION.shingling, 14, 4)
     ),
     # What MinHash(0.8) is: the recall-first design.
     "minhash_0.8_recall_first": resolve(MinHash(0.8)),
@@ -159,7 +158,7 @@ def _learned(method: MinHash | SimHash) -> IndexSpec:
 
 # The common-shingle filter and IDF weights.
 SPECS |= {
-    "minhash_0.8_ignore_common_0.1": _learned(MinHash(0.8, ignore_common=0.1, sketch_bits=1792)),
+    "minhash_0.8_ignore_common_0.1": _learned(MinHash(0.8, ignore_common=0.1)),
     "simhash_k3_4_blocks_idf": _learned(
         SimHash(max_distance=3, num_blocks=4, expected_rows=1_000_000, idf=True)
     ),

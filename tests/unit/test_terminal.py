@@ -126,4 +126,4 @@ def test_cost_says_tables_and_bytes_a_row() -> None:
     assert terminal.cost(resolve(SimHash(max_distance=8), 853), 853).startswith(
         "cost: 9 permutation tables"
     )
-    assert terminal.cost(resolve(MinHash()), 0) == "cost: 15 band indexes, about 701 bytes a row"
+    assert terminal.cost(resolve(MinHash()), 0) == "cost: 15 band indexes, about 715 bytes a row"

@@ -48,7 +48,7 @@ INSERT INTO "simindex"."indexes" (name, source_schema, source_table, key_column,
                        method, spec, spec_version, source, source_oid, key_attnum,
                        key_type_id, key_typmod, text_attnum, text_type_id)
 SELECT 'docs', n.nspname, c.relname, k.attname, 'bigint', t.attname,
-       'minhash', '{"kind": "minhash", "num_bands": 15, "num_perm": 128, "rows_per_band": 7, "scheme": "one_permutation", "seed": 1, "shingling": {"seed": 0, "size": 3, "unit": "word", "with_characters": false}, "sketch_bits": 1664, "spec_version": 1, "threshold": 0.8}'::jsonb, 1, c.oid, c.oid, k.attnum, k.atttypid, k.atttypmod,
+       'minhash', '{"kind": "minhash", "num_bands": 15, "num_perm": 128, "rows_per_band": 7, "scheme": "one_permutation", "seed": 1, "shingling": {"seed": 0, "size": 3, "unit": "word", "with_characters": false}, "sketch_bits": 1792, "spec_version": 1, "threshold": 0.8}'::jsonb, 1, c.oid, c.oid, k.attnum, k.atttypid, k.atttypmod,
        t.attnum, t.atttypid
 FROM pg_catalog.pg_class AS c
 JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
@@ -112,7 +112,7 @@ CREATE TABLE "simindex"."docs_minhash" (
     "b12" integer NOT NULL,
     "b13" integer NOT NULL,
     "b14" integer NOT NULL,
-    sketch bit(1664) NOT NULL
+    sketch bit(1792) NOT NULL
 );
 
 -- Row-level security on a table of simindex's holding keys of the source: a role sees the rows
@@ -229,9 +229,9 @@ END IF;
             USING ERRCODE = '22023';
     END IF;
     IF ($1 IS NULL) <> ($2 IS NULL)
-       OR length($1) <> 1664 OR cardinality($2) <> 15 THEN
+       OR length($1) <> 1792 OR cardinality($2) <> 15 THEN
         RAISE EXCEPTION 'a sketch of % bits and % band keys are needed (both NULL: a '
-            'text without features), got % and %', 1664, 15,
+            'text without features), got % and %', 1792, 15,
             coalesce(length($1)::text, 'NULL'), coalesce(cardinality($2)::text, 'NULL')
             USING ERRCODE = '22023';
     END IF;
