@@ -423,9 +423,14 @@ def test_build_interrupted_says_it_was_rolled_back(database_dsn: str, index: Ind
             "INSERT INTO docs SELECT g, repeat('some words of text ' || g, 50) "
             "FROM generate_series(101, 60000) g"
         )
+    # The build at work: a transaction of its own open (reading the source between its
+    # statements, or running one), caught early; a statement alone is too short to be seen
+    # reliably on a loaded machine, where the first one seen could be the last, and a signal
+    # after the build's commit finds nothing left to roll back.
     active = (
         "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-        "AND state = 'active' AND pid <> pg_backend_pid()"
+        "AND backend_type = 'client backend' AND pid <> pg_backend_pid() "
+        "AND state IN ('active', 'idle in transaction')"
     )
     builder = subprocess.Popen(
         [sys.executable, "-m", "simindex", "build", "docs", "--workers", "1"],
