@@ -82,6 +82,7 @@ BROKEN_RETRY_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 # index this often at most, whatever the number of workers.
 DEFAULT_SWEEP_DELAY = 30.0
 _log = logging.getLogger(__name__)
+_ROLLBACKS_IN_ROW = 3  # batches of one index the server rolled back in a row before giving up
 
 
 class BatchCancelledError(RuntimeError):
@@ -205,6 +206,7 @@ class _Worker:
         # Batch sizes of indexes whose batches were cancelled (see _batch).
         self.sizes: dict[str, int] = {}
         self.cancelled_in_row: dict[str, int] = {}
+        self.rolled_back_in_row: dict[str, int] = {}
         self._report_lock = threading.Lock()
 
     def run(self, *, follow: bool, retry_failed: bool) -> None:
@@ -387,12 +389,15 @@ class _Worker:
                     note(conn, target, "resolved")
         except psycopg.errors.QueryCanceled as exc:
             return self._cancelled(conn, name, size, keys, exc)
+        except psycopg.errors.TransactionRollback as exc:
+            return self._rolled_back(name, exc)
         except (psycopg.OperationalError, sqlalchemy.exc.OperationalError, IndexNotFoundError):
             raise
         except Exception as exc:  # the index's own: recorded, and the others go on
             self._broke(conn, name, exc)
             return 0
         self.cancelled_in_row.pop(name, None)
+        self.rolled_back_in_row.pop(name, None)
         if size < self.batch_size and len(keys) == size:
             self.sizes[name] = min(size * 2, self.batch_size)  # grow back while it succeeds
         with self._report_lock:
@@ -411,6 +416,26 @@ class _Worker:
         if keys or result.removed:
             log_batch(name, result, time.perf_counter() - started)
         return len(keys)
+
+    def _rolled_back(self, name: str, exc: psycopg.errors.TransactionRollback) -> int:
+        """A batch the server rolled back to resolve a deadlock (or a serialization failure) is
+        taken again, as PostgreSQL asks of any transaction it rolls back so: its entries went
+        back to the queue whole. A deadlock with an app's transaction can happen: a writer that
+        changes several keys in one transaction, one of them used again after a delete,
+        removes that key's index rows and then waits for the batch holding another of its
+        keys, which may want those rows. Three in a row: the connection's error, as before."""
+        in_row = self.rolled_back_in_row.get(name, 0) + 1
+        self.rolled_back_in_row[name] = in_row
+        if in_row > _ROLLBACKS_IN_ROW:
+            self.rolled_back_in_row.pop(name, None)
+            raise exc
+        _log.warning(
+            "%s: batch rolled back by the server (%s); taking it again",
+            name,
+            describe(exc),
+            extra=fields("batch_rolled_back", index=name, error=describe(exc)),
+        )
+        return -1
 
     def _sweep(self, conn: PgConnection, target: Target) -> int | None:
         """Once the queue is empty: the index rows of deleted source rows removed (see
