@@ -423,14 +423,16 @@ def test_build_interrupted_says_it_was_rolled_back(database_dsn: str, index: Ind
             "INSERT INTO docs SELECT g, repeat('some words of text ' || g, 50) "
             "FROM generate_series(101, 60000) g"
         )
-    # The build at work: a transaction of its own open (reading the source between its
-    # statements, or running one), caught early; a statement alone is too short to be seen
-    # reliably on a loaded machine, where the first one seen could be the last, and a signal
-    # after the build's commit finds nothing left to roll back.
-    active = (
+    # A reader's transaction holds the index's table, so the build, its rows written, waits
+    # at its swap (retrying its lock; see _lock_for_swap) until the signal: the signal always
+    # comes before the build could commit, however fast or loaded the machine.
+    holder = psycopg.connect(database_dsn)
+    holder.execute("SELECT count(*) FROM simindex.docs_simhash")
+    holder_pid = holder.info.backend_pid
+    at_swap = (
         "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-        "AND backend_type = 'client backend' AND pid <> pg_backend_pid() "
-        "AND state IN ('active', 'idle in transaction')"
+        f"AND pid NOT IN (pg_backend_pid(), {holder_pid}) "
+        "AND (wait_event_type = 'Lock' OR query LIKE 'LOCK TABLE%' OR query LIKE '%lock_timeout%')"
     )
     builder = subprocess.Popen(
         [sys.executable, "-m", "simindex", "build", "docs", "--workers", "1"],
@@ -440,13 +442,14 @@ def test_build_interrupted_says_it_was_rolled_back(database_dsn: str, index: Ind
         env=environment(SIMINDEX_DSN=database_dsn),
     )
     try:
-        assert wait_for(lambda: scalar(database_dsn, active) > 0, 20)
+        assert wait_for(lambda: scalar(database_dsn, at_swap) > 0, 120)
         builder.send_signal(signal.SIGINT)
         _, stderr = builder.communicate(timeout=TIMEOUT)
     finally:
         if builder.poll() is None:
             builder.kill()
             builder.communicate()
+        holder.close()
     assert builder.returncode == 130, stderr
     assert "Traceback" not in stderr
     assert stderr.splitlines()[-1] == (
