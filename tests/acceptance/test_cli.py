@@ -444,12 +444,14 @@ def test_build_interrupted_says_it_was_rolled_back(database_dsn: str, index: Ind
     try:
         assert wait_for(lambda: scalar(database_dsn, at_swap) > 0, 120)
         builder.send_signal(signal.SIGINT)
+        time.sleep(0.5)  # the signal taken; then the table free for the build's rollback
+        holder.close()
         _, stderr = builder.communicate(timeout=TIMEOUT)
     finally:
+        holder.close()
         if builder.poll() is None:
             builder.kill()
             builder.communicate()
-        holder.close()
     assert builder.returncode == 130, stderr
     assert "Traceback" not in stderr
     assert stderr.splitlines()[-1] == (
