@@ -416,6 +416,10 @@ def test_one_shot_sync_stopped_by_sigint_says_what_is_left_and_exits_130(
     ]
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_build_interrupted_says_it_was_rolled_back(database_dsn: str, index: Index) -> None:
     with psycopg.connect(database_dsn) as conn:
         conn.execute("ALTER TABLE docs DISABLE TRIGGER USER")  # no queue: only build writes
@@ -440,6 +444,9 @@ def test_build_interrupted_says_it_was_rolled_back(database_dsn: str, index: Ind
         stderr=subprocess.PIPE,
         text=True,
         env=environment(SIMINDEX_DSN=database_dsn),
+        # As a shell starts it in the foreground: SIGINT at its default, whatever this test
+        # process inherited (a background job's SIGINT is ignored, and exec keeps that).
+        preexec_fn=_default_sigint,
     )
     try:
         assert wait_for(lambda: scalar(database_dsn, at_swap) > 0, 120)
