@@ -4,14 +4,13 @@
                                       [--baseline TREE]
 
 Run alone, it measures each layer of a query by key and by text over ``--rows`` documents
-(150,000 by default, at most 200,000: the machine it was written on is shared; the overheads
-are per call, not per row) with a SimHash and a MinHash index, the layers taking turns query
-by query: the typed SQL function prepared on a psycopg connection (the floor), the facade's
-own statement (``facade_by_key``: the answer, the entry's check and the key's state) on that
-connection, ``Index`` on a caller's Engine, on a DSN string and in a caller's Connection, and
-the SQLAlchemy selectable; what lending a pooled connection costs alone (no statement);
-p50/p99 and the p50 over the floor (target: ``Index`` by key within 0.10 ms on an Engine and
-on a DSN), what one call sends (libpq's trace) and where it spends its time (cProfile).
+(150,000 by default, at most 200,000: the machine is shared; the overheads are per call, not
+per row) with a SimHash and a MinHash index, the layers taking turns query by query: the
+typed SQL function prepared on a psycopg connection (the floor), by key the facade's own
+statement (``facade_by_key``) on that connection, ``Index`` on a caller's Engine, on a DSN
+string and in a caller's Connection, and the SQLAlchemy selectable; p50/p99 and the p50 over
+the floor (target: ``Index`` by key within 0.10 ms on an Engine and on a DSN), what one call
+sends (libpq's trace) and where it spends its time (cProfile).
 With ``--baseline TREE`` (another checkout of simindex), ``index_engine BEFORE`` and
 ``index_dsn BEFORE`` take their turns by key too: the same calls in a child process with that
 tree first on ``sys.path``, timed there (the pipe to it is not counted).
@@ -168,48 +167,6 @@ def facade_parts(dsn: str, name: str, spec: IndexSpec) -> dict[str, Any]:
     }
 
 
-def pool_lend(engine: Engine, dsn: str, calls: int = 3000) -> dict[str, Any]:
-    """What lending a pooled connection costs alone, no statement sent: a caller's Engine's
-    ``raw_connection()`` and its close, the same in autocommit and back (as simindex lends it
-    for a query), ``Engine.connect()`` and its close, and simindex's lend
-    (``autocommit_connection``, unpinned) on the Engine and on a DSN string."""
-    from simindex.db.connection import autocommit_connection
-
-    def raw(_: int) -> None:
-        engine.raw_connection().close()
-
-    def raw_autocommit(_: int) -> None:
-        pooled = engine.raw_connection()
-        pooled.driver_connection.autocommit = True  # type: ignore[union-attr]
-        pooled.driver_connection.autocommit = False  # type: ignore[union-attr]
-        pooled.close()
-
-    def connection(_: int) -> None:
-        engine.connect().close()
-
-    def lent_engine(_: int) -> None:
-        with autocommit_connection(engine, pin=False):
-            pass
-
-    def lent_dsn(_: int) -> None:
-        with autocommit_connection(dsn, pin=False):
-            pass
-
-    found: dict[str, Any] = {}
-    for label, call in (
-        ("raw_connection", raw),
-        ("raw_connection_autocommit", raw_autocommit),
-        ("engine_connect", connection),
-        ("simindex_lend_engine", lent_engine),
-        ("simindex_lend_dsn", lent_dsn),
-    ):
-        for turn in range(200):
-            call(turn)
-        seconds, _ = timed_calls(range(calls), call)
-        found[label] = latency_ms(seconds)
-    return found
-
-
 def key_paths(dsn: str, name: str, key_type: str, keys: Sequence[int], method: str) -> Any:
     """A query by key on every path, side by side: the index's typed SQL function, the
     dispatching one (``near_key_v1``/``similar_key_v1``), and ``Index.near_key`` (or
@@ -283,6 +240,7 @@ def key_paths(dsn: str, name: str, key_type: str, keys: Sequence[int], method: s
 
 LAYER_TARGET_MS = 0.10
 """Issue 22: Python by key at most the typed SQL function + 0.10 ms p50 (Engine and DSN)."""
+FACES = ("index_engine", "index_dsn")
 
 
 class Timed(NamedTuple):
@@ -491,22 +449,13 @@ def layers(
             )
             return connection.execute(select(found.c.key, found.c[measure])).all()
 
-        # The facade's own statement (the answer, the entry's check and the key's state) on
-        # the floor's connection: what the check row costs the server and the wire.
-        entry = fingerprinter._kept.entry
-        assert entry is not None
-        facade_sql = fingerprinter._kept.by_key_statement(conn, entry)
-        facade_params: dict[str, Any] = {"name": name, "limit": None}
-        if simhash:
-            facade_params["max_distance"] = info.spec.method.max_distance  # type: ignore[union-attr]
-        else:
-            facade_params["threshold"] = info.spec.method.threshold  # type: ignore[union-attr]
+        facade_sql = fingerprinter._kept.by_key_statement(conn, kept)  # type: ignore[arg-type]
+        bound = getattr(kept_info.spec.method, "max_distance" if simhash else "threshold")
         facade_cursor = conn.cursor()
-
         key_paths_: dict[str, Callable[[Any], object]] = {
             "sql_typed": lambda key: conn.execute(by_key_sql, (key,), prepare=True).fetchall(),
             "sql_facade_statement": lambda key: facade_cursor.execute(
-                facade_sql, {**facade_params, "key": key}, prepare=True
+                facade_sql, {"name": name, "limit": None, "bound": bound, "key": key}, prepare=True
             ).fetchall(),
             **{f"index_{how}": key_call(index) for how, index in indexes.items()},
             "sqlalchemy_selectable": selectable_by_key,
@@ -557,15 +506,10 @@ def layers(
             "round_trips": "Engine and DSN: 1 (facade_by_key); Connection: 2 (the entry's "
             "check, then the query, in the caller's transaction); SQLAlchemy selectable: 1",
             "target_p50_over_floor_ms": LAYER_TARGET_MS,
-            "target_met_paired": {
-                path: paired[path] <= LAYER_TARGET_MS for path in ("index_engine", "index_dsn")
-            },
-            "target_met_p50s": {
-                path: over[path] <= LAYER_TARGET_MS for path in ("index_engine", "index_dsn")
-            },
+            "target_met_paired": {path: paired[path] <= LAYER_TARGET_MS for path in FACES},
+            "target_met_p50s": {path: over[path] <= LAYER_TARGET_MS for path in FACES},
         },
         "by_text": _summary(by_text, "sql_typed_fingerprinted_here"),
-        "pool_lend": pool_lend(engine, dsn),
         "traces": {
             "index_engine_by_key": facade_trace(dsn, lambda index: key_call(index)(keys[0]), name),
         },
@@ -648,9 +592,6 @@ def main(argv: Sequence[str] | None = None) -> None:
                     f"  {found['paired_p50_over_floor_ms'][path]:+.3f} ms paired"
                     f"  client CPU {found['client_cpu_ms_per_call'][path]:.3f} ms"
                 )
-        print(f"\n{method} pool lend alone, no statement")
-        for label, latency in report[method]["pool_lend"].items():
-            print(f"  {label:32s} p50 {latency['p50_ms']:7.4f} ms  p99 {latency['p99_ms']:7.4f} ms")
     print(f"\nwritten: {args.output}")
 
 
