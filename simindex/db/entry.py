@@ -22,7 +22,6 @@ from simindex.db.connection import PgConnection, pinned
 from simindex.db.keys import key_cursor
 from simindex.db.simhash_store import SimHashStore
 from simindex.db.statements import statement
-from simindex.db.triggers import Triggers
 from simindex.errors import IndexNotFoundError
 
 
@@ -101,26 +100,20 @@ class KeptEntry:
 
     def by_key_statement(self, conn: PgConnection, entry: Entry) -> bytes:
         """``facade_by_key`` for ``entry``'s index: the query by key, the check of the entry
-        and the key's state, in one statement (composed once per entry)."""
+        and whether the key is in the index, in one statement (composed once per entry)."""
         if self._by_key is not None and self._by_key[0] == entry.token:
             return self._by_key[1]
         store = entry.store
         if isinstance(store, SimHashStore):
-            query = statement("simhash_near_key", function=store.near_key_function)
-            answer = sql.SQL("q.key, q.distance")
+            function, measure = store.near_key_function, "distance"
         else:
-            query = statement("minhash_similar_key", function=store.similar_key_function)
-            answer = sql.SQL("q.key, q.similarity")
-        triggers = Triggers(self.schema, self.name, entry.info.source, store)
+            function, measure = store.similar_key_function, "similarity"
         text = statement(
             "facade_by_key",
             catalog=catalog(self.schema),
             table=store.table(),
-            inbox=triggers.inbox,
-            queue=triggers.queue,
-            failed=triggers.failed,
-            query=query,
-            answer=answer,
+            function=function,
+            measure=sql.Identifier(measure),
         ).as_bytes(conn)
         self._by_key = (entry.token, text)
         return text

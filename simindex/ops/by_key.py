@@ -1,8 +1,9 @@
 """A query by key: the neighbours of an indexed row, in one statement on the happy path.
 
 The statement (``facade_by_key``) checks the kept catalog entry (:mod:`simindex.db.entry`),
-runs the index's typed SQL function by key and, when the key is not in the index, says why
-(its row queued and not synced yet, a failed item, the index broken), all in one round trip.
+runs the index's typed SQL function by key and says whether the key is in the index, all in
+one round trip; only a key that is not is asked why, by a second statement (``key_state``:
+its row queued and not synced yet, a failed item, the index broken).
 On a pooled connection in autocommit that is the whole query; in a caller's transaction the
 entry is checked first (a statement that fails there would abort the caller's transaction),
 and so is a first query, which reads the entry. Both statements name every function, operator
@@ -57,14 +58,14 @@ def by_key(
     if entry is not None:
         rows = _unpinned(conn, kept, entry, key, measure, bound, limit)
         if rows is not None:
-            return entry.info, _answer(entry.info, key, rows)
+            return entry.info, _answer(conn, entry.info, key, rows)
     with pinned(conn):
         for _ in range(_ATTEMPTS):
             entry = kept.ready(conn)
             with key_errors(entry.info.source, key):
                 rows = _run(conn, kept, entry, key, measure, bound, limit)
             if rows is not None:
-                return entry.info, _answer(entry.info, key, rows)
+                return entry.info, _answer(conn, entry.info, key, rows)
     raise psycopg.errors.SerializationFailure(
         f"index {kept.name!r} was rebuilt {_ATTEMPTS} times during a query: try again"
     )
@@ -108,28 +109,27 @@ def _run(
     if isinstance(store, SimHashStore):
         if measure != "distance":
             raise TypeError(f"index {kept.name!r} is a SimHash index: use near_key()")
-        params["max_distance"] = validators.distance(bound, store.design.max_distance)  # type: ignore[arg-type]
+        params["bound"] = validators.distance(bound, store.design.max_distance)  # type: ignore[arg-type]
     else:
         if measure != "similarity":
             raise TypeError(f"index {kept.name!r} is a MinHash index: use similar(key=...)")
         method = entry.info.spec.method
         assert isinstance(method, MinHash)
-        params["threshold"] = validators.threshold(bound, method.threshold)
+        params["bound"] = validators.threshold(bound, method.threshold)
     text = kept.by_key_statement(conn, entry)
     rows = kept.cursor(conn, entry).execute(text, params, prepare=True).fetchall()
-    # The last row is the entry's: (NULL, NULL, id, xmin, indexed, queued, failed, broken).
+    # The last row is the entry's: (NULL, NULL, id, xmin, indexed).
     if not rows or (rows[-1][2], rows[-1][3]) != entry.token:
         return None
     return rows
 
 
-def _answer(info: IndexInfo, key: Any, rows: list[Any]) -> list[Any]:
-    """``_run``'s rows of the answer; KeyNotIndexedError (or TypeError) when the key is not
-    in the index."""
+def _answer(conn: PgConnection, info: IndexInfo, key: Any, rows: list[Any]) -> list[Any]:
+    """``_run``'s rows of the answer; KeyNotIndexedError (or TypeError) saying why when the
+    key is not in the index."""
     state = rows.pop()
-    if len(rows) == 0 and not state[4]:
-        _, _, _, _, _, queued, failed, broken = state
-        raise not_indexed(info, key, queued=queued, error=failed, broken=broken)
+    if not rows and not state[4]:
+        raise why_not_indexed(conn, info, key)
     return rows
 
 
@@ -157,8 +157,8 @@ def not_indexed(
 def why_not_indexed(
     conn: PgConnection, info: IndexInfo, key: Any
 ) -> KeyNotIndexedError | TypeError:
-    """:func:`not_indexed`, the key's state read by one statement (``key_state``), for the
-    queries that do not run ``facade_by_key`` (MinHash by key verified exactly)."""
+    """:func:`not_indexed`, the key's state read by one statement (``key_state``, every name
+    schema-qualified: ``conn`` may be on a caller's search_path)."""
     triggers = Triggers(info.index_schema, info.name, info.source, store_of(info))
     queued, error, broken = conn.execute(
         statement(

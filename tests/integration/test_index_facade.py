@@ -275,7 +275,8 @@ def test_a_query_by_key_is_one_statement_on_a_pooled_connection(
     reads the catalog entry, ``near_key`` / ``similar(key=..., verify="estimate")`` send one
     statement on a DSN's pooled connection and on a caller's Engine's (no round trips to pin
     the search_path and set it back), two in a caller's transaction (the entry's check, then
-    the query), and a key that is not indexed is explained by that same statement."""
+    the query); a key that is not indexed is explained by one more (key_state), sent only
+    then."""
     create_index(docs, "docs", "docs", "body", method=method).build()
     with psycopg.connect(docs, autocommit=True) as conn:
         conn.execute("INSERT INTO docs VALUES (7, 'a row written after the build, not synced')")
@@ -298,21 +299,26 @@ def test_a_query_by_key_is_one_statement_on_a_pooled_connection(
             traced = pooled.driver_connection  # type: ignore[assignment]
             pooled.close()
         assert isinstance(traced, psycopg.Connection)
-        path = tmp_path / "trace"
-        with open(path, "w") as trace:
-            traced.pgconn.trace(trace.fileno())
-            traced.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
-            try:
-                assert [found.key for found in query(1)] == [2]  # type: ignore[attr-defined]
-                with pytest.raises(KeyNotIndexedError, match="queued and not synced yet"):
-                    query(7)
-            finally:
-                traced.pgconn.untrace()
+        found_path, missing_path = tmp_path / "found", tmp_path / "missing"
+        for path in (found_path, missing_path):
+            with open(path, "w") as trace:
+                traced.pgconn.trace(trace.fileno())
+                traced.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+                try:
+                    if path is found_path:
+                        assert [found.key for found in query(1)] == [2]  # type: ignore[attr-defined]
+                    else:
+                        with pytest.raises(KeyNotIndexedError, match="queued and not synced yet"):
+                            query(7)
+                finally:
+                    traced.pgconn.untrace()
     finally:
         callers.close()
         engine.dispose()
-    sent = _round_trips(path.read_text())
-    assert len(sent) == (4 if bind == "connection" else 2), sent
+    found_sent = _round_trips(found_path.read_text())
+    assert len(found_sent) == (2 if bind == "connection" else 1), found_sent
+    missing_sent = _round_trips(missing_path.read_text())
+    assert len(missing_sent) == len(found_sent) + 1, missing_sent
 
 
 @pytest.mark.parametrize("method", [SimHash(), MinHash(threshold=0.5)], ids=["simhash", "minhash"])

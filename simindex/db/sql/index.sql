@@ -6,13 +6,14 @@ SELECT id, xmin::pg_catalog.text FROM {catalog} WHERE name OPERATOR(pg_catalog.=
 
 -- name: key_state
 -- Why a key is not in the index: still queued (not synced yet), set aside as failed, the index
--- broken (as facade_by_key tells it, for the queries that do not run that statement). The
--- inbox has no index: it is scanned, and only for a key not indexed.
+-- broken; asked only once a query found the key not indexed (facade_by_key, or exact
+-- verification). The inbox has no index: it is scanned, and only for a key not indexed.
+-- Every name schema-qualified, as in facade_by_key: it may go out on a caller's search_path.
 SELECT EXISTS (SELECT 1 FROM {queue} WHERE key OPERATOR(pg_catalog.=) %(key)s)
        OR EXISTS (SELECT 1 FROM {inbox} WHERE key OPERATOR(pg_catalog.=) %(key)s),
        (SELECT error FROM {failed} WHERE key OPERATOR(pg_catalog.=) %(key)s),
        (SELECT CASE WHEN broken THEN coalesce(last_error, '') END
-        FROM {catalog} WHERE name = %(name)s)
+        FROM {catalog} WHERE name OPERATOR(pg_catalog.=) %(name)s)
 
 -- name: build_lock_queue
 -- The entries of the queue, or of the inbox, no one holds now. One a writer holds (the writer
@@ -101,42 +102,27 @@ SELECT {key}, {columns} FROM ONLY {table} WHERE {key} OPERATOR(pg_catalog.=) ANY
 SELECT {columns} FROM {table} LIMIT 0
 
 -- name: facade_by_key
--- A query by key, the check of the facade's kept catalog entry and, when the key is not in the
--- index, why (queued, a failed item, the index broken), in one round trip. The answer's rows
--- come first, in the query's order (a CTE's rows are read back as its ORDER BY made them, and
--- UNION ALL appends its branches in order), with NULLs beside them; then one row with a NULL
--- key (keys are NOT NULL) of the catalog row's id and xmin, whether the key is in the index and,
--- only when it is not, its state: rows of two columns and one of the entry, no second sort, no
--- copy of the check on every row. When the index was dropped meanwhile this statement fails:
--- in autocommit only, so that the facade can start again from the catalog. Every name is
--- schema-qualified (the casts' types, the operators; the query functions set their own path):
--- the facade sends it on a caller's connection as it is, on the caller's search_path, without
--- the two round trips of a pin and its restore.
--- The query first: the key parameter takes its type from the function's argument (the source
--- key's type), as it would alone, before the comparisons below use it.
-WITH q AS ({query})
-SELECT {answer}, NULL::pg_catalog.int4, NULL::pg_catalog.text, NULL::pg_catalog.bool,
-       NULL::pg_catalog.bool, NULL::pg_catalog.text, NULL::pg_catalog.text
-FROM q
+-- A query by key and the check of the facade's kept catalog entry, in one round trip. The
+-- answer's rows come first, as the query function returns them (already in its order: it
+-- sorts before its max_rows; a function's rows are read back in the order it returned them,
+-- and UNION ALL appends its branches in order), with NULLs beside them; then one row with a
+-- NULL key (keys are NOT NULL) of the catalog row's id and xmin and whether the key is in the
+-- index (through the side table's row-level security, a probe of the source): rows of two
+-- columns and one of the entry, no sort, no copy of the check on every row. Why a key is not
+-- in the index (queued, a failed item, the index broken: key_state) is asked only then, by a
+-- second statement: the relations it reads would be opened by every query's plan, used or not.
+-- When the index was dropped meanwhile this statement fails: in autocommit only, so that the
+-- facade can start again from the catalog. Every name is schema-qualified (the casts' types,
+-- the operators; the query functions set their own path): the facade sends it on a caller's
+-- connection as it is, on the caller's search_path, without the two round trips of a pin and
+-- its restore. The query first: the key parameter takes its type from the function's argument
+-- (the source key's type), as it would alone, before the comparison below uses it.
+SELECT q.key, q.{measure}, NULL::pg_catalog.int4, NULL::pg_catalog.text, NULL::pg_catalog.bool
+FROM {function}(%(key)s, %(bound)s, %(limit)s::pg_catalog.int4) AS q
 UNION ALL
-SELECT NULL, NULL, c.id, c.xmin::pg_catalog.text, i.indexed,
-       CASE WHEN NOT i.indexed THEN
-           EXISTS (SELECT 1 FROM {queue} AS w WHERE w.key OPERATOR(pg_catalog.=) %(key)s)
-           OR EXISTS (SELECT 1 FROM {inbox} AS w WHERE w.key OPERATOR(pg_catalog.=) %(key)s)
-       END,
-       CASE WHEN NOT i.indexed THEN
-           (SELECT f.error FROM {failed} AS f WHERE f.key OPERATOR(pg_catalog.=) %(key)s)
-       END,
-       CASE WHEN NOT i.indexed AND c.broken THEN coalesce(c.last_error, '') END
+SELECT NULL, NULL, c.id, c.xmin::pg_catalog.text,
+       EXISTS (SELECT 1 FROM {table} AS t WHERE t.key OPERATOR(pg_catalog.=) %(key)s)
 FROM {catalog} AS c
--- A key with neighbours is in the index; only a key without is looked up, once (through the
--- side table's row-level security, a probe of the source; OFFSET 0 keeps the subquery whole:
--- pulled up, each of the four uses of indexed above would probe again).
-CROSS JOIN LATERAL (
-    SELECT EXISTS (SELECT FROM q)
-        OR EXISTS (SELECT 1 FROM {table} AS t WHERE t.key OPERATOR(pg_catalog.=) %(key)s)
-    OFFSET 0
-) AS i (indexed)
 WHERE c.name OPERATOR(pg_catalog.=) %(name)s
 
 -- name: facade_checked

@@ -66,10 +66,6 @@ LIMIT {limit}
 SELECT key, distance FROM {function}(%(fingerprint)s, %(max_distance)s, %(limit)s::integer)
 ORDER BY distance, key
 
--- name: simhash_near_key
-SELECT key, distance FROM {function}(%(key)s, %(max_distance)s, %(limit)s::integer)
-ORDER BY distance, key
-
 -- name: simhash_near_function
 -- Typed per index, so the key comes back in the source key's own type (a domain's: its base),
 -- and naming its side table, so the planner sees the table's indexes. What is not the query is
