@@ -137,9 +137,10 @@ def similar(
         others: list[tuple[Any, int | None]] = [(row[0], None) for row in rows]
     else:
         # Rows of the query's own shingle set (the stored set hash) score 1 unread; they
-        # come first, in the database's order.
-        same = [found for found, identical, _, _ in rows if identical]
-        others = [(found, stored) for found, identical, stored, _ in rows if not identical]
+        # come first, in the database's order (similarity 1, identical first).
+        count = _leading_identical(rows)
+        same = list(map(itemgetter(0), rows[:count]))
+        others = [(found, stored) for found, _, stored, _ in rows[count:]]
     scored = _exact(conn, info, key if by_key else _NO_KEY, text, others)
     if scored is None:  # the query's row went since it was indexed
         return []
@@ -156,6 +157,16 @@ def similar(
         kept = kept[:rest]
         answer += similars(map(itemgetter(1), kept), [-score for score, _ in kept])
     return answer
+
+
+def _leading_identical(rows: list[Any]) -> int:
+    """How many rows of the query's own set lead ``rows`` (ordered by similarity, identical
+    first: all of them), counted without a Python step a row: thousands for a template."""
+    flags = list(map(itemgetter(1), rows))
+    count = flags.index(False) if False in flags else len(flags)
+    if True in flags[count:]:
+        raise AssertionError("rows of the query's own set after another row")
+    return count
 
 
 def _by_similarity(kept: list[tuple[float, Any]], rows: list[Any]) -> None:

@@ -30,7 +30,7 @@ import psycopg
 from numpy.typing import NDArray
 from psycopg import sql
 
-from simindex.core.minhash import set_hash
+from simindex.core.minhash import by_owner, set_hash
 from simindex.core.spec import IndexSpec
 from simindex.core.text import EMPTY
 from simindex.db.catalog import IndexInfo, lock_source
@@ -245,11 +245,19 @@ def _distinct_rows(
     features: Sequence[NDArray[np.uint64]],
 ) -> tuple[NDArray[np.uint64], NDArray[np.intp]]:
     """Each row's distinct values, ascending, rows one after another, and the row of each:
-    one sort of them all (by row, then value) for what ``np.unique`` would do row by row."""
+    one sort of them all (by row, then value: :func:`~simindex.core.minhash.by_owner`) for
+    what ``np.unique`` would do row by row."""
     sizes = np.fromiter(map(len, features), np.intp, len(features))
-    values = np.concatenate(features) if sizes.sum() else EMPTY
-    rows = np.repeat(np.arange(len(features)), sizes)
-    order = np.lexsort((values, rows))
+    return _distinct_concatenated(np.concatenate(features) if sizes.sum() else EMPTY, sizes)
+
+
+def _distinct_concatenated(
+    values: NDArray[np.uint64], sizes: NDArray[Any]
+) -> tuple[NDArray[np.uint64], NDArray[np.intp]]:
+    """:func:`_distinct_rows` of rows given one after another in ``values``, ``sizes[i]``
+    values the row ``i``."""
+    rows = np.repeat(np.arange(len(sizes)), sizes)
+    order = by_owner(values, rows, len(sizes))
     values, rows = values[order], rows[order]
     distinct = np.ones(len(values), np.bool_)
     distinct[1:] = (values[1:] != values[:-1]) | (rows[1:] != rows[:-1])
@@ -281,7 +289,7 @@ def exact_scores(
     made by one sort."""
     places: dict[str | None, int] = {query: 0}
     indexes = [places.setdefault(text, len(places)) for text in texts]
-    values, rows = _distinct_rows(spec.features(list(places)))
+    values, rows = _distinct_concatenated(*spec.features_concatenated(list(places)))
     cuts = np.searchsorted(rows, np.arange(len(places) + 1)).tolist()
     scores = _jaccard_distinct(values[cuts[0] : cuts[1]], values, rows, len(places))
     # Stored as the bigint of the same 64 bits (simindex.core.packing).
