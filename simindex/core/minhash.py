@@ -320,7 +320,7 @@ from about 250 on: 201 against 241 µs a text at 200 distinct hashes, 273 agains
 CPU time on one core of a busy machine with 1,792 sketch bits)."""
 
 
-def _by_owner(
+def by_owner(
     hashes: NDArray[np.uint64], owner: NDArray[np.intp], documents: int
 ) -> NDArray[np.intp]:
     """The order that sorts hashes by owner, then value: ``np.lexsort((hashes, owner))``, as a
@@ -351,14 +351,14 @@ class _SortedBatch:
         sizes = np.fromiter(map(len, documents), np.intp, len(documents))
         owner = np.repeat(np.arange(len(documents)), sizes)
         hashes = np.concatenate([np.asarray(d, np.uint64) for d in documents])
-        order = _by_owner(hashes, owner, len(documents))
+        order = by_owner(hashes, owner, len(documents))
         hashes, owner = hashes[order], owner[order]
         keep = np.ones(len(hashes), bool)
         np.logical_or(hashes[1:] != hashes[:-1], owner[1:] != owner[:-1], out=keep[1:])
         distinct, owner = hashes[keep], owner[keep]
         cuts = np.searchsorted(owner, np.arange(len(documents) + 1))
         mixed = _mixed(distinct, seed)
-        order = _by_owner(mixed, owner, len(documents))
+        order = by_owner(mixed, owner, len(documents))
         return cls(distinct, cuts, mixed[order], owner[order])
 
     def set_hashes(self) -> NDArray[np.uint64]:

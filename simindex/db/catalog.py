@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 import psycopg
 from psycopg import sql
@@ -186,14 +186,18 @@ def find_index(
             ).fetchone()
             if not (held and held[0]):
                 return None
-        query = statement(
-            "catalog_get",
-            catalog=catalog(schema),
-            drift=sql.Identifier(schema, "drift_v1"),
-        )
-        row = conn.execute(query, {"name": name}).fetchone()
-    if row is None:
-        return None
+        row = conn.execute(_catalog_get(schema), {"name": name}).fetchone()
+    return None if row is None else _index_info(schema, row)
+
+
+def _catalog_get(schema: str) -> sql.Composed:
+    return statement(
+        "catalog_get", catalog=catalog(schema), drift=sql.Identifier(schema, "drift_v1")
+    )
+
+
+def _index_info(schema: str, row: Any) -> IndexInfo:
+    """The IndexInfo of a row of ``catalog_get``."""
     (index_name, source_schema, table, key_column, key_type, text_column, spec) = row[:7]
     state, row_count, skipped_count, created_at, updated_at, built_at, reason = row[7:14]
     oid, key_attnum, text_attnum, key_position, text_position, clustering = row[14:20]
@@ -262,7 +266,9 @@ def not_ready_message(info: IndexInfo) -> str:
     return f"index {name!r} is {info.state}: run build() (or `simindex build {name}`) first"
 
 
-def lock_source(conn: PgConnection, info: IndexInfo) -> Source:
+def lock_source(
+    conn: PgConnection, info: IndexInfo, pipeline: psycopg.Pipeline | None = None
+) -> Source:
     """Lock ``info``'s source table against schema changes for this transaction (ACCESS
     SHARE, the lock any read takes) and return it as it is now, after checking it is still the
     table, columns and types the catalog recorded.
@@ -271,11 +277,26 @@ def lock_source(conn: PgConnection, info: IndexInfo) -> Source:
     column and add another of the old name and a type of theirs; once the table is locked it
     cannot change, so what is read is what was checked. Raises :class:`SourceChangedError`
     when it changed meanwhile, IndexNotReadyError when it drifted.
+
+    With the connection's ``pipeline``, the lock and the catalog read go in one round trip
+    with what the pipeline holds before them (its BEGIN), each failing as it would alone.
     """
     if info.state in DRIFT_STATES:
         raise IndexNotReadyError(not_ready_message(info))
-    conn.execute(statement("source_lock", table=info.source.identifier))
-    fresh = find_index(conn, info.index_schema, info.name)
+    lock = conn.execute(statement("source_lock", table=info.source.identifier))
+    if pipeline is None:
+        fresh = find_index(conn, info.index_schema, info.name)
+    else:
+        check_name(info.name)
+        read = conn.execute(_catalog_get(info.index_schema), {"name": info.name})
+        try:
+            pipeline.sync()  # what the pipeline holds, the lock and the read: one round trip
+        except psycopg.errors.UndefinedTable as exc:
+            if lock.pgresult is None:  # the lock failed (a cursor gets no result then)
+                raise
+            raise SchemaNotMigratedError.of(info.index_schema) from exc
+        row = read.fetchone()
+        fresh = None if row is None else _index_info(info.index_schema, row)
     if fresh is None or fresh.source != info.source or fresh.state in DRIFT_STATES:
         raise SourceChangedError(
             f"the source table of index {info.name!r} changed while it was being read"

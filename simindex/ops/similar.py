@@ -10,17 +10,16 @@ from itertools import repeat
 from operator import itemgetter
 from typing import Any
 
-import psycopg
 from psycopg import sql
 
 from simindex.core import validators
 from simindex.core.spec import IndexSpec, MinHash
-from simindex.db.catalog import IndexInfo, lock_source
+from simindex.db.catalog import IndexInfo
 from simindex.db.connection import PgConnection
 from simindex.db.entry import Query
 from simindex.db.keys import key_cursor
 from simindex.db.minhash_store import MinHashStore
-from simindex.db.source import Source, key_errors
+from simindex.db.source import key_errors
 from simindex.db.statements import statement
 from simindex.db.triggers import Triggers
 from simindex.errors import KeyNotIndexedError
@@ -30,8 +29,7 @@ from simindex.ops.verify import (
     check_verify,
     exact_floor,
     exact_scores,
-    no_select,
-    source_texts,
+    locked_texts,
 )
 
 
@@ -139,17 +137,11 @@ def similar(
         others: list[tuple[Any, int | None]] = [(row[0], None) for row in rows]
     else:
         # Rows of the query's own shingle set (the stored set hash) score 1 unread; they
-        # come first, in the database's order.
-        same = [found for found, identical, _, _ in rows if identical]
-        others = [(found, stored) for found, identical, stored, _ in rows if not identical]
-    # The texts are read with the source locked and checked (lock_source), which holds until
-    # the transaction ends: one of its own on an autocommit connection.
-    with conn.transaction():
-        try:
-            source = lock_source(conn, info)  # LOCK TABLE needs SELECT on it, as reading does
-        except psycopg.errors.InsufficientPrivilege as exc:
-            raise no_select(conn, info.source, exc) from exc
-        scored = _exact(conn, info.spec, source, key if by_key else _NO_KEY, text, others)
+        # come first, in the database's order (similarity 1, identical first).
+        count = _leading_identical(rows)
+        same = list(map(itemgetter(0), rows[:count]))
+        others = [(found, stored) for found, _, stored, _ in rows[count:]]
+    scored = _exact(conn, info, key if by_key else _NO_KEY, text, others)
     if scored is None:  # the query's row went since it was indexed
         return []
     kept = [(-score, found) for found, score in scored if score >= lowest]
@@ -165,6 +157,16 @@ def similar(
         kept = kept[:rest]
         answer += similars(map(itemgetter(1), kept), [-score for score, _ in kept])
     return answer
+
+
+def _leading_identical(rows: list[Any]) -> int:
+    """How many rows of the query's own set lead ``rows`` (ordered by similarity, identical
+    first: all of them), counted without a Python step a row: thousands for a template."""
+    flags = list(map(itemgetter(1), rows))
+    count = flags.index(False) if False in flags else len(flags)
+    if True in flags[count:]:
+        raise AssertionError("rows of the query's own set after another row")
+    return count
 
 
 def _by_similarity(kept: list[tuple[float, Any]], rows: list[Any]) -> None:
@@ -183,8 +185,7 @@ _NO_KEY = object()
 
 def _exact(
     conn: PgConnection,
-    spec: IndexSpec,
-    source: Source,
+    info: IndexInfo,
     key: Any,
     text: str | None,
     candidates: list[tuple[Any, int | None]],
@@ -196,12 +197,14 @@ def _exact(
     its first key's. When that text's set is not the stored one (the row changed since it was
     indexed) or the row is gone, every text of the set is read. Two different sets of one hash
     are a 64-bit collision (about 2**-64 a pair), taken as one set, as the rows of the query's
-    own set are."""
+    own set are. The texts are read with the source locked and checked (:func:`locked_texts`);
+    those of a set read again, in a second such read."""
+    spec = info.spec
     members: dict[Any, list[Any]] = {}
     for found, stored in candidates:
         members.setdefault(found if stored is None else stored, []).append(found)
     first = [keys[0] for keys in members.values()]
-    texts = _texts(conn, source, key, first)
+    texts = _texts(conn, info, key, first)
     if key is not _NO_KEY:
         if key not in texts:
             return None
@@ -221,7 +224,7 @@ def _exact(
             scored.append((keys[0], first_scored[0]))
             stale += keys[1:]
     if stale:
-        more = _texts(conn, source, _NO_KEY, stale)
+        more = _texts(conn, info, _NO_KEY, stale)
         wanted = [found for found in stale if found in more]
         scores, _ = exact_scores(spec, text, [more[found] for found in wanted])
         scored += zip(wanted, scores, strict=True)
@@ -229,18 +232,14 @@ def _exact(
 
 
 def _texts(
-    conn: PgConnection, source: Source, key: Any, wanted: list[Any]
+    conn: PgConnection, info: IndexInfo, key: Any, wanted: list[Any]
 ) -> dict[Any, str | None]:
     """The texts of ``wanted`` keys, and of ``key`` (unless _NO_KEY) in the same statement
     when it is of their type (the array of keys is one type)."""
-    texts: dict[Any, str | None] = {}
     batches = [wanted] if key is _NO_KEY else [[key, *wanted]]
     if key is not _NO_KEY and not all(type(found) is type(key) for found in wanted):
         batches = [[key], wanted]
-    for keys in batches:
-        for rows in source_texts(conn, source, keys):
-            texts.update(rows)
-    return texts
+    return locked_texts(conn, info, batches)
 
 
 def estimate_query(

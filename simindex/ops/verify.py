@@ -30,9 +30,10 @@ import psycopg
 from numpy.typing import NDArray
 from psycopg import sql
 
-from simindex.core.minhash import set_hash
+from simindex.core.minhash import by_owner, set_hash
 from simindex.core.spec import IndexSpec
 from simindex.core.text import EMPTY
+from simindex.db.catalog import IndexInfo, lock_source
 from simindex.db.connection import PgConnection
 from simindex.db.keys import install, key_cursor
 from simindex.db.pg_array import key_array
@@ -163,6 +164,70 @@ def source_texts(
             raise no_select(conn, source, exc) from exc
 
 
+def locked_texts(
+    conn: PgConnection, info: IndexInfo, batches: Sequence[Sequence[Any]]
+) -> dict[Any, str | None]:
+    """The texts of the keys of ``batches`` (keys of one type each: one array a statement)
+    whose rows still exist, read with the source table locked and checked
+    (:func:`~simindex.db.catalog.lock_source`), which holds until the transaction ends: one
+    of its own on a connection in autocommit, else the caller's (in a savepoint).
+
+    In autocommit, two round trips where five would be: BEGIN, the lock and the check's
+    catalog read go in one pipeline, then, once the check passed, the texts and COMMIT in
+    another. The texts are read only after the check, as in a transaction step by step: a
+    table changed meanwhile is never read. Errors are those of the steps, in their order."""
+    if (
+        conn.autocommit
+        and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        and psycopg.Pipeline.is_supported()
+    ):
+        return _pipelined_texts(conn, info, batches)
+    with conn.transaction():
+        source = _locked_source(conn, info)
+        texts: dict[Any, str | None] = {}
+        for keys in batches:
+            for rows in source_texts(conn, source, keys):
+                texts.update(rows)
+        return texts
+
+
+def _locked_source(conn: PgConnection, info: IndexInfo) -> Source:
+    try:
+        return lock_source(conn, info)  # LOCK TABLE needs SELECT on it, as reading does
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise no_select(conn, info.source, exc) from exc
+
+
+def _pipelined_texts(
+    conn: PgConnection, info: IndexInfo, batches: Sequence[Sequence[Any]]
+) -> dict[Any, str | None]:
+    """:func:`locked_texts` on a connection in autocommit, outside a transaction."""
+    cursors: list[psycopg.Cursor[Any]] = []
+    try:
+        with conn.pipeline() as pipeline:
+            conn.execute(statement("source_locked_begin"))
+            try:
+                source = lock_source(conn, info, pipeline)  # one round trip with BEGIN
+            except psycopg.errors.InsufficientPrivilege as exc:
+                raise no_select(conn, info.source, exc) from exc
+            query = texts_statement(source)
+            for keys in batches:
+                for start in range(0, len(keys), _FETCH_ROWS):
+                    wanted = key_array(conn, keys[start : start + _FETCH_ROWS])
+                    cursor = key_cursor(conn, source.key_type)
+                    cursors.append(cursor.execute(query, {"keys": wanted}))
+            conn.execute(statement("source_locked_commit"))
+        texts: dict[Any, str | None] = {}
+        for cursor in cursors:
+            texts.update(cursor.fetchall())
+        return texts
+    except psycopg.errors.InsufficientPrivilege as exc:  # reading the texts
+        raise no_select(conn, info.source, exc) from exc
+    finally:
+        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            conn.rollback()  # a step failed: the transaction it began is rolled back
+
+
 def jaccard_with(
     query: NDArray[np.uint64], features: Sequence[NDArray[np.uint64]]
 ) -> NDArray[np.float64]:
@@ -180,11 +245,19 @@ def _distinct_rows(
     features: Sequence[NDArray[np.uint64]],
 ) -> tuple[NDArray[np.uint64], NDArray[np.intp]]:
     """Each row's distinct values, ascending, rows one after another, and the row of each:
-    one sort of them all (by row, then value) for what ``np.unique`` would do row by row."""
+    one sort of them all (by row, then value: :func:`~simindex.core.minhash.by_owner`) for
+    what ``np.unique`` would do row by row."""
     sizes = np.fromiter(map(len, features), np.intp, len(features))
-    values = np.concatenate(features) if sizes.sum() else EMPTY
-    rows = np.repeat(np.arange(len(features)), sizes)
-    order = np.lexsort((values, rows))
+    return _distinct_concatenated(np.concatenate(features) if sizes.sum() else EMPTY, sizes)
+
+
+def _distinct_concatenated(
+    values: NDArray[np.uint64], sizes: NDArray[Any]
+) -> tuple[NDArray[np.uint64], NDArray[np.intp]]:
+    """:func:`_distinct_rows` of rows given one after another in ``values``, ``sizes[i]``
+    values the row ``i``."""
+    rows = np.repeat(np.arange(len(sizes)), sizes)
+    order = by_owner(values, rows, len(sizes))
     values, rows = values[order], rows[order]
     distinct = np.ones(len(values), np.bool_)
     distinct[1:] = (values[1:] != values[:-1]) | (rows[1:] != rows[:-1])
@@ -216,7 +289,7 @@ def exact_scores(
     made by one sort."""
     places: dict[str | None, int] = {query: 0}
     indexes = [places.setdefault(text, len(places)) for text in texts]
-    values, rows = _distinct_rows(spec.features(list(places)))
+    values, rows = _distinct_concatenated(*spec.features_concatenated(list(places)))
     cuts = np.searchsorted(rows, np.arange(len(places) + 1)).tolist()
     scores = _jaccard_distinct(values[cuts[0] : cuts[1]], values, rows, len(places))
     # Stored as the bigint of the same 64 bits (simindex.core.packing).

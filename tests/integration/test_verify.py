@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -18,10 +19,15 @@ from simindex.core.spec import MinHash, SimHash
 from simindex.core.text import Shingling
 from simindex.db.catalog import ready_index, store_for
 from simindex.db.minhash_store import MinHashStore
-from simindex.errors import IndexNotFoundError, TokenizerError
+from simindex.errors import (
+    IndexNotFoundError,
+    SchemaNotMigratedError,
+    SourceChangedError,
+    TokenizerError,
+)
 from simindex.index import Index, create_index, get_index
 from simindex.ops.pairs import SimilarPair, exact_candidates
-from simindex.ops.verify import Verify, exact_pairs
+from simindex.ops.verify import Verify, exact_pairs, locked_texts
 from tests.unit import tokenizers as _registers_tokenizers  # noqa: F401
 
 WORDS = [f"w{i}" for i in range(3000)]
@@ -200,7 +206,7 @@ def test_a_tokenizer_not_registered_stops_create(database_dsn: str) -> None:
         get_index(database_dsn, "notes")
 
 
-def built_copies(dsn: str, texts: list[str]) -> Index:
+def built_copies(dsn: str, texts: Sequence[str | None]) -> Index:
     """A built MinHash index of table ``copies``, whose row ``n`` holds ``texts[n]``."""
     with psycopg.connect(dsn) as conn:
         conn.execute("CREATE TABLE copies (id integer PRIMARY KEY, body text)")
@@ -285,3 +291,53 @@ def test_exact_verification_reads_every_text_while_changes_are_pending(
     found = {m.key: m.similarity for m in index.similar(key=0)}
     assert found == pytest.approx({1: 1.0, 3: exact_jaccard(original, near), 4: found[4]})
     assert found[4] == pytest.approx(exact_jaccard(original, near))
+
+
+def _lock_held(conn: psycopg.Connection[Any], table: str) -> bool:
+    row = conn.execute(
+        "SELECT EXISTS (SELECT FROM pg_locks WHERE pid = pg_backend_pid() "
+        "AND relation = %s::regclass AND mode = 'AccessShareLock')",
+        (table,),
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def test_texts_are_read_locked_in_a_transaction_of_their_own_in_autocommit(
+    database_dsn: str,
+) -> None:
+    """In autocommit the lock, the check and the read are one transaction (BEGIN, LOCK and the
+    catalog read in one pipeline, the texts and COMMIT in another) that is over when the texts
+    come back; each step fails with its own error, and the transaction it began is rolled
+    back, the connection left idle and usable."""
+    texts = ["one two three four five", "six seven eight nine ten", None]
+    built_copies(database_dsn, texts)
+    with psycopg.connect(database_dsn, autocommit=True) as conn:
+        info, _ = ready_index(conn, "simindex", "copies")
+        assert locked_texts(conn, info, [[0, 2, 7], [1]]) == {0: texts[0], 1: texts[1], 2: None}
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert not _lock_held(conn, "copies")
+        renamed = replace(info, source=replace(info.source, text_column="other"))
+        gone = replace(info, source=replace(info.source, table="gone"))
+        for changed, error in (
+            (renamed, SourceChangedError),  # the check, after the lock
+            (gone, psycopg.errors.UndefinedTable),  # the lock: its own error, not the read's
+            (replace(info, index_schema="nowhere"), SchemaNotMigratedError),  # the read
+        ):
+            with pytest.raises(error):
+                locked_texts(conn, changed, [[0]])
+            assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+            assert locked_texts(conn, info, [[1]]) == {1: texts[1]}
+
+
+def test_texts_are_read_locked_in_a_savepoint_of_the_callers_transaction(
+    database_dsn: str,
+) -> None:
+    """In a caller's transaction the lock holds until that transaction ends."""
+    texts = ["one two three four five", "six seven eight nine ten"]
+    built_copies(database_dsn, texts)
+    with psycopg.connect(database_dsn) as conn:
+        info, _ = ready_index(conn, "simindex", "copies")
+        assert not _lock_held(conn, "copies")
+        assert locked_texts(conn, info, [[0, 1]]) == {0: texts[0], 1: texts[1]}
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+        assert _lock_held(conn, "copies")

@@ -117,6 +117,15 @@ SELECT GREATEST(c.reltuples, 0)::bigint FROM pg_catalog.pg_class AS c WHERE c.oi
 -- name: source_lock
 LOCK TABLE {table} IN ACCESS SHARE MODE
 
+-- name: source_locked_begin
+-- The transaction of a locked read on a connection in autocommit, begun in the same pipeline
+-- as source_lock and the catalog read that checks the table (simindex.ops.verify).
+BEGIN
+
+-- name: source_locked_commit
+-- Its end, in the same pipeline as the read.
+COMMIT
+
 -- name: source_count
 SELECT count(*) FROM ONLY {table}
 
