@@ -66,6 +66,9 @@ def connect(bind: Engine | Connection | str) -> Iterator[Connection]:
     """
     if isinstance(bind, str):
         with engine_for(bind).connect() as connection:  # pinned once, when it was opened
+            # At rest in autocommit (see engine_for): transactions here, autocommit again
+            # when it is checked in.
+            raw_connection(connection).autocommit = False
             yield connection
         return
     from sqlalchemy.engine import Connection, Engine  # the caller's bind has loaded it
@@ -150,26 +153,33 @@ def autocommit_connection(bind: Engine | str, *, pin: bool = True) -> Lent:
 
 class Lent:
     """:func:`autocommit_connection`'s context manager: a class, not a generator, since a
-    query by key pays for each layer around it."""
+    query by key pays for each layer around it. A DSN string's connections rest in
+    autocommit (:func:`engine_for`): lending one sets nothing; a caller's Engine's is set to
+    autocommit and back (each a call into psycopg, no round trip)."""
 
-    __slots__ = ("_bind", "_pin", "_pinned", "_pooled")
+    __slots__ = ("_bind", "_pin", "_pinned", "_pooled", "_set_back")
 
     def __init__(self, bind: Engine | str, pin: bool) -> None:
         self._bind = bind
         self._pin = pin
         self._pooled: Any = None
         self._pinned: Any = None
+        self._set_back: PgConnection | None = None
 
     def __enter__(self) -> PgConnection:
         bind = self._bind
-        engine = engine_for(bind) if isinstance(bind, str) else bind
-        _check_driver(engine)
-        pooled = engine.raw_connection()
+        if isinstance(bind, str):
+            pooled = engine_for(bind).raw_connection()  # simindex's own: psycopg, pinned
+        else:
+            _check_driver(bind)
+            pooled = bind.raw_connection()
         try:
             conn = pooled.driver_connection
             if not isinstance(conn, psycopg.Connection):
                 raise TypeError("simindex needs the psycopg (version 3) driver")
-            conn.autocommit = True
+            if not conn.autocommit:
+                conn.autocommit = True
+                self._set_back = conn
             if not (isinstance(bind, str) or not self._pin):
                 # The caller's pool: their path back afterwards. A DSN string's connection
                 # was pinned once, when it was opened; unpinned: see autocommit_connection.
@@ -190,11 +200,10 @@ class Lent:
         finally:
             self._release(pooled)
 
-    @staticmethod
-    def _release(pooled: Any) -> None:
+    def _release(self, pooled: Any) -> None:
+        conn, self._set_back = self._set_back, None
         try:
-            conn = pooled.driver_connection
-            if isinstance(conn, psycopg.Connection) and not conn.closed:
+            if conn is not None and not conn.closed:
                 conn.autocommit = False
         finally:
             pooled.close()
@@ -233,6 +242,8 @@ def engine_for(dsn: str) -> Engine:
         # First among the connect listeners: before SQLAlchemy's own first statements.
         event.listen(made, "connect", _pin_new_connection, insert=True)
         event.listen(made, "checkout", _check_idle_connection)
+        event.listen(made, "connect", _autocommit_at_rest)  # after the pin's commit
+        event.listen(made, "checkin", _autocommit_at_rest)
         with _engines_lock:
             engine = _engines.setdefault(dsn, made)
         if engine is not made:
@@ -348,6 +359,20 @@ def _pin_new_connection(dbapi_connection: Any, record: Any) -> None:
         dbapi_connection.commit()
         assert row is not None
         _callers_paths[dbapi_connection] = str(row[0])
+
+
+def _autocommit_at_rest(dbapi_connection: Any, record: Any) -> None:
+    """A connection of a DSN string's Engine rests in its pool in autocommit, from when it is
+    opened and whenever it goes back (after the pool's rollback): a query lent it
+    (:class:`Lent`) sets nothing, and :func:`connect` sets it out of autocommit for the
+    transactions it runs."""
+    if (
+        isinstance(dbapi_connection, psycopg.Connection)
+        and not dbapi_connection.autocommit  # set out of it by connect(), or by SQLAlchemy
+        and not dbapi_connection.closed
+        and dbapi_connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    ):
+        dbapi_connection.autocommit = True
 
 
 def _check_idle_connection(dbapi_connection: Any, record: Any, proxy: Any) -> None:

@@ -195,6 +195,38 @@ def test_a_dsn_string_reuses_one_pooled_connection(docs: str) -> None:
         )
 
 
+def raw_connection_of(pooled: Any) -> psycopg.Connection[Any]:
+    conn = pooled.driver_connection
+    assert isinstance(conn, psycopg.Connection)
+    return conn
+
+
+def test_a_dsn_strings_connections_rest_in_autocommit(docs: str) -> None:
+    """A query by key takes a DSN's pooled connection as it rests, in autocommit (nothing to
+    set and set back); a transaction on it is one still, rolled back when it is handed back
+    unfinished, and the connection rests in autocommit again."""
+    index = create_index(docs, "docs", "docs", "body")
+    index.build()
+    assert [m.key for m in index.near_key(1)] == [2]
+    pooled = engine_for(docs).raw_connection()
+    rested = raw_connection_of(pooled)
+    pooled.close()
+    assert rested.autocommit
+    with connect(docs) as connection:
+        raw = raw_connection(connection)
+        assert raw is rested and not raw.autocommit
+        raw.execute("CREATE TABLE public.left_unfinished ()")
+        assert raw.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+    pooled = engine_for(docs).raw_connection()
+    try:
+        assert raw_connection_of(pooled) is rested and rested.autocommit
+        found = rested.execute("SELECT to_regclass('public.left_unfinished')").fetchone()
+        assert found == (None,)  # rolled back when it went back to the pool
+    finally:
+        pooled.close()
+    assert [m.key for m in index.near_key(1)] == [2]
+
+
 def test_a_pooled_connection_the_server_ended_is_replaced(docs: str) -> None:
     index = create_index(docs, "docs", "docs", "body")
     index.build()
