@@ -204,8 +204,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     result = new_result("query_exact_parts", argv)
     if args.dsn:
         result["command"] = result["command"].replace(args.dsn, "DSN")
+        with psycopg.connect(args.dsn) as conn:
+            result["server_settings"] = {
+                name: str(conn.execute("SELECT current_setting(%s)", (name,)).fetchone()[0])  # type: ignore[index]
+                for name in [*SERVER_SETTINGS, "fsync"]
+            }
+            version = str(conn.execute("SELECT version()").fetchone()[0])  # type: ignore[index]
         result |= run(args.dsn, args.rows, args.queries)
-        version = None
     else:
         with benchmark_server(args.server, SERVER_SETTINGS) as server:
             result["server_settings"] = server.settings

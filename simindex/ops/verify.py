@@ -191,6 +191,9 @@ def locked_texts(
         return texts
 
 
+_IN_TRANSACTION = (psycopg.pq.TransactionStatus.INTRANS, psycopg.pq.TransactionStatus.INERROR)
+
+
 def _locked_source(conn: PgConnection, info: IndexInfo) -> Source:
     try:
         return lock_source(conn, info)  # LOCK TABLE needs SELECT on it, as reading does
@@ -224,7 +227,7 @@ def _pipelined_texts(
     except psycopg.errors.InsufficientPrivilege as exc:  # reading the texts
         raise no_select(conn, info.source, exc) from exc
     finally:
-        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        if conn.info.transaction_status in _IN_TRANSACTION:
             conn.rollback()  # a step failed: the transaction it began is rolled back
 
 
