@@ -238,7 +238,7 @@ WHERE t."p3" OPERATOR(pg_catalog.=) (((((($1 OPERATOR(pg_catalog.#) '-9223372036
 OFFSET 0
 ) AS c
 CROSS JOIN LATERAL (SELECT "simindex"."simhash_distance_v1"(c.fingerprint, $1) AS distance) AS d
-WHERE -- A query function's checks (simhash_query, minhash_similar_key_function), one scalar
+WHERE -- A query function's checks (simhash_query, minhash_key_query), one scalar
 -- subquery naming no column of the rows: run once per call, in the query's own snapshot, after
 -- its plan took the side table's lock. One catalog row read: the side table the snapshot knows
 -- (recorded by the transaction that made it, catalog_set_side; none seen, the snapshot is older
@@ -363,7 +363,7 @@ WHERE t."p3" OPERATOR(pg_catalog.=) q."p3"
 OFFSET 0
 ) AS c
 CROSS JOIN LATERAL (SELECT "simindex"."simhash_distance_v1"(c.fingerprint, q.fingerprint) AS distance) AS d
-WHERE -- A query function's checks (simhash_query, minhash_similar_key_function), one scalar
+WHERE -- A query function's checks (simhash_query, minhash_key_query), one scalar
 -- subquery naming no column of the rows: run once per call, in the query's own snapshot, after
 -- its plan took the side table's lock. One catalog row read: the side table the snapshot knows
 -- (recorded by the transaction that made it, catalog_set_side; none seen, the snapshot is older
