@@ -27,7 +27,8 @@ server holds the same documents indexed by that tree's simindex (a child process
 first on ``sys.path`` migrates and builds it), and its calls take the same turns (labelled
 ``BEFORE``). Every answer of a call is compared with the other tree's.
 
-Writes ``benchmarks/results/query-by-key-<rows>.json`` (MinHash:
+Each call's mean rows answered is in ``rows_a_call`` (a ratio is read with the answer's size
+in view). Writes ``benchmarks/results/query-by-key-<rows>.json`` (MinHash:
 ``query-by-key-minhash-<rows>.json``). Not a test: nothing here asserts a timing. The machine
 is shared: compare figures of one run (ratios), not across runs.
 """
@@ -131,6 +132,7 @@ def measure(
             for label, text in CALLS[method].items():
                 calls.append((tree, role, label, conn, text))
     seconds: dict[tuple[str, str, str], list[float]] = {c[:3]: [] for c in calls}
+    answered: dict[tuple[str, str, str], int] = {c[:3]: 0 for c in calls}
     differ: dict[tuple[str, str], int] = {}
     try:
         for turn, (key, fingerprint) in enumerate(keys):
@@ -143,6 +145,7 @@ def measure(
                 took = time.perf_counter() - begin
                 if turn >= WARM:
                     seconds[(tree, role, label)].append(took)
+                    answered[(tree, role, label)] += len(rows)
                 answers[(tree, role, label)] = rows
             for (tree, role, label), rows in answers.items():
                 other = next((t for t in trees if t != tree), tree)
@@ -165,9 +168,11 @@ def measure(
                     "over_own_pk_lookup": round(p50 / base, 2),
                     "over_superuser_pk_lookup": round(p50 / own, 2),
                 }
+    timed = max(1, len(keys) - WARM)
     return {
         "latency": latency,
         "p50_ratios": ratios,
+        "rows_a_call": {"/".join(k): round(v / timed, 2) for k, v in answered.items()},
         "answers_differing_between_trees": {"/".join(k): v for k, v in differ.items()},
     }
 

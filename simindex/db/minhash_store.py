@@ -152,25 +152,33 @@ class MinHashStore:
             for band, column in enumerate(self.columns)
         )
 
-    def _key_candidates(self, protected: bool) -> sql.Composed:
-        """The band candidates of a query by key, filtered by minhash_similarity_v1 (leakproof)
-        where row-level security may apply (``protected``), else by the estimate in the plan."""
+    def _key_query(self, protected: bool) -> sql.Composed:
+        """A query by key in one statement: the key's row, the rows of its own set, then the
+        band candidates, filtered by minhash_similarity_v1 (leakproof) where row-level security
+        may apply (``protected``), else by the estimate in the plan."""
+        table = self.table()
         parts = {
-            "estimate": statement(
-                "minhash_estimate", a=sql.SQL("c.sketch"), b=sql.SQL("query_sketch")
+            "estimate": statement("minhash_estimate", a=sql.SQL("c.sketch"), b=sql.SQL("s.sketch")),
+            "table": table,
+            "any_band": sql.SQL(" OR ").join(
+                sql.SQL("c.{0} OPERATOR(pg_catalog.=) s.{0}").format(column)
+                for column in self.columns
             ),
-            "table": self.table(),
-            "any_band": self._any_band("query_bands"),
         }
         if protected:
             scored = statement("minhash_key_scored", similarity=self.similarity, **parts)
         else:
             scored = statement("minhash_key_scored_open", **parts)
         return statement(
-            "minhash_key_candidates",
+            "minhash_key_query",
+            table=table,
             scored=scored,
+            checks=self._key_checks(),
             visible_key=visible_key_function(self.schema, self.name),
         )
+
+    def _key_checks(self) -> sql.Composed:
+        return query_checks(self.schema, self._name("minhash", False), self.name)
 
     def function_statements(self) -> list[sql.Composed]:
         return [
@@ -197,14 +205,10 @@ class MinHashStore:
                 key_type=self._key_type(),
                 max_rows=max_rows(),
                 threshold=sql.Literal(self.threshold),
-                table=self.table(),
-                band_columns=sql.SQL(", ").join(
-                    sql.SQL("s.{}").format(column) for column in self.columns
-                ),
-                checks=query_checks(self.schema, self._name("minhash", False), self.name),
-                visible_key=visible_key_function(self.schema, self.name),
-                protected_candidates=self._key_candidates(protected=True),
-                open_candidates=self._key_candidates(protected=False),
+                table_name=quoted_name(self.schema, self._name("minhash", False)),
+                checks=self._key_checks(),
+                protected_query=self._key_query(protected=True),
+                open_query=self._key_query(protected=False),
             ),
             self.pairs_function_statement(),
             statement("pairs_revoke_function", function=self.pairs_function),

@@ -28,7 +28,7 @@ from simindex.db.connection import PgConnection
 from simindex.db.copytext import field
 from simindex.db.pg_array import BigintArray, key_array, register
 from simindex.db.statements import run, statement
-from simindex.db.swap_guard import query_checks
+from simindex.db.swap_guard import query_checks, quoted_name
 
 _TOP_BIT = 1 << (BITS - 1)
 _PREFIX_TYPES = ((16, "smallint"), (32, "integer"), (64, "bigint"))
@@ -171,29 +171,38 @@ class SimHashStore:
             "default_distance": sql.Literal(self.design.max_distance),
             "allowed": self._static("distance_allowed_v1"),
         }
+        of_key = statement(
+            "simhash_of_key",
+            table=self.table(),
+            prefixes=sql.Composed([sql.SQL(", s.{}").format(column) for column in self.columns]),
+        )
+        by_key = [
+            self.query(
+                sql.SQL("q.fingerprint"),
+                sql.SQL("\n  AND NOT c.key OPERATOR(pg_catalog.=) row_key"),
+                of_key=of_key,
+                prefixes=[sql.SQL("q.{}").format(column) for column in self.columns],
+                protected=protected,
+            )
+            for protected in (True, False)
+        ]
+        table_name = quoted_name(self.schema, self._table_name())
         return [
             statement(
                 "simhash_near_function",
                 function=self.near_function,
-                query=self.query(sql.SQL("$1")),
+                table_name=table_name,
+                protected_query=self.query(sql.SQL("$1"), protected=True),
+                open_query=self.query(sql.SQL("$1"), protected=False),
                 **common,
             ),
             statement(
                 "simhash_near_key_function",
                 function=self.near_key_function,
                 table=self.table(),
-                query=self.query(
-                    sql.SQL("q.fingerprint"),
-                    sql.SQL("\n  AND NOT c.key OPERATOR(pg_catalog.=) row_key"),
-                    of_key=statement(
-                        "simhash_of_key",
-                        table=self.table(),
-                        prefixes=sql.Composed(
-                            [sql.SQL(", s.{}").format(column) for column in self.columns]
-                        ),
-                    ),
-                    prefixes=[sql.SQL("q.{}").format(column) for column in self.columns],
-                ),
+                table_name=table_name,
+                protected_query=by_key[0],
+                open_query=by_key[1],
                 **common,
             ),
             statement(
@@ -224,17 +233,20 @@ class SimHashStore:
         also: sql.Composable | None = None,
         of_key: sql.Composable | None = None,
         prefixes: Sequence[sql.Composable] | None = None,
+        *,
+        protected: bool,
     ) -> sql.Composed:
         """A query function's one statement: its checks, then the arms by ``fingerprint``
         ($2 is max_distance, max_rows the limit; ``also``, more conditions on the rows;
         ``of_key``, a row the arms are lateral to, which ``fingerprint`` and ``prefixes``
-        name columns of)."""
+        name columns of). ``protected``: for a caller row-level security may apply to (the
+        arms' distance test leakproof)."""
         return statement(
             "simhash_query",
             of_key=sql.Composed([sql.SQL("\n"), of_key, sql.SQL("\nCROSS JOIN LATERAL")])
             if of_key is not None
             else sql.SQL(""),
-            arms=self.candidates_query(fingerprint, sql.SQL("$2"), prefixes),
+            arms=self.candidates_query(fingerprint, sql.SQL("$2"), prefixes, protected=protected),
             distance=self._static("simhash_distance_v1"),
             fingerprint=fingerprint,
             visible=visible_function(self.schema, self.name),
@@ -261,11 +273,22 @@ class SimHashStore:
         fingerprint: sql.Composable,
         max_distance: sql.Composable,
         prefixes: Sequence[sql.Composable] | None = None,
+        *,
+        protected: bool = False,
     ) -> sql.Composed:
         """One indexed scan per Manku table, appended (the arms never overlap): the keys and
         fingerprints within ``max_distance`` of ``fingerprint``. ``prefixes``: the query's
         prefix of each table but the first, when it has them (else computed from
-        ``fingerprint``)."""
+        ``fingerprint``). ``protected``: the distance tested by within_distance_v1
+        (leakproof, so before a row-level security policy), else inlined."""
+        if protected:
+            distance_test = sql.SQL("{}(t.fingerprint, {}, {})").format(
+                self._static("within_distance_v1"), fingerprint, max_distance
+            )
+        else:
+            distance_test = sql.SQL("{}(t.fingerprint, {}) OPERATOR(pg_catalog.<=) {}").format(
+                self._static("simhash_distance_v1"), fingerprint, max_distance
+            )
         arms = []
         for position, table in enumerate(self.design.tables):
             if position == 0:  # the fingerprint's top bits: a range of the fingerprint
@@ -287,11 +310,8 @@ class SimHashStore:
                 statement(
                     "simhash_candidates",
                     table=self.table(),
-                    distance=self._static("simhash_distance_v1"),
-                    fingerprint=fingerprint,
                     match=match,
-                    max_distance=max_distance,
-                    within=self._static("within_distance_v1"),
+                    distance_test=distance_test,
                     earlier=self._earlier(position, sql.SQL("t.fingerprint"), fingerprint),
                 )
             )

@@ -195,31 +195,60 @@ def test_the_rows_of_a_set_are_read_in_key_order_from_the_first_band_index(
         for parameter, renumbered in (("$2", "$1"), ("$4", "$2"), ("$5", "$3")):
             own = own.replace(parameter, renumbered)
         conn.execute(f"PREPARE by_value(integer[], integer, bigint) AS {own}")
-        own = by_key.split("IF set_others THEN")[1].split("RETURN QUERY")[1].split(";")[0]
-        for variable, parameter in (("query_bands", "$1"), ("max_rows", "$2"), ("query_set", "$3")):
-            own = own.replace(variable, parameter)
-        conn.execute(
-            "PREPARE by_key(integer[], integer, bigint, integer) AS " + own.replace("row_key", "$4")
+        query = "\n".join(
+            line for line in by_key.splitlines() if not line.lstrip().startswith("--")
         )
+        query = query.split("RETURN QUERY")[2].split(";")[0]  # where no policy applies
+        for variable, parameter in (("row_key", "$1"), ("threshold", "$2"), ("max_rows", "$3")):
+            query = query.replace(variable, parameter)
+        conn.execute(f"PREPARE by_key(bigint, double precision, integer) AS {query}")
         arguments = [sql.Literal(band_keys), sql.Literal(1000), sql.Literal(set_hash)]
+        by_key_arguments = [sql.Literal(len(others)), sql.Literal(0.8), sql.Literal(1000)]
         plans = [
             conn.execute(
                 sql.SQL("EXPLAIN (FORMAT JSON) EXECUTE {}({})").format(
-                    sql.Identifier(name), sql.SQL(", ").join(arguments + extra)
+                    sql.Identifier(name), sql.SQL(", ").join(values)
                 )
             ).fetchone()[0]  # type: ignore[index]
-            for name, extra in (("by_value", []), ("by_key", [sql.Literal(len(others))]))
+            for name, values in (("by_value", arguments), ("by_key", by_key_arguments))
         ]
         rows = conn.execute(
             sql.SQL("EXECUTE by_value({})").format(sql.SQL(", ").join(arguments))
         ).fetchall()
-    for plan in plans:
-        nodes = list(plan_nodes(plan[0]["Plan"]))
+        key_rows = conn.execute(
+            sql.SQL("EXECUTE by_key({})").format(sql.SQL(", ").join(by_key_arguments))
+        ).fetchall()
+    # By key, the rows of the set are the first child of the answer's Append, then the bands'.
+    appended = [node for node in plan_nodes(plans[1][0]["Plan"]) if node["Node Type"] == "Append"]
+    for plan in (plans[0][0]["Plan"], appended[0]["Plans"][0]):
+        nodes = list(plan_nodes(plan))
         assert "Sort" not in {node["Node Type"] for node in nodes}
         scans = [node for node in nodes if node.get("Relation Name") == "notes_minhash"]
         assert [node.get("Index Name") for node in scans] == ["notes_minhash_b0"]
         assert scans[0]["Node Type"] in ("Index Scan", "Index Only Scan")
+    assert [row[0] for row in key_rows] == list(range(len(others) + 1, len(texts)))
     assert [row[0] for row in rows] == list(range(len(others), len(texts)))
+
+
+def test_similar_key_of_an_index_whose_table_was_dropped_fails_clearly(
+    database_dsn: str,
+) -> None:
+    """similar_key_v1 is one statement naming the source (its probes, inlined): a dropped
+    source fails that statement's planning, and the checks then say what happened (55000), in
+    a session that planned it before the drop and in a new one."""
+    load(database_dsn, [*corpus(10, 20), *[corpus(11, 1)[0]] * 3])
+    create_index(database_dsn, "notes", "notes", "body", method=MinHash(0.8, 128)).build()
+    query = "SELECT key FROM simindex.notes_similar_key_v1(22)"
+    with psycopg.connect(database_dsn, autocommit=True) as conn:
+        assert [row[0] for row in conn.execute(query)] == [23, 24]
+        conn.execute("DROP TABLE notes")
+        with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match="was dropped"):
+            conn.execute(query)
+    with (
+        psycopg.connect(database_dsn, autocommit=True) as conn,
+        pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match="was dropped"),
+    ):
+        conn.execute(query)
 
 
 def test_text_keys_with_copy_special_characters(database_dsn: str) -> None:

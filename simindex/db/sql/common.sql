@@ -55,7 +55,7 @@ END IF
 
 
 -- name: query_checks
--- A query function's checks (simhash_query, minhash_similar_key_function), one scalar
+-- A query function's checks (simhash_query, minhash_key_query), one scalar
 -- subquery naming no column of the rows: run once per call, in the query's own snapshot, after
 -- its plan took the side table's lock. One catalog row read: the side table the snapshot knows
 -- (recorded by the transaction that made it, catalog_set_side; none seen, the snapshot is older

@@ -111,23 +111,21 @@ $body$
 -- The query by the stored row of a key, leaving the key itself out; its answers are those of
 -- similar_v1 called with that row (the same order: similarity, the key's own set first, the
 -- key), without its statements' second round of checks. One function, planned once per session
--- (a SQL function's body is planned again at every call). Its first statement takes the side
--- table's lock (waiting for a rebuild's swap) before its snapshot, in which the checks run
--- once (an initplan, as simhash_query's: query_ready_v1 judging the catalog row, whose side
--- table must be the one the plan locked, and the source) and the key's row is read; the later
--- statements run under that lock, on the same table, and are planned only once the checks
--- passed (the inlined visible_key of a dropped source would fail planning them). The rows of the key's own set (identical, scored 1: before every
--- other row) come first, from the (b0, set_hash, key) index in key order, each probed in the
--- source, never through the BitmapOr; a template's copies, max_rows of them or more, are
--- then the whole answer. Only a set with rows besides the key is read so. Then the other
--- candidates, as similar_v1 finds them (minhash_key_candidates): sorted, then probed in the
--- source in that order until as many as are still wanted are seen (only keys the source
--- holds: a deleted row's index rows stay until the worker's sweep). Their score is
--- minhash_estimate: minhash_similarity_v1's operations written out in the same order (so the
--- same value), evaluated in the plan without a call a row. It is not leakproof (# fails on bit
--- strings of two lengths): where row-level security may apply, the filter is
--- minhash_similarity_v1, run before the policy's probe of the source (minhash_key_scored);
--- elsewhere the estimate is computed once a candidate (minhash_key_scored_open).
+-- (a SQL function's body is planned again at every call), and one statement a call
+-- (minhash_key_query): its plan takes the side table's lock (waiting for a rebuild's swap)
+-- before its snapshot, in which the checks run once (an initplan, as simhash_query's:
+-- query_ready_v1 judging the catalog row, whose side table must be the one the plan locked,
+-- and the source), the key's row is read and the rows of its own set and the band candidates
+-- are found from it (lateral to it: no round of variables between statements). A source
+-- dropped fails the planning of that statement (the inlined visible_key names it): the
+-- checks then run alone, in a statement that does not name it, and say so (55000).
+-- Whether row-level security may apply is asked of the side table first (a name resolved
+-- when the expression is first planned, not at each call): where it may, the candidates'
+-- filter is minhash_similarity_v1 (leakproof), run before the policy's probe of the source
+-- (minhash_key_scored); elsewhere the estimate is computed once a candidate
+-- (minhash_key_scored_open). Its score is minhash_estimate: minhash_similarity_v1's
+-- operations written out in the same order (so the same value), evaluated in the plan
+-- without a call a row. It is not leakproof (# fails on bit strings of two lengths).
 -- SECURITY INVOKER, without a SET search_path (as simhash_near_function): every name in it is
 -- qualified, every operator pg_catalog's, so a call neither switches the caller's path nor
 -- makes it be looked up again.
@@ -140,13 +138,6 @@ LANGUAGE plpgsql VOLATILE PARALLEL SAFE
 SET plan_cache_mode = force_generic_plan
 AS $body$
 #variable_conflict use_column
-DECLARE
-    query_sketch bit varying;
-    query_bands integer[];
-    query_set bigint;
-    set_others boolean;
-    protected boolean;  -- row-level security may apply to the side table
-    found_rows bigint := 0;
 BEGIN
     -- NaN sorts above every number, so it fails the upper bound.
     IF threshold IS NULL
@@ -157,75 +148,74 @@ BEGIN
     IF max_rows OPERATOR(pg_catalog.<) 1 THEN
         RAISE EXCEPTION 'max_rows must be at least 1, got %', max_rows USING ERRCODE = '22023';
     END IF;
-    SELECT s.sketch, ARRAY[{band_columns}], s.set_hash,
-           EXISTS (SELECT FROM {table} AS o
-                   WHERE o.b0 OPERATOR(pg_catalog.=) s.b0
-                     AND o.set_hash OPERATOR(pg_catalog.=) s.set_hash
-                     AND o.key OPERATOR(pg_catalog.<>) s.key),
-           pg_catalog.row_security_active(s.tableoid)
-    INTO query_sketch, query_bands, query_set, set_others, protected
-    FROM {table} AS s
-    WHERE s.key OPERATOR(pg_catalog.=) row_key
-      AND {checks};
-    IF NOT FOUND THEN  -- the key not indexed, or not the caller's to see
-        RETURN;
-    END IF;
-    -- The probes are LATERAL subqueries with a LIMIT: never pulled up into a join, so never a
-    -- hash of the whole source, one primary-key probe a row (the inlined visible_key).
-    IF set_others THEN
-        RETURN QUERY
-        SELECT c.key, 1.0::double precision, true
-        FROM {table} AS c
-        CROSS JOIN LATERAL (SELECT FROM {visible_key}(c.key) LIMIT 1) AS seen
-        WHERE c.b0 OPERATOR(pg_catalog.=) query_bands[1]
-          AND c.set_hash OPERATOR(pg_catalog.=) query_set
-          AND c.key OPERATOR(pg_catalog.<>) row_key
-        ORDER BY c.key
-        LIMIT max_rows;
-        GET DIAGNOSTICS found_rows = ROW_COUNT;
-        IF found_rows OPERATOR(pg_catalog.>=) max_rows THEN
-            RETURN;
+    BEGIN
+        -- A policy may apply: the leakproof filter first; none does: the estimate once a row.
+        IF pg_catalog.row_security_active({table_name}::pg_catalog.regclass) THEN
+            RETURN QUERY {protected_query};
+        ELSE
+            RETURN QUERY {open_query};
         END IF;
-    END IF;
-    -- A policy may apply: the leakproof filter first; none does: the estimate once a row.
-    -- (Asked of the row's table, the one the plan locked: no name to look up at each call.)
-    IF protected THEN
-        RETURN QUERY {protected_candidates};
-    ELSE
-        RETURN QUERY {open_candidates};
-    END IF;
+    EXCEPTION WHEN undefined_table THEN
+        PERFORM {checks};
+        RAISE;
+    END;
 END
 $body$
 
--- name: minhash_key_candidates
--- The band candidates of a query by key, sorted, then probed (minhash_similar_key_function).
-SELECT o.key, o.similarity, false
-    FROM (
-        SELECT r.key, r.similarity FROM ({scored}) AS r
-        ORDER BY r.similarity DESC, r.key
-        OFFSET 0
-    ) AS o
-    CROSS JOIN LATERAL (SELECT FROM {visible_key}(o.key) LIMIT 1) AS seen
-    ORDER BY o.similarity DESC, o.key
-    LIMIT max_rows OPERATOR(pg_catalog.-) found_rows
+-- name: minhash_key_query
+-- A query by key in one statement (minhash_similar_key_function). The key's row (none: the key
+-- not indexed, or not the caller's to see, and no answer), then, lateral to it, appended in
+-- this order and cut at max_rows: the rows of its own set (identical, scored 1: before every
+-- other row), from the (b0, set_hash, key) index in key order, each probed in the source,
+-- never through the BitmapOr (a template's copies, max_rows of them or more, are the whole
+-- answer, and the band candidates are never read); then the other candidates, as similar_v1
+-- finds them (a BitmapOr of the band indexes), sorted, then probed in the source in that order
+-- until max_rows are seen (only keys the source holds: a deleted row's index rows stay until
+-- the worker's sweep). The probes are LATERAL subqueries with a LIMIT: never pulled up into a
+-- join, so never a hash of the whole source, one primary-key probe a row (the inlined
+-- visible_key).
+SELECT a.key, a.similarity, a.identical
+FROM {table} AS s
+CROSS JOIN LATERAL (
+    (SELECT c.key, 1.0::double precision AS similarity, true AS identical
+     FROM {table} AS c
+     CROSS JOIN LATERAL (SELECT FROM {visible_key}(c.key) LIMIT 1) AS seen
+     WHERE c.b0 OPERATOR(pg_catalog.=) s.b0
+       AND c.set_hash OPERATOR(pg_catalog.=) s.set_hash
+       AND c.key OPERATOR(pg_catalog.<>) s.key
+     ORDER BY c.key
+     LIMIT max_rows)
+    UNION ALL
+    (SELECT o.key, o.similarity, false
+     FROM (
+         SELECT r.key, r.similarity FROM ({scored}) AS r
+         ORDER BY r.similarity DESC, r.key
+         OFFSET 0
+     ) AS o
+     CROSS JOIN LATERAL (SELECT FROM {visible_key}(o.key) LIMIT 1) AS seen
+     ORDER BY o.similarity DESC, o.key)
+) AS a
+WHERE s.key OPERATOR(pg_catalog.=) row_key
+  AND {checks}
+LIMIT max_rows
 
 -- name: minhash_key_scored
--- Scored where row-level security may apply (minhash_similar_key_function).
+-- Scored where row-level security may apply (minhash_key_query).
 SELECT c.key, {estimate} AS similarity
         FROM {table} AS c
         WHERE ({any_band})
-          AND c.set_hash OPERATOR(pg_catalog.<>) query_set
-          AND {similarity}(c.sketch, query_sketch) OPERATOR(pg_catalog.>=) threshold
+          AND c.set_hash OPERATOR(pg_catalog.<>) s.set_hash
+          AND {similarity}(c.sketch, s.sketch) OPERATOR(pg_catalog.>=) threshold
 
 -- name: minhash_key_scored_open
--- Scored where no policy applies, once a candidate (minhash_similar_key_function).
-SELECT s.key, s.similarity
+-- Scored where no policy applies, once a candidate (minhash_key_query).
+SELECT x.key, x.similarity
         FROM (SELECT c.key, {estimate} AS similarity
               FROM {table} AS c
               WHERE ({any_band})
-                AND c.set_hash OPERATOR(pg_catalog.<>) query_set
-              OFFSET 0) AS s
-        WHERE s.similarity OPERATOR(pg_catalog.>=) threshold
+                AND c.set_hash OPERATOR(pg_catalog.<>) s.set_hash
+              OFFSET 0) AS x
+        WHERE x.similarity OPERATOR(pg_catalog.>=) threshold
 
 -- name: minhash_estimate
 -- minhash_similarity_v1 written out (minhash_similar_key_function).

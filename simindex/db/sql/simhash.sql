@@ -19,15 +19,15 @@ COPY {table} (key, fingerprint{columns}) FROM STDIN
 -- name: simhash_candidates
 -- One Manku table's candidates: the rows sharing the query's prefix, within the distance, keys
 -- and fingerprints (the distance is computed once, over every arm's rows: simhash_query). The
--- distance is tested twice, for the two orders the planner picks: the inlined SQL test, cheap,
--- first where no row-level security applies (a superuser's, the owner's, a worker's query: no
--- function call a row); within_distance_v1, leakproof and costlier (COST 8), first where it
--- does (before the policy's probe of the source, db.answers), the inlined test after it.
+-- distance test is one of two, by whether row-level security may apply (simhash_near_function
+-- plans both and runs one): where none does (a superuser's, the owner's, a worker's query),
+-- the inlined SQL test, no function call a row; where it may, within_distance_v1, leakproof,
+-- so it runs before the policy's probe of the source (db.answers). Each plan holds only its
+-- own: every expression of a plan is compiled at every call, run or not.
 SELECT t.key, t.fingerprint
 FROM {table} AS t
 WHERE {match}
-  AND {distance}(t.fingerprint, {fingerprint}) OPERATOR(pg_catalog.<=) {max_distance}
-  AND {within}(t.fingerprint, {fingerprint}, {max_distance}){earlier}
+  AND {distance_test}{earlier}
 
 -- name: simhash_query
 -- A SimHash query, nearest first. One arm per Manku table: the rows sharing the query's prefix
@@ -77,7 +77,10 @@ ORDER BY distance, key
 -- so nothing resolves on the caller's path, and a call neither switches the path and back nor
 -- makes it be looked up again (by the regclass casts of the checks and, for a reader, of the
 -- side table's policy). plan_cache_mode stays: without it, the first calls of a session and
--- any whose generic plan looks costlier would each plan the query again.
+-- any whose generic plan looks costlier would each plan the query again. Two queries, by
+-- whether row-level security may apply to the side table (asked of it by a name resolved when
+-- the test is first planned, not at each call): each with only its own distance test
+-- (simhash_candidates).
 CREATE FUNCTION {function}(
     fingerprint bigint,
     max_distance integer DEFAULT {default_distance},
@@ -93,7 +96,11 @@ BEGIN
        OR max_distance OPERATOR(pg_catalog.>) {default_distance} THEN
         PERFORM {allowed}(max_distance, {default_distance});
     END IF;
-    RETURN QUERY {query};
+    IF pg_catalog.row_security_active({table_name}::pg_catalog.regclass) THEN
+        RETURN QUERY {protected_query};
+    ELSE
+        RETURN QUERY {open_query};
+    END IF;
 END
 $body$
 
@@ -101,7 +108,7 @@ $body$
 -- The query by the stored fingerprint of the key's row (simhash_of_key), leaving the row itself
 -- out. One statement of a VOLATILE function: its plan takes the side table's lock (waiting for
 -- a rebuild's swap) before the statement's snapshot, in which the key's row is read and the
--- query's checks run.
+-- query's checks run. Two queries, as simhash_near_function's.
 CREATE FUNCTION {function}(
     row_key {key_type}, max_distance integer DEFAULT {default_distance},
     max_rows integer DEFAULT {max_rows}
@@ -116,7 +123,11 @@ BEGIN
        OR max_distance OPERATOR(pg_catalog.>) {default_distance} THEN
         PERFORM {allowed}(max_distance, {default_distance});
     END IF;
-    RETURN QUERY {query};
+    IF pg_catalog.row_security_active({table_name}::pg_catalog.regclass) THEN
+        RETURN QUERY {protected_query};
+    ELSE
+        RETURN QUERY {open_query};
+    END IF;
 END
 $body$
 

@@ -277,23 +277,21 @@ $body$;
 -- The query by the stored row of a key, leaving the key itself out; its answers are those of
 -- similar_v1 called with that row (the same order: similarity, the key's own set first, the
 -- key), without its statements' second round of checks. One function, planned once per session
--- (a SQL function's body is planned again at every call). Its first statement takes the side
--- table's lock (waiting for a rebuild's swap) before its snapshot, in which the checks run
--- once (an initplan, as simhash_query's: query_ready_v1 judging the catalog row, whose side
--- table must be the one the plan locked, and the source) and the key's row is read; the later
--- statements run under that lock, on the same table, and are planned only once the checks
--- passed (the inlined visible_key of a dropped source would fail planning them). The rows of the key's own set (identical, scored 1: before every
--- other row) come first, from the (b0, set_hash, key) index in key order, each probed in the
--- source, never through the BitmapOr; a template's copies, max_rows of them or more, are
--- then the whole answer. Only a set with rows besides the key is read so. Then the other
--- candidates, as similar_v1 finds them (minhash_key_candidates): sorted, then probed in the
--- source in that order until as many as are still wanted are seen (only keys the source
--- holds: a deleted row's index rows stay until the worker's sweep). Their score is
--- minhash_estimate: minhash_similarity_v1's operations written out in the same order (so the
--- same value), evaluated in the plan without a call a row. It is not leakproof (# fails on bit
--- strings of two lengths): where row-level security may apply, the filter is
--- minhash_similarity_v1, run before the policy's probe of the source (minhash_key_scored);
--- elsewhere the estimate is computed once a candidate (minhash_key_scored_open).
+-- (a SQL function's body is planned again at every call), and one statement a call
+-- (minhash_key_query): its plan takes the side table's lock (waiting for a rebuild's swap)
+-- before its snapshot, in which the checks run once (an initplan, as simhash_query's:
+-- query_ready_v1 judging the catalog row, whose side table must be the one the plan locked,
+-- and the source), the key's row is read and the rows of its own set and the band candidates
+-- are found from it (lateral to it: no round of variables between statements). A source
+-- dropped fails the planning of that statement (the inlined visible_key names it): the
+-- checks then run alone, in a statement that does not name it, and say so (55000).
+-- Whether row-level security may apply is asked of the side table first (a name resolved
+-- when the expression is first planned, not at each call): where it may, the candidates'
+-- filter is minhash_similarity_v1 (leakproof), run before the policy's probe of the source
+-- (minhash_key_scored); elsewhere the estimate is computed once a candidate
+-- (minhash_key_scored_open). Its score is minhash_estimate: minhash_similarity_v1's
+-- operations written out in the same order (so the same value), evaluated in the plan
+-- without a call a row. It is not leakproof (# fails on bit strings of two lengths).
 -- SECURITY INVOKER, without a SET search_path (as simhash_near_function): every name in it is
 -- qualified, every operator pg_catalog's, so a call neither switches the caller's path nor
 -- makes it be looked up again.
@@ -306,13 +304,6 @@ LANGUAGE plpgsql VOLATILE PARALLEL SAFE
 SET plan_cache_mode = force_generic_plan
 AS $body$
 #variable_conflict use_column
-DECLARE
-    query_sketch bit varying;
-    query_bands integer[];
-    query_set bigint;
-    set_others boolean;
-    protected boolean;  -- row-level security may apply to the side table
-    found_rows bigint := 0;
 BEGIN
     -- NaN sorts above every number, so it fails the upper bound.
     IF threshold IS NULL
@@ -323,16 +314,147 @@ BEGIN
     IF max_rows OPERATOR(pg_catalog.<) 1 THEN
         RAISE EXCEPTION 'max_rows must be at least 1, got %', max_rows USING ERRCODE = '22023';
     END IF;
-    SELECT s.sketch, ARRAY[s."b0", s."b1", s."b2", s."b3", s."b4", s."b5", s."b6", s."b7", s."b8", s."b9", s."b10", s."b11", s."b12", s."b13", s."b14"], s.set_hash,
-           EXISTS (SELECT FROM "simindex"."docs_minhash" AS o
-                   WHERE o.b0 OPERATOR(pg_catalog.=) s.b0
-                     AND o.set_hash OPERATOR(pg_catalog.=) s.set_hash
-                     AND o.key OPERATOR(pg_catalog.<>) s.key),
-           pg_catalog.row_security_active(s.tableoid)
-    INTO query_sketch, query_bands, query_set, set_others, protected
-    FROM "simindex"."docs_minhash" AS s
-    WHERE s.key OPERATOR(pg_catalog.=) row_key
-      AND -- A query function's checks (simhash_query, minhash_similar_key_function), one scalar
+    BEGIN
+        -- A policy may apply: the leakproof filter first; none does: the estimate once a row.
+        IF pg_catalog.row_security_active('"simindex"."docs_minhash"'::pg_catalog.regclass) THEN
+            RETURN QUERY -- A query by key in one statement (minhash_similar_key_function). The key's row (none: the key
+-- not indexed, or not the caller's to see, and no answer), then, lateral to it, appended in
+-- this order and cut at max_rows: the rows of its own set (identical, scored 1: before every
+-- other row), from the (b0, set_hash, key) index in key order, each probed in the source,
+-- never through the BitmapOr (a template's copies, max_rows of them or more, are the whole
+-- answer, and the band candidates are never read); then the other candidates, as similar_v1
+-- finds them (a BitmapOr of the band indexes), sorted, then probed in the source in that order
+-- until max_rows are seen (only keys the source holds: a deleted row's index rows stay until
+-- the worker's sweep). The probes are LATERAL subqueries with a LIMIT: never pulled up into a
+-- join, so never a hash of the whole source, one primary-key probe a row (the inlined
+-- visible_key).
+SELECT a.key, a.similarity, a.identical
+FROM "simindex"."docs_minhash" AS s
+CROSS JOIN LATERAL (
+    (SELECT c.key, 1.0::double precision AS similarity, true AS identical
+     FROM "simindex"."docs_minhash" AS c
+     CROSS JOIN LATERAL (SELECT FROM "simindex"."docs_visible_key_v1"(c.key) LIMIT 1) AS seen
+     WHERE c.b0 OPERATOR(pg_catalog.=) s.b0
+       AND c.set_hash OPERATOR(pg_catalog.=) s.set_hash
+       AND c.key OPERATOR(pg_catalog.<>) s.key
+     ORDER BY c.key
+     LIMIT max_rows)
+    UNION ALL
+    (SELECT o.key, o.similarity, false
+     FROM (
+         SELECT r.key, r.similarity FROM (-- Scored where row-level security may apply (minhash_key_query).
+SELECT c.key, -- minhash_similarity_v1 written out (minhash_similar_key_function).
+GREATEST(0.0::double precision, 1.0::double precision
+            OPERATOR(pg_catalog.-) (2.0::double precision
+            OPERATOR(pg_catalog.*) pg_catalog.bit_count(c.sketch OPERATOR(pg_catalog.#) s.sketch)
+            OPERATOR(pg_catalog./) pg_catalog.length(c.sketch))) AS similarity
+        FROM "simindex"."docs_minhash" AS c
+        WHERE (c."b0" OPERATOR(pg_catalog.=) s."b0" OR c."b1" OPERATOR(pg_catalog.=) s."b1" OR c."b2" OPERATOR(pg_catalog.=) s."b2" OR c."b3" OPERATOR(pg_catalog.=) s."b3" OR c."b4" OPERATOR(pg_catalog.=) s."b4" OR c."b5" OPERATOR(pg_catalog.=) s."b5" OR c."b6" OPERATOR(pg_catalog.=) s."b6" OR c."b7" OPERATOR(pg_catalog.=) s."b7" OR c."b8" OPERATOR(pg_catalog.=) s."b8" OR c."b9" OPERATOR(pg_catalog.=) s."b9" OR c."b10" OPERATOR(pg_catalog.=) s."b10" OR c."b11" OPERATOR(pg_catalog.=) s."b11" OR c."b12" OPERATOR(pg_catalog.=) s."b12" OR c."b13" OPERATOR(pg_catalog.=) s."b13" OR c."b14" OPERATOR(pg_catalog.=) s."b14")
+          AND c.set_hash OPERATOR(pg_catalog.<>) s.set_hash
+          AND "simindex"."minhash_similarity_v1"(c.sketch, s.sketch) OPERATOR(pg_catalog.>=) threshold) AS r
+         ORDER BY r.similarity DESC, r.key
+         OFFSET 0
+     ) AS o
+     CROSS JOIN LATERAL (SELECT FROM "simindex"."docs_visible_key_v1"(o.key) LIMIT 1) AS seen
+     ORDER BY o.similarity DESC, o.key)
+) AS a
+WHERE s.key OPERATOR(pg_catalog.=) row_key
+  AND -- A query function's checks (simhash_query, minhash_key_query), one scalar
+-- subquery naming no column of the rows: run once per call, in the query's own snapshot, after
+-- its plan took the side table's lock. One catalog row read: the side table the snapshot knows
+-- (recorded by the transaction that made it, catalog_set_side; none seen, the snapshot is older
+-- than the index) against the one this plan locked, and the source's state; the source's
+-- existence from the relation cache (pg_table_is_visible is NULL for a table that is gone), no
+-- catalog scan. query_ready_v1 judges them, called only when a test does not pass (no row, a
+-- test false or NULL): a call in every query would cost more than the tests, which are the
+-- same in both places.
+(SELECT coalesce(
+           (SELECT CASE
+                WHEN i.side::pg_catalog.oid OPERATOR(pg_catalog.=) '"simindex"."docs_minhash"'::pg_catalog.regclass::pg_catalog.oid
+                     AND i.state OPERATOR(pg_catalog.<>) 'source_dropped'
+                     AND pg_catalog.pg_table_is_visible(i.source::pg_catalog.oid) IS NOT NULL
+                THEN true
+                ELSE "simindex"."query_ready_v1"(
+                    'docs',
+                    i.side::pg_catalog.oid OPERATOR(pg_catalog.=) '"simindex"."docs_minhash"'::pg_catalog.regclass::pg_catalog.oid,
+                    i.state OPERATOR(pg_catalog.<>) 'source_dropped'
+                        AND pg_catalog.pg_table_is_visible(i.source::pg_catalog.oid) IS NOT NULL)
+                END
+            FROM "simindex"."indexes" AS i WHERE i.name OPERATOR(pg_catalog.=) 'docs'),
+           "simindex"."query_ready_v1"('docs', false, true)))
+LIMIT max_rows;
+        ELSE
+            RETURN QUERY -- A query by key in one statement (minhash_similar_key_function). The key's row (none: the key
+-- not indexed, or not the caller's to see, and no answer), then, lateral to it, appended in
+-- this order and cut at max_rows: the rows of its own set (identical, scored 1: before every
+-- other row), from the (b0, set_hash, key) index in key order, each probed in the source,
+-- never through the BitmapOr (a template's copies, max_rows of them or more, are the whole
+-- answer, and the band candidates are never read); then the other candidates, as similar_v1
+-- finds them (a BitmapOr of the band indexes), sorted, then probed in the source in that order
+-- until max_rows are seen (only keys the source holds: a deleted row's index rows stay until
+-- the worker's sweep). The probes are LATERAL subqueries with a LIMIT: never pulled up into a
+-- join, so never a hash of the whole source, one primary-key probe a row (the inlined
+-- visible_key).
+SELECT a.key, a.similarity, a.identical
+FROM "simindex"."docs_minhash" AS s
+CROSS JOIN LATERAL (
+    (SELECT c.key, 1.0::double precision AS similarity, true AS identical
+     FROM "simindex"."docs_minhash" AS c
+     CROSS JOIN LATERAL (SELECT FROM "simindex"."docs_visible_key_v1"(c.key) LIMIT 1) AS seen
+     WHERE c.b0 OPERATOR(pg_catalog.=) s.b0
+       AND c.set_hash OPERATOR(pg_catalog.=) s.set_hash
+       AND c.key OPERATOR(pg_catalog.<>) s.key
+     ORDER BY c.key
+     LIMIT max_rows)
+    UNION ALL
+    (SELECT o.key, o.similarity, false
+     FROM (
+         SELECT r.key, r.similarity FROM (-- Scored where no policy applies, once a candidate (minhash_key_query).
+SELECT x.key, x.similarity
+        FROM (SELECT c.key, -- minhash_similarity_v1 written out (minhash_similar_key_function).
+GREATEST(0.0::double precision, 1.0::double precision
+            OPERATOR(pg_catalog.-) (2.0::double precision
+            OPERATOR(pg_catalog.*) pg_catalog.bit_count(c.sketch OPERATOR(pg_catalog.#) s.sketch)
+            OPERATOR(pg_catalog./) pg_catalog.length(c.sketch))) AS similarity
+              FROM "simindex"."docs_minhash" AS c
+              WHERE (c."b0" OPERATOR(pg_catalog.=) s."b0" OR c."b1" OPERATOR(pg_catalog.=) s."b1" OR c."b2" OPERATOR(pg_catalog.=) s."b2" OR c."b3" OPERATOR(pg_catalog.=) s."b3" OR c."b4" OPERATOR(pg_catalog.=) s."b4" OR c."b5" OPERATOR(pg_catalog.=) s."b5" OR c."b6" OPERATOR(pg_catalog.=) s."b6" OR c."b7" OPERATOR(pg_catalog.=) s."b7" OR c."b8" OPERATOR(pg_catalog.=) s."b8" OR c."b9" OPERATOR(pg_catalog.=) s."b9" OR c."b10" OPERATOR(pg_catalog.=) s."b10" OR c."b11" OPERATOR(pg_catalog.=) s."b11" OR c."b12" OPERATOR(pg_catalog.=) s."b12" OR c."b13" OPERATOR(pg_catalog.=) s."b13" OR c."b14" OPERATOR(pg_catalog.=) s."b14")
+                AND c.set_hash OPERATOR(pg_catalog.<>) s.set_hash
+              OFFSET 0) AS x
+        WHERE x.similarity OPERATOR(pg_catalog.>=) threshold) AS r
+         ORDER BY r.similarity DESC, r.key
+         OFFSET 0
+     ) AS o
+     CROSS JOIN LATERAL (SELECT FROM "simindex"."docs_visible_key_v1"(o.key) LIMIT 1) AS seen
+     ORDER BY o.similarity DESC, o.key)
+) AS a
+WHERE s.key OPERATOR(pg_catalog.=) row_key
+  AND -- A query function's checks (simhash_query, minhash_key_query), one scalar
+-- subquery naming no column of the rows: run once per call, in the query's own snapshot, after
+-- its plan took the side table's lock. One catalog row read: the side table the snapshot knows
+-- (recorded by the transaction that made it, catalog_set_side; none seen, the snapshot is older
+-- than the index) against the one this plan locked, and the source's state; the source's
+-- existence from the relation cache (pg_table_is_visible is NULL for a table that is gone), no
+-- catalog scan. query_ready_v1 judges them, called only when a test does not pass (no row, a
+-- test false or NULL): a call in every query would cost more than the tests, which are the
+-- same in both places.
+(SELECT coalesce(
+           (SELECT CASE
+                WHEN i.side::pg_catalog.oid OPERATOR(pg_catalog.=) '"simindex"."docs_minhash"'::pg_catalog.regclass::pg_catalog.oid
+                     AND i.state OPERATOR(pg_catalog.<>) 'source_dropped'
+                     AND pg_catalog.pg_table_is_visible(i.source::pg_catalog.oid) IS NOT NULL
+                THEN true
+                ELSE "simindex"."query_ready_v1"(
+                    'docs',
+                    i.side::pg_catalog.oid OPERATOR(pg_catalog.=) '"simindex"."docs_minhash"'::pg_catalog.regclass::pg_catalog.oid,
+                    i.state OPERATOR(pg_catalog.<>) 'source_dropped'
+                        AND pg_catalog.pg_table_is_visible(i.source::pg_catalog.oid) IS NOT NULL)
+                END
+            FROM "simindex"."indexes" AS i WHERE i.name OPERATOR(pg_catalog.=) 'docs'),
+           "simindex"."query_ready_v1"('docs', false, true)))
+LIMIT max_rows;
+        END IF;
+    EXCEPTION WHEN undefined_table THEN
+        PERFORM -- A query function's checks (simhash_query, minhash_key_query), one scalar
 -- subquery naming no column of the rows: run once per call, in the query's own snapshot, after
 -- its plan took the side table's lock. One catalog row read: the side table the snapshot knows
 -- (recorded by the transaction that made it, catalog_set_side; none seen, the snapshot is older
@@ -355,71 +477,8 @@ BEGIN
                 END
             FROM "simindex"."indexes" AS i WHERE i.name OPERATOR(pg_catalog.=) 'docs'),
            "simindex"."query_ready_v1"('docs', false, true)));
-    IF NOT FOUND THEN  -- the key not indexed, or not the caller's to see
-        RETURN;
-    END IF;
-    -- The probes are LATERAL subqueries with a LIMIT: never pulled up into a join, so never a
-    -- hash of the whole source, one primary-key probe a row (the inlined visible_key).
-    IF set_others THEN
-        RETURN QUERY
-        SELECT c.key, 1.0::double precision, true
-        FROM "simindex"."docs_minhash" AS c
-        CROSS JOIN LATERAL (SELECT FROM "simindex"."docs_visible_key_v1"(c.key) LIMIT 1) AS seen
-        WHERE c.b0 OPERATOR(pg_catalog.=) query_bands[1]
-          AND c.set_hash OPERATOR(pg_catalog.=) query_set
-          AND c.key OPERATOR(pg_catalog.<>) row_key
-        ORDER BY c.key
-        LIMIT max_rows;
-        GET DIAGNOSTICS found_rows = ROW_COUNT;
-        IF found_rows OPERATOR(pg_catalog.>=) max_rows THEN
-            RETURN;
-        END IF;
-    END IF;
-    -- A policy may apply: the leakproof filter first; none does: the estimate once a row.
-    -- (Asked of the row's table, the one the plan locked: no name to look up at each call.)
-    IF protected THEN
-        RETURN QUERY -- The band candidates of a query by key, sorted, then probed (minhash_similar_key_function).
-SELECT o.key, o.similarity, false
-    FROM (
-        SELECT r.key, r.similarity FROM (-- Scored where row-level security may apply (minhash_similar_key_function).
-SELECT c.key, -- minhash_similarity_v1 written out (minhash_similar_key_function).
-GREATEST(0.0::double precision, 1.0::double precision
-            OPERATOR(pg_catalog.-) (2.0::double precision
-            OPERATOR(pg_catalog.*) pg_catalog.bit_count(c.sketch OPERATOR(pg_catalog.#) query_sketch)
-            OPERATOR(pg_catalog./) pg_catalog.length(c.sketch))) AS similarity
-        FROM "simindex"."docs_minhash" AS c
-        WHERE (c."b0" OPERATOR(pg_catalog.=) query_bands[1] OR c."b1" OPERATOR(pg_catalog.=) query_bands[2] OR c."b2" OPERATOR(pg_catalog.=) query_bands[3] OR c."b3" OPERATOR(pg_catalog.=) query_bands[4] OR c."b4" OPERATOR(pg_catalog.=) query_bands[5] OR c."b5" OPERATOR(pg_catalog.=) query_bands[6] OR c."b6" OPERATOR(pg_catalog.=) query_bands[7] OR c."b7" OPERATOR(pg_catalog.=) query_bands[8] OR c."b8" OPERATOR(pg_catalog.=) query_bands[9] OR c."b9" OPERATOR(pg_catalog.=) query_bands[10] OR c."b10" OPERATOR(pg_catalog.=) query_bands[11] OR c."b11" OPERATOR(pg_catalog.=) query_bands[12] OR c."b12" OPERATOR(pg_catalog.=) query_bands[13] OR c."b13" OPERATOR(pg_catalog.=) query_bands[14] OR c."b14" OPERATOR(pg_catalog.=) query_bands[15])
-          AND c.set_hash OPERATOR(pg_catalog.<>) query_set
-          AND "simindex"."minhash_similarity_v1"(c.sketch, query_sketch) OPERATOR(pg_catalog.>=) threshold) AS r
-        ORDER BY r.similarity DESC, r.key
-        OFFSET 0
-    ) AS o
-    CROSS JOIN LATERAL (SELECT FROM "simindex"."docs_visible_key_v1"(o.key) LIMIT 1) AS seen
-    ORDER BY o.similarity DESC, o.key
-    LIMIT max_rows OPERATOR(pg_catalog.-) found_rows;
-    ELSE
-        RETURN QUERY -- The band candidates of a query by key, sorted, then probed (minhash_similar_key_function).
-SELECT o.key, o.similarity, false
-    FROM (
-        SELECT r.key, r.similarity FROM (-- Scored where no policy applies, once a candidate (minhash_similar_key_function).
-SELECT s.key, s.similarity
-        FROM (SELECT c.key, -- minhash_similarity_v1 written out (minhash_similar_key_function).
-GREATEST(0.0::double precision, 1.0::double precision
-            OPERATOR(pg_catalog.-) (2.0::double precision
-            OPERATOR(pg_catalog.*) pg_catalog.bit_count(c.sketch OPERATOR(pg_catalog.#) query_sketch)
-            OPERATOR(pg_catalog./) pg_catalog.length(c.sketch))) AS similarity
-              FROM "simindex"."docs_minhash" AS c
-              WHERE (c."b0" OPERATOR(pg_catalog.=) query_bands[1] OR c."b1" OPERATOR(pg_catalog.=) query_bands[2] OR c."b2" OPERATOR(pg_catalog.=) query_bands[3] OR c."b3" OPERATOR(pg_catalog.=) query_bands[4] OR c."b4" OPERATOR(pg_catalog.=) query_bands[5] OR c."b5" OPERATOR(pg_catalog.=) query_bands[6] OR c."b6" OPERATOR(pg_catalog.=) query_bands[7] OR c."b7" OPERATOR(pg_catalog.=) query_bands[8] OR c."b8" OPERATOR(pg_catalog.=) query_bands[9] OR c."b9" OPERATOR(pg_catalog.=) query_bands[10] OR c."b10" OPERATOR(pg_catalog.=) query_bands[11] OR c."b11" OPERATOR(pg_catalog.=) query_bands[12] OR c."b12" OPERATOR(pg_catalog.=) query_bands[13] OR c."b13" OPERATOR(pg_catalog.=) query_bands[14] OR c."b14" OPERATOR(pg_catalog.=) query_bands[15])
-                AND c.set_hash OPERATOR(pg_catalog.<>) query_set
-              OFFSET 0) AS s
-        WHERE s.similarity OPERATOR(pg_catalog.>=) threshold) AS r
-        ORDER BY r.similarity DESC, r.key
-        OFFSET 0
-    ) AS o
-    CROSS JOIN LATERAL (SELECT FROM "simindex"."docs_visible_key_v1"(o.key) LIMIT 1) AS seen
-    ORDER BY o.similarity DESC, o.key
-    LIMIT max_rows OPERATOR(pg_catalog.-) found_rows;
-    END IF;
+        RAISE;
+    END;
 END
 $body$;
 

@@ -149,7 +149,10 @@ ANALYZE "simindex"."docs_simhash";
 -- so nothing resolves on the caller's path, and a call neither switches the path and back nor
 -- makes it be looked up again (by the regclass casts of the checks and, for a reader, of the
 -- side table's policy). plan_cache_mode stays: without it, the first calls of a session and
--- any whose generic plan looks costlier would each plan the query again.
+-- any whose generic plan looks costlier would each plan the query again. Two queries, by
+-- whether row-level security may apply to the side table (asked of it by a name resolved when
+-- the test is first planned, not at each call): each with only its own distance test
+-- (simhash_candidates).
 CREATE FUNCTION "simindex"."docs_near_v1"(
     fingerprint bigint,
     max_distance integer DEFAULT 3,
@@ -165,7 +168,8 @@ BEGIN
        OR max_distance OPERATOR(pg_catalog.>) 3 THEN
         PERFORM "simindex"."distance_allowed_v1"(max_distance, 3);
     END IF;
-    RETURN QUERY -- A SimHash query, nearest first. One arm per Manku table: the rows sharing the query's prefix
+    IF pg_catalog.row_security_active('"simindex"."docs_simhash"'::pg_catalog.regclass) THEN
+        RETURN QUERY -- A SimHash query, nearest first. One arm per Manku table: the rows sharing the query's prefix
 -- (one btree scan of the table's index), within the distance, and not found by an earlier arm
 -- (a row that agrees with the query on an earlier table's prefix bits is that arm's), so the
 -- arms never overlap and are appended, not deduplicated. The prefix test compares a column with
@@ -183,54 +187,54 @@ SELECT c.key, d.distance
 FROM (
 -- One Manku table's candidates: the rows sharing the query's prefix, within the distance, keys
 -- and fingerprints (the distance is computed once, over every arm's rows: simhash_query). The
--- distance is tested twice, for the two orders the planner picks: the inlined SQL test, cheap,
--- first where no row-level security applies (a superuser's, the owner's, a worker's query: no
--- function call a row); within_distance_v1, leakproof and costlier (COST 8), first where it
--- does (before the policy's probe of the source, db.answers), the inlined test after it.
+-- distance test is one of two, by whether row-level security may apply (simhash_near_function
+-- plans both and runs one): where none does (a superuser's, the owner's, a worker's query),
+-- the inlined SQL test, no function call a row; where it may, within_distance_v1, leakproof,
+-- so it runs before the policy's probe of the source (db.answers). Each plan holds only its
+-- own: every expression of a plan is compiled at every call, run or not.
 SELECT t.key, t.fingerprint
 FROM "simindex"."docs_simhash" AS t
 WHERE t.fingerprint OPERATOR(pg_catalog.>=) ($1 OPERATOR(pg_catalog.&) '-281474976710656'::bigint)
   AND t.fingerprint OPERATOR(pg_catalog.<=) ($1 OPERATOR(pg_catalog.|) '281474976710655'::bigint)
-  AND "simindex"."simhash_distance_v1"(t.fingerprint, $1) OPERATOR(pg_catalog.<=) $2
   AND "simindex"."within_distance_v1"(t.fingerprint, $1, $2)
 UNION ALL
 -- One Manku table's candidates: the rows sharing the query's prefix, within the distance, keys
 -- and fingerprints (the distance is computed once, over every arm's rows: simhash_query). The
--- distance is tested twice, for the two orders the planner picks: the inlined SQL test, cheap,
--- first where no row-level security applies (a superuser's, the owner's, a worker's query: no
--- function call a row); within_distance_v1, leakproof and costlier (COST 8), first where it
--- does (before the policy's probe of the source, db.answers), the inlined test after it.
+-- distance test is one of two, by whether row-level security may apply (simhash_near_function
+-- plans both and runs one): where none does (a superuser's, the owner's, a worker's query),
+-- the inlined SQL test, no function call a row; where it may, within_distance_v1, leakproof,
+-- so it runs before the policy's probe of the source (db.answers). Each plan holds only its
+-- own: every expression of a plan is compiled at every call, run or not.
 SELECT t.key, t.fingerprint
 FROM "simindex"."docs_simhash" AS t
 WHERE t."p1" OPERATOR(pg_catalog.=) (((((($1 OPERATOR(pg_catalog.#) '-9223372036854775808'::bigint) OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) '65535'::bigint) OPERATOR(pg_catalog.<<) 0)) OPERATOR(pg_catalog.-) 32768)::smallint
-  AND "simindex"."simhash_distance_v1"(t.fingerprint, $1) OPERATOR(pg_catalog.<=) $2
   AND "simindex"."within_distance_v1"(t.fingerprint, $1, $2)
   AND ((t.fingerprint OPERATOR(pg_catalog.#) $1) OPERATOR(pg_catalog.&) '-281474976710656'::bigint) OPERATOR(pg_catalog.<>) 0
 UNION ALL
 -- One Manku table's candidates: the rows sharing the query's prefix, within the distance, keys
 -- and fingerprints (the distance is computed once, over every arm's rows: simhash_query). The
--- distance is tested twice, for the two orders the planner picks: the inlined SQL test, cheap,
--- first where no row-level security applies (a superuser's, the owner's, a worker's query: no
--- function call a row); within_distance_v1, leakproof and costlier (COST 8), first where it
--- does (before the policy's probe of the source, db.answers), the inlined test after it.
+-- distance test is one of two, by whether row-level security may apply (simhash_near_function
+-- plans both and runs one): where none does (a superuser's, the owner's, a worker's query),
+-- the inlined SQL test, no function call a row; where it may, within_distance_v1, leakproof,
+-- so it runs before the policy's probe of the source (db.answers). Each plan holds only its
+-- own: every expression of a plan is compiled at every call, run or not.
 SELECT t.key, t.fingerprint
 FROM "simindex"."docs_simhash" AS t
 WHERE t."p2" OPERATOR(pg_catalog.=) (((((($1 OPERATOR(pg_catalog.#) '-9223372036854775808'::bigint) OPERATOR(pg_catalog.>>) 16) OPERATOR(pg_catalog.&) '65535'::bigint) OPERATOR(pg_catalog.<<) 0)) OPERATOR(pg_catalog.-) 32768)::smallint
-  AND "simindex"."simhash_distance_v1"(t.fingerprint, $1) OPERATOR(pg_catalog.<=) $2
   AND "simindex"."within_distance_v1"(t.fingerprint, $1, $2)
   AND ((t.fingerprint OPERATOR(pg_catalog.#) $1) OPERATOR(pg_catalog.&) '-281474976710656'::bigint) OPERATOR(pg_catalog.<>) 0
   AND ((t.fingerprint OPERATOR(pg_catalog.#) $1) OPERATOR(pg_catalog.&) '281470681743360'::bigint) OPERATOR(pg_catalog.<>) 0
 UNION ALL
 -- One Manku table's candidates: the rows sharing the query's prefix, within the distance, keys
 -- and fingerprints (the distance is computed once, over every arm's rows: simhash_query). The
--- distance is tested twice, for the two orders the planner picks: the inlined SQL test, cheap,
--- first where no row-level security applies (a superuser's, the owner's, a worker's query: no
--- function call a row); within_distance_v1, leakproof and costlier (COST 8), first where it
--- does (before the policy's probe of the source, db.answers), the inlined test after it.
+-- distance test is one of two, by whether row-level security may apply (simhash_near_function
+-- plans both and runs one): where none does (a superuser's, the owner's, a worker's query),
+-- the inlined SQL test, no function call a row; where it may, within_distance_v1, leakproof,
+-- so it runs before the policy's probe of the source (db.answers). Each plan holds only its
+-- own: every expression of a plan is compiled at every call, run or not.
 SELECT t.key, t.fingerprint
 FROM "simindex"."docs_simhash" AS t
 WHERE t."p3" OPERATOR(pg_catalog.=) (((((($1 OPERATOR(pg_catalog.#) '-9223372036854775808'::bigint) OPERATOR(pg_catalog.>>) 0) OPERATOR(pg_catalog.&) '65535'::bigint) OPERATOR(pg_catalog.<<) 0)) OPERATOR(pg_catalog.-) 32768)::smallint
-  AND "simindex"."simhash_distance_v1"(t.fingerprint, $1) OPERATOR(pg_catalog.<=) $2
   AND "simindex"."within_distance_v1"(t.fingerprint, $1, $2)
   AND ((t.fingerprint OPERATOR(pg_catalog.#) $1) OPERATOR(pg_catalog.&) '-281474976710656'::bigint) OPERATOR(pg_catalog.<>) 0
   AND ((t.fingerprint OPERATOR(pg_catalog.#) $1) OPERATOR(pg_catalog.&) '281470681743360'::bigint) OPERATOR(pg_catalog.<>) 0
@@ -238,7 +242,7 @@ WHERE t."p3" OPERATOR(pg_catalog.=) (((((($1 OPERATOR(pg_catalog.#) '-9223372036
 OFFSET 0
 ) AS c
 CROSS JOIN LATERAL (SELECT "simindex"."simhash_distance_v1"(c.fingerprint, $1) AS distance) AS d
-WHERE -- A query function's checks (simhash_query, minhash_similar_key_function), one scalar
+WHERE -- A query function's checks (simhash_query, minhash_key_query), one scalar
 -- subquery naming no column of the rows: run once per call, in the query's own snapshot, after
 -- its plan took the side table's lock. One catalog row read: the side table the snapshot knows
 -- (recorded by the transaction that made it, catalog_set_side; none seen, the snapshot is older
@@ -264,13 +268,114 @@ WHERE -- A query function's checks (simhash_query, minhash_similar_key_function)
   AND "simindex"."docs_visible_v1"(c.key)
 ORDER BY d.distance, c.key
 LIMIT max_rows;
+    ELSE
+        RETURN QUERY -- A SimHash query, nearest first. One arm per Manku table: the rows sharing the query's prefix
+-- (one btree scan of the table's index), within the distance, and not found by an earlier arm
+-- (a row that agrees with the query on an earlier table's prefix bits is that arm's), so the
+-- arms never overlap and are appended, not deduplicated. The prefix test compares a column with
+-- a value of the query alone, so it stays an index condition under row-level security.
+-- Only keys the caller sees in the source (a deleted row's index rows stay until the worker's
+-- sweep, ops.queue.sweep): visible_v1, called for the rows found. Not the inlined visible_key:
+-- its source would be planned with the query, and a query of an index whose source was
+-- dropped would fail planning it, not with the checks' error.
+-- The checks (query_checks) are an initplan, run before any arm's scan (as a plain condition,
+-- they would be a one-time filter of each arm, run once an arm); max_distance is checked
+-- before, simhash_near_function. The arms' union is a fence (OFFSET 0): the conditions on its
+-- rows (visible_v1, the key of a query by key left out) are one filter above the arms, not a
+-- copy in each arm's filter (each compiled at every call, as the whole plan's expressions are).
+SELECT c.key, d.distance
+FROM (
+-- One Manku table's candidates: the rows sharing the query's prefix, within the distance, keys
+-- and fingerprints (the distance is computed once, over every arm's rows: simhash_query). The
+-- distance test is one of two, by whether row-level security may apply (simhash_near_function
+-- plans both and runs one): where none does (a superuser's, the owner's, a worker's query),
+-- the inlined SQL test, no function call a row; where it may, within_distance_v1, leakproof,
+-- so it runs before the policy's probe of the source (db.answers). Each plan holds only its
+-- own: every expression of a plan is compiled at every call, run or not.
+SELECT t.key, t.fingerprint
+FROM "simindex"."docs_simhash" AS t
+WHERE t.fingerprint OPERATOR(pg_catalog.>=) ($1 OPERATOR(pg_catalog.&) '-281474976710656'::bigint)
+  AND t.fingerprint OPERATOR(pg_catalog.<=) ($1 OPERATOR(pg_catalog.|) '281474976710655'::bigint)
+  AND "simindex"."simhash_distance_v1"(t.fingerprint, $1) OPERATOR(pg_catalog.<=) $2
+UNION ALL
+-- One Manku table's candidates: the rows sharing the query's prefix, within the distance, keys
+-- and fingerprints (the distance is computed once, over every arm's rows: simhash_query). The
+-- distance test is one of two, by whether row-level security may apply (simhash_near_function
+-- plans both and runs one): where none does (a superuser's, the owner's, a worker's query),
+-- the inlined SQL test, no function call a row; where it may, within_distance_v1, leakproof,
+-- so it runs before the policy's probe of the source (db.answers). Each plan holds only its
+-- own: every expression of a plan is compiled at every call, run or not.
+SELECT t.key, t.fingerprint
+FROM "simindex"."docs_simhash" AS t
+WHERE t."p1" OPERATOR(pg_catalog.=) (((((($1 OPERATOR(pg_catalog.#) '-9223372036854775808'::bigint) OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) '65535'::bigint) OPERATOR(pg_catalog.<<) 0)) OPERATOR(pg_catalog.-) 32768)::smallint
+  AND "simindex"."simhash_distance_v1"(t.fingerprint, $1) OPERATOR(pg_catalog.<=) $2
+  AND ((t.fingerprint OPERATOR(pg_catalog.#) $1) OPERATOR(pg_catalog.&) '-281474976710656'::bigint) OPERATOR(pg_catalog.<>) 0
+UNION ALL
+-- One Manku table's candidates: the rows sharing the query's prefix, within the distance, keys
+-- and fingerprints (the distance is computed once, over every arm's rows: simhash_query). The
+-- distance test is one of two, by whether row-level security may apply (simhash_near_function
+-- plans both and runs one): where none does (a superuser's, the owner's, a worker's query),
+-- the inlined SQL test, no function call a row; where it may, within_distance_v1, leakproof,
+-- so it runs before the policy's probe of the source (db.answers). Each plan holds only its
+-- own: every expression of a plan is compiled at every call, run or not.
+SELECT t.key, t.fingerprint
+FROM "simindex"."docs_simhash" AS t
+WHERE t."p2" OPERATOR(pg_catalog.=) (((((($1 OPERATOR(pg_catalog.#) '-9223372036854775808'::bigint) OPERATOR(pg_catalog.>>) 16) OPERATOR(pg_catalog.&) '65535'::bigint) OPERATOR(pg_catalog.<<) 0)) OPERATOR(pg_catalog.-) 32768)::smallint
+  AND "simindex"."simhash_distance_v1"(t.fingerprint, $1) OPERATOR(pg_catalog.<=) $2
+  AND ((t.fingerprint OPERATOR(pg_catalog.#) $1) OPERATOR(pg_catalog.&) '-281474976710656'::bigint) OPERATOR(pg_catalog.<>) 0
+  AND ((t.fingerprint OPERATOR(pg_catalog.#) $1) OPERATOR(pg_catalog.&) '281470681743360'::bigint) OPERATOR(pg_catalog.<>) 0
+UNION ALL
+-- One Manku table's candidates: the rows sharing the query's prefix, within the distance, keys
+-- and fingerprints (the distance is computed once, over every arm's rows: simhash_query). The
+-- distance test is one of two, by whether row-level security may apply (simhash_near_function
+-- plans both and runs one): where none does (a superuser's, the owner's, a worker's query),
+-- the inlined SQL test, no function call a row; where it may, within_distance_v1, leakproof,
+-- so it runs before the policy's probe of the source (db.answers). Each plan holds only its
+-- own: every expression of a plan is compiled at every call, run or not.
+SELECT t.key, t.fingerprint
+FROM "simindex"."docs_simhash" AS t
+WHERE t."p3" OPERATOR(pg_catalog.=) (((((($1 OPERATOR(pg_catalog.#) '-9223372036854775808'::bigint) OPERATOR(pg_catalog.>>) 0) OPERATOR(pg_catalog.&) '65535'::bigint) OPERATOR(pg_catalog.<<) 0)) OPERATOR(pg_catalog.-) 32768)::smallint
+  AND "simindex"."simhash_distance_v1"(t.fingerprint, $1) OPERATOR(pg_catalog.<=) $2
+  AND ((t.fingerprint OPERATOR(pg_catalog.#) $1) OPERATOR(pg_catalog.&) '-281474976710656'::bigint) OPERATOR(pg_catalog.<>) 0
+  AND ((t.fingerprint OPERATOR(pg_catalog.#) $1) OPERATOR(pg_catalog.&) '281470681743360'::bigint) OPERATOR(pg_catalog.<>) 0
+  AND ((t.fingerprint OPERATOR(pg_catalog.#) $1) OPERATOR(pg_catalog.&) '4294901760'::bigint) OPERATOR(pg_catalog.<>) 0
+OFFSET 0
+) AS c
+CROSS JOIN LATERAL (SELECT "simindex"."simhash_distance_v1"(c.fingerprint, $1) AS distance) AS d
+WHERE -- A query function's checks (simhash_query, minhash_key_query), one scalar
+-- subquery naming no column of the rows: run once per call, in the query's own snapshot, after
+-- its plan took the side table's lock. One catalog row read: the side table the snapshot knows
+-- (recorded by the transaction that made it, catalog_set_side; none seen, the snapshot is older
+-- than the index) against the one this plan locked, and the source's state; the source's
+-- existence from the relation cache (pg_table_is_visible is NULL for a table that is gone), no
+-- catalog scan. query_ready_v1 judges them, called only when a test does not pass (no row, a
+-- test false or NULL): a call in every query would cost more than the tests, which are the
+-- same in both places.
+(SELECT coalesce(
+           (SELECT CASE
+                WHEN i.side::pg_catalog.oid OPERATOR(pg_catalog.=) '"simindex"."docs_simhash"'::pg_catalog.regclass::pg_catalog.oid
+                     AND i.state OPERATOR(pg_catalog.<>) 'source_dropped'
+                     AND pg_catalog.pg_table_is_visible(i.source::pg_catalog.oid) IS NOT NULL
+                THEN true
+                ELSE "simindex"."query_ready_v1"(
+                    'docs',
+                    i.side::pg_catalog.oid OPERATOR(pg_catalog.=) '"simindex"."docs_simhash"'::pg_catalog.regclass::pg_catalog.oid,
+                    i.state OPERATOR(pg_catalog.<>) 'source_dropped'
+                        AND pg_catalog.pg_table_is_visible(i.source::pg_catalog.oid) IS NOT NULL)
+                END
+            FROM "simindex"."indexes" AS i WHERE i.name OPERATOR(pg_catalog.=) 'docs'),
+           "simindex"."query_ready_v1"('docs', false, true)))
+  AND "simindex"."docs_visible_v1"(c.key)
+ORDER BY d.distance, c.key
+LIMIT max_rows;
+    END IF;
 END
 $body$;
 
 -- The query by the stored fingerprint of the key's row (simhash_of_key), leaving the row itself
 -- out. One statement of a VOLATILE function: its plan takes the side table's lock (waiting for
 -- a rebuild's swap) before the statement's snapshot, in which the key's row is read and the
--- query's checks run.
+-- query's checks run. Two queries, as simhash_near_function's.
 CREATE FUNCTION "simindex"."docs_near_key_v1"(
     row_key bigint, max_distance integer DEFAULT 3,
     max_rows integer DEFAULT 1000
@@ -285,7 +390,8 @@ BEGIN
        OR max_distance OPERATOR(pg_catalog.>) 3 THEN
         PERFORM "simindex"."distance_allowed_v1"(max_distance, 3);
     END IF;
-    RETURN QUERY -- A SimHash query, nearest first. One arm per Manku table: the rows sharing the query's prefix
+    IF pg_catalog.row_security_active('"simindex"."docs_simhash"'::pg_catalog.regclass) THEN
+        RETURN QUERY -- A SimHash query, nearest first. One arm per Manku table: the rows sharing the query's prefix
 -- (one btree scan of the table's index), within the distance, and not found by an earlier arm
 -- (a row that agrees with the query on an earlier table's prefix bits is that arm's), so the
 -- arms never overlap and are appended, not deduplicated. The prefix test compares a column with
@@ -308,54 +414,54 @@ FROM
 CROSS JOIN LATERAL (
 -- One Manku table's candidates: the rows sharing the query's prefix, within the distance, keys
 -- and fingerprints (the distance is computed once, over every arm's rows: simhash_query). The
--- distance is tested twice, for the two orders the planner picks: the inlined SQL test, cheap,
--- first where no row-level security applies (a superuser's, the owner's, a worker's query: no
--- function call a row); within_distance_v1, leakproof and costlier (COST 8), first where it
--- does (before the policy's probe of the source, db.answers), the inlined test after it.
+-- distance test is one of two, by whether row-level security may apply (simhash_near_function
+-- plans both and runs one): where none does (a superuser's, the owner's, a worker's query),
+-- the inlined SQL test, no function call a row; where it may, within_distance_v1, leakproof,
+-- so it runs before the policy's probe of the source (db.answers). Each plan holds only its
+-- own: every expression of a plan is compiled at every call, run or not.
 SELECT t.key, t.fingerprint
 FROM "simindex"."docs_simhash" AS t
 WHERE t.fingerprint OPERATOR(pg_catalog.>=) (q.fingerprint OPERATOR(pg_catalog.&) '-281474976710656'::bigint)
   AND t.fingerprint OPERATOR(pg_catalog.<=) (q.fingerprint OPERATOR(pg_catalog.|) '281474976710655'::bigint)
-  AND "simindex"."simhash_distance_v1"(t.fingerprint, q.fingerprint) OPERATOR(pg_catalog.<=) $2
   AND "simindex"."within_distance_v1"(t.fingerprint, q.fingerprint, $2)
 UNION ALL
 -- One Manku table's candidates: the rows sharing the query's prefix, within the distance, keys
 -- and fingerprints (the distance is computed once, over every arm's rows: simhash_query). The
--- distance is tested twice, for the two orders the planner picks: the inlined SQL test, cheap,
--- first where no row-level security applies (a superuser's, the owner's, a worker's query: no
--- function call a row); within_distance_v1, leakproof and costlier (COST 8), first where it
--- does (before the policy's probe of the source, db.answers), the inlined test after it.
+-- distance test is one of two, by whether row-level security may apply (simhash_near_function
+-- plans both and runs one): where none does (a superuser's, the owner's, a worker's query),
+-- the inlined SQL test, no function call a row; where it may, within_distance_v1, leakproof,
+-- so it runs before the policy's probe of the source (db.answers). Each plan holds only its
+-- own: every expression of a plan is compiled at every call, run or not.
 SELECT t.key, t.fingerprint
 FROM "simindex"."docs_simhash" AS t
 WHERE t."p1" OPERATOR(pg_catalog.=) q."p1"
-  AND "simindex"."simhash_distance_v1"(t.fingerprint, q.fingerprint) OPERATOR(pg_catalog.<=) $2
   AND "simindex"."within_distance_v1"(t.fingerprint, q.fingerprint, $2)
   AND ((t.fingerprint OPERATOR(pg_catalog.#) q.fingerprint) OPERATOR(pg_catalog.&) '-281474976710656'::bigint) OPERATOR(pg_catalog.<>) 0
 UNION ALL
 -- One Manku table's candidates: the rows sharing the query's prefix, within the distance, keys
 -- and fingerprints (the distance is computed once, over every arm's rows: simhash_query). The
--- distance is tested twice, for the two orders the planner picks: the inlined SQL test, cheap,
--- first where no row-level security applies (a superuser's, the owner's, a worker's query: no
--- function call a row); within_distance_v1, leakproof and costlier (COST 8), first where it
--- does (before the policy's probe of the source, db.answers), the inlined test after it.
+-- distance test is one of two, by whether row-level security may apply (simhash_near_function
+-- plans both and runs one): where none does (a superuser's, the owner's, a worker's query),
+-- the inlined SQL test, no function call a row; where it may, within_distance_v1, leakproof,
+-- so it runs before the policy's probe of the source (db.answers). Each plan holds only its
+-- own: every expression of a plan is compiled at every call, run or not.
 SELECT t.key, t.fingerprint
 FROM "simindex"."docs_simhash" AS t
 WHERE t."p2" OPERATOR(pg_catalog.=) q."p2"
-  AND "simindex"."simhash_distance_v1"(t.fingerprint, q.fingerprint) OPERATOR(pg_catalog.<=) $2
   AND "simindex"."within_distance_v1"(t.fingerprint, q.fingerprint, $2)
   AND ((t.fingerprint OPERATOR(pg_catalog.#) q.fingerprint) OPERATOR(pg_catalog.&) '-281474976710656'::bigint) OPERATOR(pg_catalog.<>) 0
   AND ((t.fingerprint OPERATOR(pg_catalog.#) q.fingerprint) OPERATOR(pg_catalog.&) '281470681743360'::bigint) OPERATOR(pg_catalog.<>) 0
 UNION ALL
 -- One Manku table's candidates: the rows sharing the query's prefix, within the distance, keys
 -- and fingerprints (the distance is computed once, over every arm's rows: simhash_query). The
--- distance is tested twice, for the two orders the planner picks: the inlined SQL test, cheap,
--- first where no row-level security applies (a superuser's, the owner's, a worker's query: no
--- function call a row); within_distance_v1, leakproof and costlier (COST 8), first where it
--- does (before the policy's probe of the source, db.answers), the inlined test after it.
+-- distance test is one of two, by whether row-level security may apply (simhash_near_function
+-- plans both and runs one): where none does (a superuser's, the owner's, a worker's query),
+-- the inlined SQL test, no function call a row; where it may, within_distance_v1, leakproof,
+-- so it runs before the policy's probe of the source (db.answers). Each plan holds only its
+-- own: every expression of a plan is compiled at every call, run or not.
 SELECT t.key, t.fingerprint
 FROM "simindex"."docs_simhash" AS t
 WHERE t."p3" OPERATOR(pg_catalog.=) q."p3"
-  AND "simindex"."simhash_distance_v1"(t.fingerprint, q.fingerprint) OPERATOR(pg_catalog.<=) $2
   AND "simindex"."within_distance_v1"(t.fingerprint, q.fingerprint, $2)
   AND ((t.fingerprint OPERATOR(pg_catalog.#) q.fingerprint) OPERATOR(pg_catalog.&) '-281474976710656'::bigint) OPERATOR(pg_catalog.<>) 0
   AND ((t.fingerprint OPERATOR(pg_catalog.#) q.fingerprint) OPERATOR(pg_catalog.&) '281470681743360'::bigint) OPERATOR(pg_catalog.<>) 0
@@ -363,7 +469,7 @@ WHERE t."p3" OPERATOR(pg_catalog.=) q."p3"
 OFFSET 0
 ) AS c
 CROSS JOIN LATERAL (SELECT "simindex"."simhash_distance_v1"(c.fingerprint, q.fingerprint) AS distance) AS d
-WHERE -- A query function's checks (simhash_query, minhash_similar_key_function), one scalar
+WHERE -- A query function's checks (simhash_query, minhash_key_query), one scalar
 -- subquery naming no column of the rows: run once per call, in the query's own snapshot, after
 -- its plan took the side table's lock. One catalog row read: the side table the snapshot knows
 -- (recorded by the transaction that made it, catalog_set_side; none seen, the snapshot is older
@@ -390,6 +496,113 @@ WHERE -- A query function's checks (simhash_query, minhash_similar_key_function)
   AND "simindex"."docs_visible_v1"(c.key)
 ORDER BY d.distance, c.key
 LIMIT max_rows;
+    ELSE
+        RETURN QUERY -- A SimHash query, nearest first. One arm per Manku table: the rows sharing the query's prefix
+-- (one btree scan of the table's index), within the distance, and not found by an earlier arm
+-- (a row that agrees with the query on an earlier table's prefix bits is that arm's), so the
+-- arms never overlap and are appended, not deduplicated. The prefix test compares a column with
+-- a value of the query alone, so it stays an index condition under row-level security.
+-- Only keys the caller sees in the source (a deleted row's index rows stay until the worker's
+-- sweep, ops.queue.sweep): visible_v1, called for the rows found. Not the inlined visible_key:
+-- its source would be planned with the query, and a query of an index whose source was
+-- dropped would fail planning it, not with the checks' error.
+-- The checks (query_checks) are an initplan, run before any arm's scan (as a plain condition,
+-- they would be a one-time filter of each arm, run once an arm); max_distance is checked
+-- before, simhash_near_function. The arms' union is a fence (OFFSET 0): the conditions on its
+-- rows (visible_v1, the key of a query by key left out) are one filter above the arms, not a
+-- copy in each arm's filter (each compiled at every call, as the whole plan's expressions are).
+SELECT c.key, d.distance
+FROM
+-- The stored row of a query's key, the row the arms of a query by key are lateral to: its
+-- fingerprint and its prefixes (written from that fingerprint, so the arms compute none). No
+-- row (the key not indexed, or not visible to the caller), no arm is scanned.
+(SELECT s.fingerprint, s."p1", s."p2", s."p3" FROM "simindex"."docs_simhash" AS s WHERE s.key OPERATOR(pg_catalog.=) row_key) AS q
+CROSS JOIN LATERAL (
+-- One Manku table's candidates: the rows sharing the query's prefix, within the distance, keys
+-- and fingerprints (the distance is computed once, over every arm's rows: simhash_query). The
+-- distance test is one of two, by whether row-level security may apply (simhash_near_function
+-- plans both and runs one): where none does (a superuser's, the owner's, a worker's query),
+-- the inlined SQL test, no function call a row; where it may, within_distance_v1, leakproof,
+-- so it runs before the policy's probe of the source (db.answers). Each plan holds only its
+-- own: every expression of a plan is compiled at every call, run or not.
+SELECT t.key, t.fingerprint
+FROM "simindex"."docs_simhash" AS t
+WHERE t.fingerprint OPERATOR(pg_catalog.>=) (q.fingerprint OPERATOR(pg_catalog.&) '-281474976710656'::bigint)
+  AND t.fingerprint OPERATOR(pg_catalog.<=) (q.fingerprint OPERATOR(pg_catalog.|) '281474976710655'::bigint)
+  AND "simindex"."simhash_distance_v1"(t.fingerprint, q.fingerprint) OPERATOR(pg_catalog.<=) $2
+UNION ALL
+-- One Manku table's candidates: the rows sharing the query's prefix, within the distance, keys
+-- and fingerprints (the distance is computed once, over every arm's rows: simhash_query). The
+-- distance test is one of two, by whether row-level security may apply (simhash_near_function
+-- plans both and runs one): where none does (a superuser's, the owner's, a worker's query),
+-- the inlined SQL test, no function call a row; where it may, within_distance_v1, leakproof,
+-- so it runs before the policy's probe of the source (db.answers). Each plan holds only its
+-- own: every expression of a plan is compiled at every call, run or not.
+SELECT t.key, t.fingerprint
+FROM "simindex"."docs_simhash" AS t
+WHERE t."p1" OPERATOR(pg_catalog.=) q."p1"
+  AND "simindex"."simhash_distance_v1"(t.fingerprint, q.fingerprint) OPERATOR(pg_catalog.<=) $2
+  AND ((t.fingerprint OPERATOR(pg_catalog.#) q.fingerprint) OPERATOR(pg_catalog.&) '-281474976710656'::bigint) OPERATOR(pg_catalog.<>) 0
+UNION ALL
+-- One Manku table's candidates: the rows sharing the query's prefix, within the distance, keys
+-- and fingerprints (the distance is computed once, over every arm's rows: simhash_query). The
+-- distance test is one of two, by whether row-level security may apply (simhash_near_function
+-- plans both and runs one): where none does (a superuser's, the owner's, a worker's query),
+-- the inlined SQL test, no function call a row; where it may, within_distance_v1, leakproof,
+-- so it runs before the policy's probe of the source (db.answers). Each plan holds only its
+-- own: every expression of a plan is compiled at every call, run or not.
+SELECT t.key, t.fingerprint
+FROM "simindex"."docs_simhash" AS t
+WHERE t."p2" OPERATOR(pg_catalog.=) q."p2"
+  AND "simindex"."simhash_distance_v1"(t.fingerprint, q.fingerprint) OPERATOR(pg_catalog.<=) $2
+  AND ((t.fingerprint OPERATOR(pg_catalog.#) q.fingerprint) OPERATOR(pg_catalog.&) '-281474976710656'::bigint) OPERATOR(pg_catalog.<>) 0
+  AND ((t.fingerprint OPERATOR(pg_catalog.#) q.fingerprint) OPERATOR(pg_catalog.&) '281470681743360'::bigint) OPERATOR(pg_catalog.<>) 0
+UNION ALL
+-- One Manku table's candidates: the rows sharing the query's prefix, within the distance, keys
+-- and fingerprints (the distance is computed once, over every arm's rows: simhash_query). The
+-- distance test is one of two, by whether row-level security may apply (simhash_near_function
+-- plans both and runs one): where none does (a superuser's, the owner's, a worker's query),
+-- the inlined SQL test, no function call a row; where it may, within_distance_v1, leakproof,
+-- so it runs before the policy's probe of the source (db.answers). Each plan holds only its
+-- own: every expression of a plan is compiled at every call, run or not.
+SELECT t.key, t.fingerprint
+FROM "simindex"."docs_simhash" AS t
+WHERE t."p3" OPERATOR(pg_catalog.=) q."p3"
+  AND "simindex"."simhash_distance_v1"(t.fingerprint, q.fingerprint) OPERATOR(pg_catalog.<=) $2
+  AND ((t.fingerprint OPERATOR(pg_catalog.#) q.fingerprint) OPERATOR(pg_catalog.&) '-281474976710656'::bigint) OPERATOR(pg_catalog.<>) 0
+  AND ((t.fingerprint OPERATOR(pg_catalog.#) q.fingerprint) OPERATOR(pg_catalog.&) '281470681743360'::bigint) OPERATOR(pg_catalog.<>) 0
+  AND ((t.fingerprint OPERATOR(pg_catalog.#) q.fingerprint) OPERATOR(pg_catalog.&) '4294901760'::bigint) OPERATOR(pg_catalog.<>) 0
+OFFSET 0
+) AS c
+CROSS JOIN LATERAL (SELECT "simindex"."simhash_distance_v1"(c.fingerprint, q.fingerprint) AS distance) AS d
+WHERE -- A query function's checks (simhash_query, minhash_key_query), one scalar
+-- subquery naming no column of the rows: run once per call, in the query's own snapshot, after
+-- its plan took the side table's lock. One catalog row read: the side table the snapshot knows
+-- (recorded by the transaction that made it, catalog_set_side; none seen, the snapshot is older
+-- than the index) against the one this plan locked, and the source's state; the source's
+-- existence from the relation cache (pg_table_is_visible is NULL for a table that is gone), no
+-- catalog scan. query_ready_v1 judges them, called only when a test does not pass (no row, a
+-- test false or NULL): a call in every query would cost more than the tests, which are the
+-- same in both places.
+(SELECT coalesce(
+           (SELECT CASE
+                WHEN i.side::pg_catalog.oid OPERATOR(pg_catalog.=) '"simindex"."docs_simhash"'::pg_catalog.regclass::pg_catalog.oid
+                     AND i.state OPERATOR(pg_catalog.<>) 'source_dropped'
+                     AND pg_catalog.pg_table_is_visible(i.source::pg_catalog.oid) IS NOT NULL
+                THEN true
+                ELSE "simindex"."query_ready_v1"(
+                    'docs',
+                    i.side::pg_catalog.oid OPERATOR(pg_catalog.=) '"simindex"."docs_simhash"'::pg_catalog.regclass::pg_catalog.oid,
+                    i.state OPERATOR(pg_catalog.<>) 'source_dropped'
+                        AND pg_catalog.pg_table_is_visible(i.source::pg_catalog.oid) IS NOT NULL)
+                END
+            FROM "simindex"."indexes" AS i WHERE i.name OPERATOR(pg_catalog.=) 'docs'),
+           "simindex"."query_ready_v1"('docs', false, true)))
+  AND NOT c.key OPERATOR(pg_catalog.=) row_key
+  AND "simindex"."docs_visible_v1"(c.key)
+ORDER BY d.distance, c.key
+LIMIT max_rows;
+    END IF;
 END
 $body$;
 
