@@ -176,13 +176,16 @@ class SimHashStore:
             table=self.table(),
             prefixes=sql.Composed([sql.SQL(", s.{}").format(column) for column in self.columns]),
         )
+        # The key's own row left out: above the arms where no policy applies (one test), in
+        # each arm where one may (int8ne is leakproof: the row is never probed by the policy).
         by_key = [
             self.query(
                 sql.SQL("q.fingerprint"),
-                sql.SQL("\n  AND NOT c.key OPERATOR(pg_catalog.=) row_key"),
+                None if protected else sql.SQL("\n  AND NOT c.key OPERATOR(pg_catalog.=) row_key"),
                 of_key=of_key,
                 prefixes=[sql.SQL("q.{}").format(column) for column in self.columns],
                 protected=protected,
+                other_than=sql.SQL("row_key") if protected else None,
             )
             for protected in (True, False)
         ]
@@ -235,18 +238,21 @@ class SimHashStore:
         prefixes: Sequence[sql.Composable] | None = None,
         *,
         protected: bool,
+        other_than: sql.Composable | None = None,
     ) -> sql.Composed:
         """A query function's one statement: its checks, then the arms by ``fingerprint``
         ($2 is max_distance, max_rows the limit; ``also``, more conditions on the rows;
         ``of_key``, a row the arms are lateral to, which ``fingerprint`` and ``prefixes``
         name columns of). ``protected``: for a caller row-level security may apply to (the
-        arms' distance test leakproof)."""
+        arms' distance test leakproof); ``other_than``: a key each arm leaves out."""
         return statement(
             "simhash_query",
             of_key=sql.Composed([sql.SQL("\n"), of_key, sql.SQL("\nCROSS JOIN LATERAL")])
             if of_key is not None
             else sql.SQL(""),
-            arms=self.candidates_query(fingerprint, sql.SQL("$2"), prefixes, protected=protected),
+            arms=self.candidates_query(
+                fingerprint, sql.SQL("$2"), prefixes, protected=protected, other_than=other_than
+            ),
             distance=self._static("simhash_distance_v1"),
             fingerprint=fingerprint,
             visible=visible_function(self.schema, self.name),
@@ -275,12 +281,14 @@ class SimHashStore:
         prefixes: Sequence[sql.Composable] | None = None,
         *,
         protected: bool = False,
+        other_than: sql.Composable | None = None,
     ) -> sql.Composed:
         """One indexed scan per Manku table, appended (the arms never overlap): the keys and
         fingerprints within ``max_distance`` of ``fingerprint``. ``prefixes``: the query's
         prefix of each table but the first, when it has them (else computed from
         ``fingerprint``). ``protected``: the distance tested by within_distance_v1
-        (leakproof, so before a row-level security policy), else inlined."""
+        (leakproof, so before a row-level security policy), else inlined; ``other_than``: a key
+        left out (its test leakproof too)."""
         if protected:
             distance_test = sql.SQL("{}(t.fingerprint, {}, {})").format(
                 self._static("within_distance_v1"), fingerprint, max_distance
@@ -312,7 +320,14 @@ class SimHashStore:
                     table=self.table(),
                     match=match,
                     distance_test=distance_test,
-                    earlier=self._earlier(position, sql.SQL("t.fingerprint"), fingerprint),
+                    earlier=sql.Composed(
+                        [
+                            sql.SQL("\n  AND t.key OPERATOR(pg_catalog.<>) {}").format(other_than)
+                            if other_than is not None
+                            else sql.SQL(""),
+                            self._earlier(position, sql.SQL("t.fingerprint"), fingerprint),
+                        ]
+                    ),
                 )
             )
         return sql.SQL("\nUNION ALL\n").join(arms)

@@ -424,6 +424,7 @@ FROM "simindex"."docs_simhash" AS t
 WHERE t.fingerprint OPERATOR(pg_catalog.>=) (q.fingerprint OPERATOR(pg_catalog.&) '-281474976710656'::bigint)
   AND t.fingerprint OPERATOR(pg_catalog.<=) (q.fingerprint OPERATOR(pg_catalog.|) '281474976710655'::bigint)
   AND "simindex"."within_distance_v1"(t.fingerprint, q.fingerprint, $2)
+  AND t.key OPERATOR(pg_catalog.<>) row_key
 UNION ALL
 -- One Manku table's candidates: the rows sharing the query's prefix, within the distance, keys
 -- and fingerprints (the distance is computed once, over every arm's rows: simhash_query). The
@@ -436,6 +437,7 @@ SELECT t.key, t.fingerprint
 FROM "simindex"."docs_simhash" AS t
 WHERE t."p1" OPERATOR(pg_catalog.=) q."p1"
   AND "simindex"."within_distance_v1"(t.fingerprint, q.fingerprint, $2)
+  AND t.key OPERATOR(pg_catalog.<>) row_key
   AND ((t.fingerprint OPERATOR(pg_catalog.#) q.fingerprint) OPERATOR(pg_catalog.&) '-281474976710656'::bigint) OPERATOR(pg_catalog.<>) 0
 UNION ALL
 -- One Manku table's candidates: the rows sharing the query's prefix, within the distance, keys
@@ -449,6 +451,7 @@ SELECT t.key, t.fingerprint
 FROM "simindex"."docs_simhash" AS t
 WHERE t."p2" OPERATOR(pg_catalog.=) q."p2"
   AND "simindex"."within_distance_v1"(t.fingerprint, q.fingerprint, $2)
+  AND t.key OPERATOR(pg_catalog.<>) row_key
   AND ((t.fingerprint OPERATOR(pg_catalog.#) q.fingerprint) OPERATOR(pg_catalog.&) '-281474976710656'::bigint) OPERATOR(pg_catalog.<>) 0
   AND ((t.fingerprint OPERATOR(pg_catalog.#) q.fingerprint) OPERATOR(pg_catalog.&) '281470681743360'::bigint) OPERATOR(pg_catalog.<>) 0
 UNION ALL
@@ -463,6 +466,7 @@ SELECT t.key, t.fingerprint
 FROM "simindex"."docs_simhash" AS t
 WHERE t."p3" OPERATOR(pg_catalog.=) q."p3"
   AND "simindex"."within_distance_v1"(t.fingerprint, q.fingerprint, $2)
+  AND t.key OPERATOR(pg_catalog.<>) row_key
   AND ((t.fingerprint OPERATOR(pg_catalog.#) q.fingerprint) OPERATOR(pg_catalog.&) '-281474976710656'::bigint) OPERATOR(pg_catalog.<>) 0
   AND ((t.fingerprint OPERATOR(pg_catalog.#) q.fingerprint) OPERATOR(pg_catalog.&) '281470681743360'::bigint) OPERATOR(pg_catalog.<>) 0
   AND ((t.fingerprint OPERATOR(pg_catalog.#) q.fingerprint) OPERATOR(pg_catalog.&) '4294901760'::bigint) OPERATOR(pg_catalog.<>) 0
@@ -492,7 +496,6 @@ WHERE -- A query function's checks (simhash_query, minhash_key_query), one scala
                 END
             FROM "simindex"."indexes" AS i WHERE i.name OPERATOR(pg_catalog.=) 'docs'),
            "simindex"."query_ready_v1"('docs', false, true)))
-  AND NOT c.key OPERATOR(pg_catalog.=) row_key
   AND "simindex"."docs_visible_v1"(c.key)
 ORDER BY d.distance, c.key
 LIMIT max_rows;
