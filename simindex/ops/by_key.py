@@ -29,7 +29,7 @@ from simindex.db.simhash_store import SimHashStore
 from simindex.db.source import check_key, key_errors
 from simindex.db.statements import statement
 from simindex.db.triggers import Triggers
-from simindex.errors import KeyNotIndexedError
+from simindex.errors import IndexNotFoundError, KeyNotIndexedError
 
 Measure = Literal["distance", "similarity"]
 
@@ -158,16 +158,21 @@ def why_not_indexed(
     conn: PgConnection, info: IndexInfo, key: Any
 ) -> KeyNotIndexedError | TypeError:
     """:func:`not_indexed`, the key's state read by one statement (``key_state``, every name
-    schema-qualified: ``conn`` may be on a caller's search_path)."""
+    schema-qualified: ``conn`` may be on a caller's search_path). IndexNotFoundError when the
+    index was dropped since the query, whose statement it follows."""
     triggers = Triggers(info.index_schema, info.name, info.source, store_of(info))
-    queued, error, broken = conn.execute(
-        statement(
-            "key_state",
-            inbox=triggers.inbox,
-            queue=triggers.queue,
-            failed=triggers.failed,
-            catalog=catalog(info.index_schema),
-        ),
-        {"key": key, "name": info.name},
-    ).fetchone() or (False, None, None)
+    try:
+        state = conn.execute(
+            statement(
+                "key_state",
+                inbox=triggers.inbox,
+                queue=triggers.queue,
+                failed=triggers.failed,
+                catalog=catalog(info.index_schema),
+            ),
+            {"key": key, "name": info.name},
+        ).fetchone()
+    except psycopg.errors.UndefinedTable as exc:  # its queue, inbox or failed items gone
+        raise IndexNotFoundError(f"no index named {info.name!r}: dropped during the query") from exc
+    queued, error, broken = state or (False, None, None)
     return not_indexed(info, key, queued=queued, error=error, broken=broken)

@@ -15,6 +15,7 @@ from sqlalchemy.engine import Engine
 
 from simindex.core.spec import MinHash, SimHash
 from simindex.core.text import Shingling
+from simindex.db.catalog import read_index
 from simindex.db.connection import Bind, connect, engine_for, raw_connection, transaction
 from simindex.errors import (
     IndexNotFoundError,
@@ -23,6 +24,7 @@ from simindex.errors import (
     SchemaNotMigratedError,
 )
 from simindex.index import Index, create_index, drop_index, get_index, list_indexes
+from simindex.ops.by_key import why_not_indexed
 
 TEXTS = [
     "the quick brown fox jumps over the lazy dog near the river bank today",
@@ -389,3 +391,15 @@ def test_a_query_by_text_on_a_callers_engine_is_one_statement(
         engine.dispose()
     sent = _round_trips(path.read_text())
     assert len(sent) == 1, sent
+
+
+def test_a_key_state_read_after_the_index_was_dropped_says_so(docs: str) -> None:
+    # A key found not indexed is explained by a second statement (key_state): an index dropped
+    # between the two is gone, not a driver's missing table.
+    index = create_index(docs, "docs", "docs", "body", method=SimHash(max_distance=3))
+    index.build()
+    with psycopg.connect(docs, autocommit=True) as conn:
+        info = read_index(conn, "simindex", "docs")
+        drop_index(docs, "docs")
+        with pytest.raises(IndexNotFoundError, match="dropped during the query"):
+            why_not_indexed(conn, info, 99)
