@@ -291,10 +291,11 @@ def lock_source(
         read = conn.execute(_catalog_get(info.index_schema), {"name": info.name})
         try:
             pipeline.sync()  # what the pipeline holds, the lock and the read: one round trip
-        except psycopg.errors.UndefinedTable as exc:
+        except psycopg.errors.UndefinedTable:
             if lock.pgresult is None:  # the lock failed (a cursor gets no result then)
                 raise
-            raise SchemaNotMigratedError.of(info.index_schema) from exc
+            with _catalog_errors(info.index_schema):  # the read failed, as find_index's would
+                raise
         row = read.fetchone()
         fresh = None if row is None else _index_info(info.index_schema, row)
     if fresh is None or fresh.source != info.source or fresh.state in DRIFT_STATES:
