@@ -448,6 +448,34 @@ def test_a_callers_connection_gets_its_own_search_path_back(database_dsn: str) -
         engine.dispose()
 
 
+def test_exact_verification_reads_texts_on_the_hostile_path_and_resolves_nothing_there(
+    database_dsn: str, shadowed: Role, make_role: MakeRole
+) -> None:
+    """similar(key=...) verified exactly, with a near-copy whose text it must read: the
+    pipelined BEGIN, source lock and catalog read, then the texts and COMMIT, on a DSN's
+    pooled connection and on a caller's Engine, both on the hostile path. The near-copy's
+    score below 1 proves its text was read and scored; no shadow runs."""
+    admin = make_role("admin")
+    simindex.grant(database_dsn, admin.name, "admin")
+    superuser(database_dsn, f'GRANT "{shadowed.name}" TO "{admin.name}"')
+    shadowed.run(
+        f'GRANT ALL ON docs TO "{admin.name}"',
+        "INSERT INTO docs VALUES (980, 'the text of row 1 says 1 things about 1 subjects today')",
+    )
+    dsn = hostile(admin.dsn)
+    create_index(dsn, "exact_min", "docs", "body", method=MinHash(threshold=0.5)).build()
+    engine = create_engine(
+        "postgresql+psycopg://", creator=lambda: psycopg.connect(dsn), use_native_hstore=False
+    )
+    try:
+        for bind in (dsn, engine):
+            found = {s.key: s.similarity for s in get_index(bind, "exact_min").similar(key=1)}
+            assert 0.5 <= found[980] < 1.0
+            assert_no_shadow_ran(database_dsn, f"exact verification on {type(bind).__name__}")
+    finally:
+        engine.dispose()
+
+
 def test_a_query_on_a_callers_connection_as_it_is_resolves_nothing_there(
     database_dsn: str, shadowed: Role, make_role: MakeRole
 ) -> None:
