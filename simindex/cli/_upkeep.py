@@ -50,7 +50,8 @@ def add_sync(commands: Subparsers, common: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--follow",
         action="store_true",
-        help="keep running: process changes as they are notified, reconnecting when needed",
+        help="keep running: process changes as they come (looking for them every "
+        "--poll-interval), reconnecting when needed",
     )
     parser.add_argument(
         "--retry-failed", action="store_true", help="queue every failed item again first"
@@ -74,7 +75,7 @@ def add_sync(commands: Subparsers, common: argparse.ArgumentParser) -> None:
 
 def _add_worker_options(parser: argparse.ArgumentParser) -> None:
     """The options whose defaults are the worker's (its modules load the driver)."""
-    from simindex.ops.sync import DEFAULT_CONNECTIONS, DEFAULT_SWEEP_DELAY
+    from simindex.ops.sync import DEFAULT_CONNECTIONS, DEFAULT_POLL_INTERVAL, DEFAULT_SWEEP_DELAY
 
     _add_batch_size(parser)
     parser.add_argument(
@@ -90,7 +91,15 @@ def _add_worker_options(parser: argparse.ArgumentParser) -> None:
         type=seconds,
         default=30.0,
         metavar="S",
-        help="with --follow, look at the queues at least every S seconds (default: %(default)s)",
+        help="with --follow, go over every index at least every S seconds (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--poll-interval",
+        type=seconds,
+        default=DEFAULT_POLL_INTERVAL,
+        metavar="S",
+        help="with --follow, look for changes waiting every S seconds: the longest a change "
+        "waits before the worker sees it (default: %(default)s)",
     )
     parser.add_argument(
         "--sweep-delay",
@@ -181,6 +190,7 @@ def run_sync(args: argparse.Namespace) -> int:
             retry_failed=args.retry_failed,
             max_text_bytes=args.max_text_bytes,
             heartbeat=args.heartbeat,
+            poll_interval=args.poll_interval,
             connections=args.connections,
             sweep_delay=args.sweep_delay,
             index_schema=schema,

@@ -10,9 +10,9 @@ all calling the index's one function ``<name>_trigger_v1``:
 =========  ===============================================================
 event      effect
 =========  ===============================================================
-INSERT     append the new keys to the inbox, NOTIFY
-UPDATE     append the keys whose text changed (and both keys of a changed key), NOTIFY
-DELETE     record that a delete happened (no transition table), NOTIFY; the worker
+INSERT     append the new keys to the inbox
+UPDATE     append the keys whose text changed (and both keys of a changed key)
+DELETE     record that a delete happened (no transition table); the worker
            removes the index rows whose source row is gone (a sweep)
 TRUNCATE   truncate the index's side tables
 =========  ===============================================================
@@ -28,6 +28,10 @@ function's own comment in ``db/sql/sync.sql`` for how it follows the source by c
 
 The function belongs to simindex's owner role and runs as it (SECURITY DEFINER); EXECUTE is
 revoked from PUBLIC. :mod:`simindex.ops.sync` moves the inbox into the queue and drains it.
+No trigger sends a NOTIFY: PostgreSQL serializes the commits of notifying transactions
+through a lock of the whole cluster held until each commit is flushed, which would make every
+app transaction writing an indexed table wait for the others. A following worker looks at the
+inboxes every fraction of a second instead (``sync_pending``).
 """
 
 from __future__ import annotations
@@ -75,11 +79,6 @@ def event_triggers_on(conn: PgConnection, schema: str) -> bool:
     nobody disabled them since."""
     row = conn.execute(statement("sync_event_triggers_on"), {"schema": schema}).fetchone()
     return bool(row and row[0])
-
-
-def channel(name: str) -> str:
-    """The NOTIFY channel of an index: its name after ``simindex_`` (payloads are empty)."""
-    return f"simindex_{name}"
 
 
 class _FormatString(sql.Composable):
@@ -291,7 +290,6 @@ class Triggers:
             fast_delete=statement(
                 "sync_trigger_fast_delete",
                 deletes=self.deletes,
-                channel=sql.Literal(channel(self.name)),
             ),
             trusted=sql.Literal(trusted and known),
             key_attnum=sql.Literal(source.key_attnum),
@@ -310,7 +308,6 @@ class Triggers:
             truncate=statement(
                 "sync_trigger_truncate", tables=sql.SQL(", ").join(self.store.side_tables())
             ),
-            channel=sql.Literal(channel(self.name)),
             queue_row=_FormatIdentifier(
                 statement("sync_trigger_queue_row", inbox=self.inbox, column=sql.SQL(_ALIASES_MARK))
             ),
@@ -318,7 +315,7 @@ class Triggers:
 
     def _fast_statements(self, event: str) -> sql.Composable:
         """The statements of ``event`` on the way every write of a trusted source takes: the
-        keys queued, the channel notified and whether deletes are recorded in one statement,
+        keys queued and whether deletes are recorded in one statement,
         then what a key used again needs (see ``sync_trigger_fast_queue``)."""
         parts = {
             "queue": self.queue,
@@ -337,7 +334,6 @@ class Triggers:
                     "sync_trigger_fast_queue",
                     queue=statement(queue_block, **parts),
                     deletes=self.deletes,
-                    channel=sql.Literal(channel(self.name)),
                 ),
                 statement(
                     "sync_trigger_fast_replace",

@@ -4,7 +4,10 @@ Each batch is one transaction (:mod:`simindex.ops.batch`); a worker that dies mi
 nothing: its transaction rolls back and the entries are queued again. While a backlog lasts, a
 worker runs a batch on each of its ``connections`` at once, in threads: psycopg lets go of the
 GIL while it waits, so the server writes one batch while Python fingerprints the next. With
-``follow``, it LISTENs on the indexes' channels and drains whenever notified.
+``follow``, it keeps going: between passes it asks, every ``poll_interval`` seconds, whether an
+index has entries waiting (one statement, ``sync_pending``), and drains when one has. The
+triggers send no NOTIFY (see :mod:`simindex.db.triggers`): a notifying transaction holds a
+lock of the whole cluster while its commit is flushed.
 
 One index never stalls the others: an error no row escapes (its table or a column gone, a right
 revoked; see :mod:`simindex.ops.batch`) rolls that batch back, is recorded on the index in the
@@ -42,7 +45,7 @@ from simindex.db.catalog import (
 from simindex.db.connection import Bind, PgConnection
 from simindex.db.privileges import check_worker, warn_if_superuser
 from simindex.db.statements import statement
-from simindex.db.triggers import channel
+from simindex.db.triggers import inbox_and_queue
 from simindex.errors import IndexNotFoundError
 from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES, BatchResult, probe, process
 from simindex.ops.build import MAX_BATCH_SIZE
@@ -63,7 +66,7 @@ from simindex.ops.sync_connections import (
     StopFlag,
     WorkerBind,
     sleep,
-    wait_for_notification,
+    wait_for_work,
 )
 from simindex.ops.sync_report import SyncReport, describe, fields, log_batch
 
@@ -81,6 +84,9 @@ BROKEN_RETRY_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 # full anti-join (about 1 s at 1M rows), so an app that deletes all the time costs one sweep per
 # index this often at most, whatever the number of workers.
 DEFAULT_SWEEP_DELAY = 30.0
+# Seconds a following worker waits between two looks for work: the longest a change waits
+# before a worker sees it (a look is one statement of a few EXISTS).
+DEFAULT_POLL_INTERVAL = 0.25
 _log = logging.getLogger(__name__)
 _ROLLBACKS_IN_ROW = 3  # batches of one index the server rolled back in a row before giving up
 
@@ -103,6 +109,7 @@ def sync(
     index_schema: str = DEFAULT_SCHEMA,
     report: SyncReport | None = None,
     sweep_delay: float = DEFAULT_SWEEP_DELAY,
+    poll_interval: float = DEFAULT_POLL_INTERVAL,
 ) -> SyncReport:
     """Drain the queues of ``names`` (default: every index), one transaction per batch.
 
@@ -111,15 +118,17 @@ def sync(
             everything runs (each batch in a savepoint; not with ``follow``).
         batch_size: queue entries per batch and transaction; their texts are in memory at
             once, so lower it for very large texts.
-        follow: keep running: LISTEN on the indexes' channels and drain whenever notified, or
-            after ``heartbeat`` seconds at the latest; reconnect when the server goes away.
+        follow: keep running: look for entries waiting every ``poll_interval`` seconds and
+            drain when there are, and go over every index after ``heartbeat`` seconds at the
+            latest; reconnect when the server goes away.
         stop: when set, finish the current batch and return (check it from a signal handler,
             see :func:`stop_on_signals`). Without ``follow``, sync returns when the queues are
             empty anyway.
         retry_failed: queue every failed item again first.
         max_text_bytes: texts longer than this become failed items instead of being read
             (None: no limit).
-        heartbeat: the longest wait, in seconds, for a notification before looking anyway.
+        heartbeat: with ``follow``, the longest time, in seconds, between two passes over
+            every index (one finds indexes created since, and broken ones due again).
         connections: batches in flight at once while a backlog lasts, each on its own
             connection (and thread): with two, the server writes one batch while this process
             fingerprints the next. A trickle of changes uses one. Always one on a Connection.
@@ -130,6 +139,8 @@ def sync(
             the oldest delete not swept yet is this many seconds old (at most one sweep per
             index this often, however many workers); answers never name those rows
             meanwhile. Without ``follow``, sync sweeps before it returns, whatever their age.
+        poll_interval: with ``follow``, seconds between two looks for entries waiting: how
+            long a change may wait before a worker sees it.
 
     Returns what was done; ``report.ok`` is false when rows failed or an index is broken.
     """
@@ -140,6 +151,10 @@ def sync(
     validators.positive("connections", connections)
     if not sweep_delay >= 0:
         raise ValueError(f"sweep_delay must be 0 or more seconds, got {sweep_delay!r}")
+    if not poll_interval > 0:
+        raise ValueError(
+            f"poll_interval must be a positive number of seconds, got {poll_interval!r}"
+        )
     if follow and isinstance(bind, Connection):
         raise ValueError(
             "follow=True commits batch by batch: give an Engine or a DSN, not a Connection"
@@ -157,6 +172,7 @@ def sync(
         schema=index_schema,
         report=report if report is not None else SyncReport(),
         sweep_delay=sweep_delay,
+        poll_interval=poll_interval,
     )
     started = time.perf_counter()
     worker.run(follow=follow, retry_failed=retry_failed)
@@ -185,8 +201,12 @@ class _Worker:
         schema: str,
         report: SyncReport,
         sweep_delay: float,
+        poll_interval: float,
     ) -> None:
         self.where = WorkerBind(bind)
+        self.poll_interval = poll_interval
+        # The indexes the last pass went over.
+        self.followed: list[str] = []
         self.sweep_delay = sweep_delay
         # When (time.monotonic()) each index's recorded deletes are due for a sweep.
         self.sweep_at: dict[str, float] = {}
@@ -198,7 +218,6 @@ class _Worker:
         self.connections = connections
         self.schema = schema
         self.report = report
-        self.listening: set[str] = set()
         self.follow = False
         self.broken: dict[str, _Broken] = {}
         self._role_checked = False
@@ -212,7 +231,7 @@ class _Worker:
     def run(self, *, follow: bool, retry_failed: bool) -> None:
         self.follow = follow
         if not follow:
-            with self.where.session() as (conns, _):
+            with self.where.session() as conns:
                 if retry_failed:
                     self._requeue_failed(conns.first)
                 self._drain(conns)
@@ -220,20 +239,18 @@ class _Worker:
         failures = 0
         while not self.stop.is_set():
             try:
-                with self.where.session(listen=True) as (conns, listener):
-                    assert listener is not None
-                    self.listening.clear()
+                with self.where.session() as conns:
                     if retry_failed:
                         self._requeue_failed(conns.first)
                         retry_failed = False
                     while not self.stop.is_set():
-                        self._listen(conns.first, listener)
                         self._drain(conns)
                         failures = 0
-                        wait_for_notification(
-                            listener,
+                        wait_for_work(
                             self.stop,
                             min(self.heartbeat, self._next_retry(), self._next_sweep()),
+                            self.poll_interval,
+                            lambda: self._pending(conns.first),
                         )
             except (psycopg.OperationalError, sqlalchemy.exc.OperationalError) as exc:
                 delay = _RECONNECT_DELAYS[min(failures, len(_RECONNECT_DELAYS) - 1)]
@@ -247,6 +264,34 @@ class _Worker:
                 )
                 sleep(self.stop, delay)
 
+    def _pending(self, conn: PgConnection) -> bool:
+        """Whether an index the last pass went over has entries waiting in its inbox or
+        queue, or deletes recorded that no sweep is planned for yet (a broken index waiting
+        for its retry is not asked): one statement. An error (an index dropped, a right
+        revoked) says yes, and the pass that follows finds out why; a lost connection raises."""
+        with self._report_lock:
+            asked = [name for name in self.followed if name not in self.broken]
+            swept_later = set(self.sweep_at)
+        if not asked:
+            return False
+        tests: list[sql.Composable] = []
+        for name in asked:
+            inbox, queue = inbox_and_queue(self.schema, name)
+            tables = [inbox, queue]
+            if name not in swept_later:
+                tables.append(sql.Identifier(self.schema, f"{name}_deletes"))
+            tests.extend(sql.SQL("EXISTS (SELECT FROM {})").format(table) for table in tables)
+        try:
+            with self.where.unit(conn):
+                row = conn.execute(
+                    statement("sync_pending", tests=sql.SQL(" OR ").join(tests))
+                ).fetchone()
+        except (psycopg.OperationalError, sqlalchemy.exc.OperationalError):
+            raise
+        except psycopg.Error:
+            return True
+        return bool(row and row[0])
+
     def _indexes(self, conn: PgConnection) -> list[str]:
         with self.where.unit(conn):
             if not self._rights_checked:
@@ -255,12 +300,6 @@ class _Worker:
             if self.names is not None:
                 return self.names
             return index_names(conn, self.schema)
-
-    def _listen(self, conn: PgConnection, listener: PgConnection) -> None:
-        for name in self._indexes(conn):
-            if name not in self.listening:
-                listener.execute(statement("sync_listen", channel=sql.Identifier(channel(name))))
-                self.listening.add(name)
 
     def _requeue_failed(self, conn: PgConnection) -> None:
         for name in self._indexes(conn):
@@ -286,6 +325,7 @@ class _Worker:
         """Batches until every queue is empty (or stop): on the first connection alone while
         batches come back part-full, on all of them at once from the first full one."""
         names = self._indexes(conns.first)
+        self.followed = names
         with self._report_lock:
             for name in names:
                 self.report.busy.discard(name)

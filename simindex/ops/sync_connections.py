@@ -1,16 +1,16 @@
 """A sync worker's connections and transactions.
 
 A worker holds one connection at once and more while a backlog needs them
-(:class:`Connections`), a second one that LISTENs when it follows, and runs each batch in a
-unit of its own (:meth:`WorkerBind.unit`): a READ COMMITTED transaction on an Engine or DSN,
-a savepoint in the caller's READ COMMITTED transaction on a caller's Connection. Waiting for a
-notification or a retry checks the stop flag every quarter second.
+(:class:`Connections`), and runs each batch in a unit of its own (:meth:`WorkerBind.unit`): a
+READ COMMITTED transaction on an Engine or DSN, a savepoint in the caller's READ COMMITTED
+transaction on a caller's Connection. Waiting for work or a retry checks the stop flag every
+quarter second.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Protocol
 
@@ -58,23 +58,13 @@ class WorkerBind:
         self._isolation_checked = False
 
     @contextmanager
-    def session(self, *, listen: bool = False) -> Iterator[tuple[Connections, PgConnection | None]]:
-        """The worker's connections, and with ``listen`` one in autocommit to LISTEN on."""
+    def session(self) -> Iterator[Connections]:
+        """The worker's connections."""
         with ExitStack() as stack:
             connection = stack.enter_context(connect(self.bind))
             if self.on_callers_connection and not connection.in_transaction():
                 connection.begin()  # so that the caller's commit() commits our work
-            conns = Connections(self.bind, stack, raw_connection(connection))
-            listener = None
-            if listen:
-                second = stack.enter_context(connect(self.bind))
-                # Reset when the connection goes back to an Engine's pool.
-                listener = raw_connection(second.execution_options(isolation_level="AUTOCOMMIT"))
-            yield conns, listener
-            if listener is not None and not listener.closed:
-                # A pooled connection must not go back still listening: notifications would
-                # pile up in it for whoever takes it next.
-                listener.execute(statement("sync_unlisten"))
+            yield Connections(self.bind, stack, raw_connection(connection))
 
     @contextmanager
     def unit(self, conn: PgConnection) -> Iterator[None]:
@@ -103,16 +93,16 @@ class WorkerBind:
             yield
 
 
-def wait_for_notification(listener: PgConnection, stop: StopFlag, seconds: float) -> None:
-    """Until a notification on ``listener``, ``seconds`` or ``stop``."""
+def wait_for_work(stop: StopFlag, seconds: float, poll: float, pending: Callable[[], bool]) -> None:
+    """Until ``pending()`` says there is work (asked every ``poll`` seconds), ``seconds`` or
+    ``stop``."""
     deadline = time.monotonic() + seconds
     while not stop.is_set():
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return
-        # stop_after=1 still takes every notification that arrived together: one drain
-        # answers them all.
-        if list(listener.notifies(timeout=min(remaining, _STOP_POLL_SECONDS), stop_after=1)):
+        sleep(stop, min(poll, remaining))
+        if not stop.is_set() and time.monotonic() < deadline and pending():
             return
 
 

@@ -410,7 +410,8 @@ def test_a_following_worker_sweeps_at_most_once_per_sweep_delay(docs: str) -> No
 
 
 def test_a_following_worker_sweeps_once_the_oldest_delete_is_due(docs: str) -> None:
-    """No notification comes when a delete becomes due: the worker's wait ends then."""
+    """Nothing is written when a delete becomes due: the worker's wait ends then, a heartbeat
+    ten minutes away."""
     create_index(docs, "docs", "docs", "body", method=METHODS["simhash"]).build()
     thread, stop = _following(docs, sweep_delay=1.0, heartbeat=600.0)
     try:

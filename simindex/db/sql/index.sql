@@ -135,6 +135,3 @@ FROM {catalog} AS c
 LEFT JOIN LATERAL ({query}) AS q ON true
 WHERE c.name OPERATOR(pg_catalog.=) %(name)s
 ORDER BY {order}
-
--- name: sync_unlisten
-UNLISTEN *

@@ -64,6 +64,10 @@ CREATE TABLE {failed} (
 -- (session_index_own_function). Workers move committed entries into the keyed queue, each
 -- move committed before a batch takes from the queue (sync_move); the one-worker-per-key order
 -- lives there, and the app's statements never wait for it.
+-- No NOTIFY: a transaction that notifies takes, at commit, a lock of the whole cluster and
+-- holds it until its commit is flushed, so every app transaction writing an indexed table
+-- would commit one after another (no group commit). Workers look at the inboxes instead
+-- (sync_pending), every fraction of a second while they wait.
 -- UPDATE queues the keys whose text changed (compared as text, byte for byte: a case-only
 -- change of a citext counts), and both keys of a changed key (the old one's rows go).
 -- DELETE records only that a delete happened (one row in <name>_deletes, no key, no transition
@@ -112,7 +116,7 @@ BEGIN
     -- event, whether deletes are recorded, RETURN. The way for the table and columns this
     -- function was written for, trusted (the literal marked simindex_trusted, which
     -- distrust_v1 makes false), as an AFTER statement trigger outside replica mode; one
-    -- statement then queues the keys, notifies and looks for recorded deletes. Everything
+    -- statement then queues the keys and looks for recorded deletes. Everything
     -- else goes the way below.
     IF /* simindex_trusted */ {trusted} AND TG_RELID OPERATOR(pg_catalog.=) {relid}
        AND TG_LEVEL = 'STATEMENT' AND TG_WHEN = 'AFTER'
@@ -152,7 +156,6 @@ BEGIN
         IF TG_OP <> 'INSERT' THEN
             EXECUTE pg_catalog.format({queue_row}, key_name) USING OLD;
         END IF;
-        PERFORM pg_notify({channel}, '');
         RETURN NULL;
     END IF;
     IF replica AND TG_OP <> 'TRUNCATE' THEN
@@ -230,25 +233,18 @@ BEGIN
                 {truncate};
         END CASE;
     END IF;
-    IF TG_OP <> 'TRUNCATE' THEN
-        PERFORM pg_notify({channel}, '');
-    END IF;
     RETURN NULL;
 END
 $body$
 
 -- name: sync_trigger_fast_queue
--- The keys queued, the channel notified (at commit, whenever in the transaction it is asked)
--- and whether the index rows of the new keys must go (deletes recorded, or a snapshot that may
--- predate one: see sync_trigger_if_deleted), in one statement.
+-- The keys queued and whether the index rows of the new keys must go (deletes recorded, or a
+-- snapshot that may predate one: see sync_trigger_if_deleted), in one statement.
 WITH queued AS (
 {queue}
 )
--- (pg_notify in a CASE that evaluates it first, and in no FROM list: a function scan costs
--- a tuplestore.)
-SELECT CASE WHEN pg_catalog.pg_notify({channel}, '') IS NULL THEN NULL
-            ELSE EXISTS (SELECT FROM {deletes})
-                 OR pg_catalog.current_setting('transaction_isolation') <> 'read committed' END
+SELECT EXISTS (SELECT FROM {deletes})
+       OR pg_catalog.current_setting('transaction_isolation') <> 'read committed'
 INTO deleted
 
 -- name: sync_trigger_fast_replace
@@ -267,9 +263,8 @@ IF deleted THEN
 END IF
 
 -- name: sync_trigger_fast_delete
--- A delete recorded and the channel notified, in one statement.
-INSERT INTO {deletes} (deleted_at)
-SELECT pg_catalog.now() WHERE pg_catalog.pg_notify({channel}, '') IS NOT NULL
+-- That a delete happened.
+INSERT INTO {deletes} (deleted_at) VALUES (pg_catalog.now())
 
 -- name: sync_trigger_queue_row
 -- A row's key ($1, the row; the key column's name goes where the mark is), for format().
@@ -431,8 +426,11 @@ ALTER TABLE {source} {enable}
 -- With its triggers, wherever the source table is now (or whatever its name): CASCADE.
 DROP FUNCTION IF EXISTS {function}() CASCADE
 
--- name: sync_listen
-LISTEN {channel}
+-- name: sync_pending
+-- Whether a following worker has work: entries in an inbox or a queue, or deletes recorded
+-- (the tests, EXISTS over each table, joined by OR). Seeing a row costs a look at the first
+-- page that holds one; the worker runs this every poll_interval while it waits.
+SELECT {tests}
 
 -- name: sync_catalog_exists
 SELECT 1 FROM {catalog} WHERE name = %(name)s

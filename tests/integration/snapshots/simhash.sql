@@ -789,6 +789,10 @@ WHERE pg_catalog.random() < 0;
 -- (session_index_own_function). Workers move committed entries into the keyed queue, each
 -- move committed before a batch takes from the queue (sync_move); the one-worker-per-key order
 -- lives there, and the app's statements never wait for it.
+-- No NOTIFY: a transaction that notifies takes, at commit, a lock of the whole cluster and
+-- holds it until its commit is flushed, so every app transaction writing an indexed table
+-- would commit one after another (no group commit). Workers look at the inboxes instead
+-- (sync_pending), every fraction of a second while they wait.
 -- UPDATE queues the keys whose text changed (compared as text, byte for byte: a case-only
 -- change of a citext counts), and both keys of a changed key (the old one's rows go).
 -- DELETE records only that a delete happened (one row in <name>_deletes, no key, no transition
@@ -837,24 +841,20 @@ BEGIN
     -- event, whether deletes are recorded, RETURN. The way for the table and columns this
     -- function was written for, trusted (the literal marked simindex_trusted, which
     -- distrust_v1 makes false), as an AFTER statement trigger outside replica mode; one
-    -- statement then queues the keys, notifies and looks for recorded deletes. Everything
+    -- statement then queues the keys and looks for recorded deletes. Everything
     -- else goes the way below.
     IF /* simindex_trusted */ true AND TG_RELID OPERATOR(pg_catalog.=) 16384
        AND TG_LEVEL = 'STATEMENT' AND TG_WHEN = 'AFTER'
        AND pg_catalog.current_setting('session_replication_role') <> 'replica' THEN
         IF TG_OP = 'INSERT' THEN
-            -- The keys queued, the channel notified (at commit, whenever in the transaction it is asked)
--- and whether the index rows of the new keys must go (deletes recorded, or a snapshot that may
--- predate one: see sync_trigger_if_deleted), in one statement.
+            -- The keys queued and whether the index rows of the new keys must go (deletes recorded, or a
+-- snapshot that may predate one: see sync_trigger_if_deleted), in one statement.
 WITH queued AS (
 INSERT INTO "simindex"."docs_inbox" (key)
 SELECT n."id" FROM new_rows AS n WHERE n."id" IS NOT NULL
 )
--- (pg_notify in a CASE that evaluates it first, and in no FROM list: a function scan costs
--- a tuplestore.)
-SELECT CASE WHEN pg_catalog.pg_notify('simindex_docs', '') IS NULL THEN NULL
-            ELSE EXISTS (SELECT FROM "simindex"."docs_deletes")
-                 OR pg_catalog.current_setting('transaction_isolation') <> 'read committed' END
+SELECT EXISTS (SELECT FROM "simindex"."docs_deletes")
+       OR pg_catalog.current_setting('transaction_isolation') <> 'read committed'
 INTO deleted;
 -- After sync_trigger_fast_queue: as sync_trigger_if_deleted, the keys queued already.
 IF deleted THEN
@@ -876,9 +876,8 @@ FOR KEY SHARE;
     DELETE FROM "simindex"."docs_simhash" AS s USING new_rows AS n WHERE s.key OPERATOR(pg_catalog.=) n."id";
 END IF;
         ELSIF TG_OP = 'UPDATE' THEN
-            -- The keys queued, the channel notified (at commit, whenever in the transaction it is asked)
--- and whether the index rows of the new keys must go (deletes recorded, or a snapshot that may
--- predate one: see sync_trigger_if_deleted), in one statement.
+            -- The keys queued and whether the index rows of the new keys must go (deletes recorded, or a
+-- snapshot that may predate one: see sync_trigger_if_deleted), in one statement.
 WITH queued AS (
 -- One pass (a hash full join on the key): new keys whose text differs from their old row's,
 -- new keys without an old row and old keys without a new row (a key that changed).
@@ -891,11 +890,8 @@ WHERE coalesce(n."id", o."id") IS NOT NULL
        OR (o."body"::text COLLATE pg_catalog."C")
           IS DISTINCT FROM (n."body"::text COLLATE pg_catalog."C"))
 )
--- (pg_notify in a CASE that evaluates it first, and in no FROM list: a function scan costs
--- a tuplestore.)
-SELECT CASE WHEN pg_catalog.pg_notify('simindex_docs', '') IS NULL THEN NULL
-            ELSE EXISTS (SELECT FROM "simindex"."docs_deletes")
-                 OR pg_catalog.current_setting('transaction_isolation') <> 'read committed' END
+SELECT EXISTS (SELECT FROM "simindex"."docs_deletes")
+       OR pg_catalog.current_setting('transaction_isolation') <> 'read committed'
 INTO deleted;
 -- After sync_trigger_fast_queue: as sync_trigger_if_deleted, the keys queued already.
 IF deleted THEN
@@ -928,9 +924,8 @@ WHERE s.key OPERATOR(pg_catalog.=) ANY (ARRAY(
 ));
 END IF;
         ELSIF TG_OP = 'DELETE' THEN
-            -- A delete recorded and the channel notified, in one statement.
-INSERT INTO "simindex"."docs_deletes" (deleted_at)
-SELECT pg_catalog.now() WHERE pg_catalog.pg_notify('simindex_docs', '') IS NOT NULL;
+            -- That a delete happened.
+INSERT INTO "simindex"."docs_deletes" (deleted_at) VALUES (pg_catalog.now());
         ELSE
             TRUNCATE "simindex"."docs_simhash";
         END IF;
@@ -962,7 +957,6 @@ INSERT INTO "simindex"."docs_inbox" (key) SELECT ($1).%1$I WHERE ($1).%1$I IS NO
             EXECUTE pg_catalog.format('-- A row''s key ($1, the row; the key column''s name goes where the mark is), for format().
 INSERT INTO "simindex"."docs_inbox" (key) SELECT ($1).%1$I WHERE ($1).%1$I IS NOT NULL', key_name) USING OLD;
         END IF;
-        PERFORM pg_notify('simindex_docs', '');
         RETURN NULL;
     END IF;
     IF replica AND TG_OP <> 'TRUNCATE' THEN
@@ -1223,9 +1217,6 @@ END IF;
             WHEN 'TRUNCATE' THEN
                 TRUNCATE "simindex"."docs_simhash";
         END CASE;
-    END IF;
-    IF TG_OP <> 'TRUNCATE' THEN
-        PERFORM pg_notify('simindex_docs', '');
     END IF;
     RETURN NULL;
 END
