@@ -19,6 +19,8 @@ from __future__ import annotations
 import ast
 import re
 import subprocess
+import threading
+import time
 from importlib import resources
 from pathlib import Path
 
@@ -35,6 +37,7 @@ from simindex.db.connection import raw_connection
 from simindex.db.statements import _blocks
 from simindex.errors import KeyNotIndexedError
 from simindex.index import create_index, get_index
+from simindex.ops.sync_report import SyncReport
 from simindex.sqlalchemy import index_changes, near, near_key, similar, similar_key
 from tests.commands import run_simindex
 from tests.security.conftest import MakeRole, Role, owned_table, scalar, superuser
@@ -362,6 +365,24 @@ def run_everything(database_dsn: str, admin: str, worker: str, owner: Role, labe
     owner.run(f"INSERT INTO docs VALUES ({base + 1}, 'the text of row 4 says 4 things')")
     cli("sync", dsn=worker)
     assert_no_shadow_ran(database_dsn, "simindex sync")
+    # A following worker: its look for waiting entries (sync_pending), then the batch.
+    stop, following = threading.Event(), SyncReport()
+    options = {"follow": True, "stop": stop, "poll_interval": 0.05, "heartbeat": 600.0}
+    thread = threading.Thread(
+        target=sync, args=(worker, names), kwargs=options | {"report": following}
+    )
+    thread.start()
+    try:
+        time.sleep(0.3)  # its first pass done, it waits and looks
+        owner.run(f"INSERT INTO docs VALUES ({base + 2}, 'the text of row 5 says 5 things')")
+        deadline = time.monotonic() + 20
+        while following.taken < 2 and time.monotonic() < deadline:  # one row, two indexes
+            time.sleep(0.05)
+        assert following.taken == 2
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    assert_no_shadow_ran(database_dsn, "sync --follow")
     for dsn, role in ((worker, "worker"), (admin, "admin")):
         cli("stats", "--json", dsn=dsn)
         cli("stats", "--prometheus", dsn=dsn)
