@@ -152,15 +152,23 @@ def worker(dsn: str, names: list[str], running: bool) -> Iterator[None]:
         yield
         return
     stop = threading.Event()
-    thread = threading.Thread(
-        target=sync, args=(dsn, names), kwargs={"follow": True, "stop": stop, "heartbeat": 1.0}
-    )
+    failed: list[Exception] = []
+
+    def follow() -> None:
+        try:
+            sync(dsn, names, follow=True, stop=stop)
+        except Exception as exc:  # re-raised below: a run without its worker is no result
+            failed.append(exc)
+
+    thread = threading.Thread(target=follow)
     thread.start()
     try:
         yield
     finally:
         stop.set()
         thread.join()
+    if failed:
+        raise RuntimeError("the sync worker failed during a run") from failed[0]
 
 
 def concurrency(
