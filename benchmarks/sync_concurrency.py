@@ -237,7 +237,7 @@ def concurrency(
 def figures(kind: str, clients: int, runs: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
     """One operation and number of clients: each twin's median tps and latency, and the other
     twins' throughput over the indexed one's."""
-    tps = {label: [run["tps"] for run in found] for label, found in runs.items()}
+    tps = {label: [round(run["tps"], 1) for run in found] for label, found in runs.items()}
     median = {label: statistics.median(values) for label, values in tps.items()}
     return {
         "operation": kind,
