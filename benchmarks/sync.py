@@ -294,8 +294,12 @@ def latency(dsn: str, texts: list[str], rate: float) -> dict[str, Any]:
     follow_out, write_out, poll_out = SPAWN.Queue(), SPAWN.Queue(), SPAWN.Queue()
     follow = SPAWN.Process(target=follow_worker, args=(dsn, stop, follow_out))
     follow.start()
-    with psycopg.connect(dsn, autocommit=True) as conn:  # wait until it listens
-        while not one(conn, "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN%'"):
+    with psycopg.connect(dsn, autocommit=True) as conn:  # wait until it has connected
+        while not one(
+            conn,
+            "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
+            "AND datname = current_database() AND pid <> pg_backend_pid()",
+        ):
             time.sleep(0.05)
     procs = [
         SPAWN.Process(target=writer, args=(dsn, table, texts, rate, go, write_out)),

@@ -4,8 +4,9 @@ Each batch is one transaction (:mod:`simindex.ops.batch`); a worker that dies mi
 nothing: its transaction rolls back and the entries are queued again. While a backlog lasts, a
 worker runs a batch on each of its ``connections`` at once, in threads: psycopg lets go of the
 GIL while it waits, so the server writes one batch while Python fingerprints the next. With
-``follow``, it keeps going: between passes it asks, every ``poll_interval`` seconds, whether an
-index has entries waiting (one statement, ``sync_pending``), and drains when one has. The
+``follow``, it keeps going: between passes it asks whether an index has entries waiting (one
+statement, ``sync_pending``), 10 ms after a pass that did work, then twice as long after each
+look that finds none, up to every ``poll_interval`` seconds, and drains when one has. The
 triggers send no NOTIFY (see :mod:`simindex.db.triggers`): a notifying transaction holds a
 lock of the whole cluster while its commit is flushed.
 
@@ -63,6 +64,7 @@ from simindex.ops.queue import (
 )
 from simindex.ops.sync_connections import (
     Connections,
+    Looks,
     StopFlag,
     WorkerBind,
     sleep,
@@ -84,9 +86,12 @@ BROKEN_RETRY_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 # full anti-join (about 1 s at 1M rows), so an app that deletes all the time costs one sweep per
 # index this often at most, whatever the number of workers.
 DEFAULT_SWEEP_DELAY = 30.0
-# Seconds a following worker waits between two looks for work: the longest a change waits
-# before a worker sees it (a look is one statement of a few EXISTS).
+# Seconds a following worker waits at most between two looks for work: the longest a change
+# waits before an idle worker sees it (a look is one statement of a few EXISTS, one round trip).
 DEFAULT_POLL_INTERVAL = 0.25
+# ... and at least: its first look after a pass that did work, so a steady stream of writes
+# is seen within this (the wait doubles after each look that finds none).
+FIRST_LOOK_SECONDS = 0.01
 _log = logging.getLogger(__name__)
 _ROLLBACKS_IN_ROW = 3  # batches of one index the server rolled back in a row before giving up
 
@@ -139,8 +144,9 @@ def sync(
             the oldest delete not swept yet is this many seconds old (at most one sweep per
             index this often, however many workers); answers never name those rows
             meanwhile. Without ``follow``, sync sweeps before it returns, whatever their age.
-        poll_interval: with ``follow``, seconds between two looks for entries waiting: how
-            long a change may wait before a worker sees it.
+        poll_interval: with ``follow``, the most seconds between two looks for entries
+            waiting (the first look after a pass that did work comes after 10 ms, each next
+            one twice as late): how long a change may wait before an idle worker sees it.
 
     Returns what was done; ``report.ok`` is false when rows failed or an index is broken.
     """
@@ -237,6 +243,7 @@ class _Worker:
                 self._drain(conns)
             return
         failures = 0
+        looks = Looks(FIRST_LOOK_SECONDS, self.poll_interval)
         while not self.stop.is_set():
             try:
                 with self.where.session() as conns:
@@ -244,12 +251,17 @@ class _Worker:
                         self._requeue_failed(conns.first)
                         retry_failed = False
                     while not self.stop.is_set():
+                        batches = self.report.batches
                         self._drain(conns)
                         failures = 0
+                        if self.report.batches != batches:
+                            looks.worked()
+                        else:  # entries another worker holds, or a heartbeat's pass
+                            looks.idle()
                         wait_for_work(
                             self.stop,
                             min(self.heartbeat, self._next_retry(), self._next_sweep()),
-                            self.poll_interval,
+                            looks,
                             lambda: self._pending(conns.first),
                         )
             except (psycopg.OperationalError, sqlalchemy.exc.OperationalError) as exc:
@@ -282,10 +294,9 @@ class _Worker:
                 tables.append(sql.Identifier(self.schema, f"{name}_deletes"))
             tests.extend(sql.SQL("EXISTS (SELECT FROM {})").format(table) for table in tables)
         try:
-            with self.where.unit(conn):
-                row = conn.execute(
-                    statement("sync_pending", tests=sql.SQL(" OR ").join(tests))
-                ).fetchone()
+            row = self.where.look(
+                conn, statement("sync_pending", tests=sql.SQL(" OR ").join(tests))
+            )
         except (psycopg.OperationalError, sqlalchemy.exc.OperationalError):
             raise
         except psycopg.Error:

@@ -12,9 +12,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Protocol
+from typing import Any, Protocol
 
 import psycopg
+from psycopg import sql
 from sqlalchemy.engine import Connection
 
 from simindex.db.connection import Bind, PgConnection, connect, raw_connection
@@ -66,6 +67,21 @@ class WorkerBind:
                 connection.begin()  # so that the caller's commit() commits our work
             yield Connections(self.bind, stack, raw_connection(connection))
 
+    def look(self, conn: PgConnection, query: sql.Composed) -> tuple[Any, ...] | None:
+        """The first row of one read-only statement: in autocommit, one round trip, on a
+        connection of the worker's own between batches; in a unit otherwise."""
+        if self.on_callers_connection or (
+            conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+        ):
+            with self.unit(conn):
+                return conn.execute(query).fetchone()
+        conn.autocommit = True
+        try:
+            return conn.execute(query).fetchone()
+        finally:
+            if not conn.closed:
+                conn.autocommit = False
+
     @contextmanager
     def unit(self, conn: PgConnection) -> Iterator[None]:
         """A READ COMMITTED transaction of our own; on a caller's Connection, a savepoint in
@@ -93,17 +109,40 @@ class WorkerBind:
             yield
 
 
-def wait_for_work(stop: StopFlag, seconds: float, poll: float, pending: Callable[[], bool]) -> None:
-    """Until ``pending()`` says there is work (asked every ``poll`` seconds), ``seconds`` or
-    ``stop``."""
+class Looks:
+    """How long a following worker waits before its next look for work: from ``first`` after
+    a pass that did work, twice as long after each look or pass that found none, up to
+    ``longest``. A steady stream of writes is seen within ``first``; an idle worker looks every
+    ``longest``; a look that finds entries another worker holds does not make it spin."""
+
+    def __init__(self, first: float, longest: float) -> None:
+        self.first = min(first, longest)
+        self.longest = longest
+        self.interval = self.first
+
+    def worked(self) -> None:
+        self.interval = self.first
+
+    def idle(self) -> None:
+        self.interval = min(self.interval * 2, self.longest)
+
+
+def wait_for_work(
+    stop: StopFlag, seconds: float, looks: Looks, pending: Callable[[], bool]
+) -> None:
+    """Until ``pending()`` says there is work (asked after each of ``looks``' intervals),
+    ``seconds`` or ``stop``."""
     deadline = time.monotonic() + seconds
     while not stop.is_set():
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return
-        sleep(stop, min(poll, remaining))
-        if not stop.is_set() and time.monotonic() < deadline and pending():
+        sleep(stop, min(looks.interval, remaining))
+        if stop.is_set() or time.monotonic() >= deadline:
             return
+        if pending():
+            return
+        looks.idle()
 
 
 def sleep(stop: StopFlag, seconds: float) -> None:
