@@ -88,7 +88,7 @@ BROKEN_RETRY_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 DEFAULT_SWEEP_DELAY = 30.0
 # Seconds a following worker waits at most between two looks for work: the longest a change
 # waits before an idle worker sees it (a look is one statement of a few EXISTS, one round trip).
-DEFAULT_POLL_INTERVAL = 0.25
+DEFAULT_POLL_INTERVAL = 0.1
 # ... and at least: its first look after a pass that did work, so a steady stream of writes
 # is seen within this (the wait doubles after each look that finds none).
 FIRST_LOOK_SECONDS = 0.01
