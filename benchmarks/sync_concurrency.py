@@ -224,6 +224,7 @@ def concurrency(
         "rows": args.rows,
         "seconds": args.seconds,
         "rounds": args.rounds,
+        "durable": args.durable,
         "worker": args.worker,
         "note": "median over rounds of pgbench runs; tps: transactions per second; "
         "over_indexed: a twin's tps / the indexed twin's, per round and of the medians",
@@ -341,7 +342,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             "kind": server.kind,
             "version": server.version,
             "settings": server.settings,
-            "pgbench": str(program),
+            "pgbench": "the server's own (its bindir)",
         }
         log(f"{server_version(server.version)}; migrating")
         simindex.migrate(server.dsn)

@@ -236,6 +236,50 @@ def sync() -> str:
     )
 
 
+def sync_concurrency() -> str:
+    name = "sync-concurrency.json"
+    data = load(name)
+    found = data["concurrency"]
+    labels = list(found["runs"][0]["tps"])
+    note = data.get("baseline", {}).get("note", "")
+    header = [
+        "operation",
+        "clients",
+        *(
+            f"tps {label}" + (f" ({note})" if label == "baseline" and note else "")
+            for label in labels
+        ),
+        *(
+            "slower than plain" if label == "plain" else "faster than baseline"
+            for label in labels
+            if label != "indexed"
+        ),
+    ]
+    rows = [
+        [
+            run["operation"],
+            str(run["clients"]),
+            *(n(run["tps"][label]) for label in labels),
+            *(
+                f"×{run['over_indexed'][label]:.2f}"
+                if label == "plain"
+                else f"×{1 / run['over_indexed'][label]:.2f}"
+                for label in labels
+                if label != "indexed"
+            ),
+        ]
+        for run in found["runs"]
+    ]
+    flushed = data["server"]["settings"]["fsync"] == "on"
+    durable = "durable commits" if flushed else "commits not flushed"
+    return (
+        table(header, rows)
+        + f"\n\nOne-row transactions by pgbench, {durable}, median of {found['rounds']} runs of "
+        f"{found['seconds']} s each; the indexed twin's throughput against the others'. From "
+        f"{source(name)}."
+    )
+
+
 def dedup() -> str:
     rows = []
     for name in sorted(p.name for p in RESULTS.glob("dedup*.json")):
@@ -483,6 +527,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "build": build,
     "storage": storage,
     "sync": sync,
+    "sync-concurrency": sync_concurrency,
     "dedup": dedup,
     "fingerprint": fingerprint,
     "quality": quality,
