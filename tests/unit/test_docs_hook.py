@@ -29,9 +29,14 @@ def test_every_marker_of_the_docs_renders_a_table() -> None:
 
 def test_the_figures_are_the_results_files() -> None:
     module = hook()
+    n = module.n
     sync = json.loads((ROOT / "benchmarks/results/sync.json").read_text(encoding="utf-8"))
+    latency = json.loads(
+        (ROOT / "benchmarks/results/sync-latency.json").read_text(encoding="utf-8")
+    )
     rendered = module.render("<!-- results: sync -->\n<!-- results: machines -->")
-    assert f"p50 {sync['latency']['latency_ms']['p50']} ms" in rendered
+    assert f"p50 {latency['latency']['latency_ms']['p50']} ms" in rendered
+    assert f"({n(sync['overhead']['bulk_rows'])}-row statements" in rendered
     for path in (ROOT / "benchmarks/results").glob("*.json"):
         assert f"`{path.name}`" in rendered  # every file's machine is listed
 
