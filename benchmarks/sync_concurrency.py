@@ -49,6 +49,7 @@ from sync_overhead import (
     _create_baseline_index,
     _settle,
     export,
+    make_tables,
 )
 
 import simindex
@@ -104,16 +105,7 @@ def pgbench(
 
 def make_twins(conn: Conn, dsn: str, texts: Sequence[str], baseline: Path | None) -> None:
     """The texts table and the twins, each filled with every text; the indexes built."""
-    for table in ("ovh_texts", *TABLES.values()):
-        conn.execute(sql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(sql.Identifier(table)))
-        conn.execute(
-            sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, body text)").format(
-                sql.Identifier(table)
-            )
-        )
-    with conn.cursor().copy("COPY ovh_texts (id, body) FROM STDIN") as copy:
-        for key, text in enumerate(texts, start=1):
-            copy.write_row((key, text))
+    make_tables(conn, list(TABLES.values()), texts)
     for table in TABLES.values():
         conn.execute(
             sql.SQL("INSERT INTO {} SELECT id, body FROM ovh_texts").format(sql.Identifier(table))

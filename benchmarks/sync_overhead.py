@@ -78,6 +78,21 @@ def _settle(dsn: str, conn: Conn, names: list[str], tables: Sequence[str]) -> No
         conn.execute(sql.SQL("VACUUM ANALYZE {}").format(table))
 
 
+def make_tables(conn: Conn, tables: Sequence[str], texts: Sequence[str]) -> None:
+    """``tables`` made afresh, empty, and ``ovh_texts`` with ``texts`` (keys from 1), which
+    they are filled from."""
+    for table in (*tables, "ovh_texts"):
+        conn.execute(sql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(sql.Identifier(table)))
+        conn.execute(
+            sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, body text)").format(
+                sql.Identifier(table)
+            )
+        )
+    with conn.cursor().copy("COPY ovh_texts (id, body) FROM STDIN") as copy:
+        for key, text in enumerate(texts, start=1):
+            copy.write_row((key, text))
+
+
 def export(ref: str, into: Path) -> str:
     """``simindex/`` of commit ``ref`` under ``into``; returns the commit's id."""
     repository = Path(__file__).resolve().parent.parent
@@ -142,16 +157,7 @@ def overhead(
     count = len(texts)
     with psycopg.connect(dsn, autocommit=True) as conn:
         cpu = BackendCpu(conn)
-        for table in (*tables, "ovh_texts"):
-            conn.execute(sql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(sql.Identifier(table)))
-            conn.execute(
-                sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, body text)").format(
-                    sql.Identifier(table)
-                )
-            )
-        with conn.cursor().copy("COPY ovh_texts (id, body) FROM STDIN") as copy:
-            for key, text in enumerate(texts, start=1):
-                copy.write_row((key, text))
+        make_tables(conn, tables, texts)
         conn.execute("VACUUM ANALYZE ovh_texts")
         create_index(dsn, name, "ovh_indexed", "body").build()
         if baseline:
