@@ -104,6 +104,11 @@ def inbox_and_queue(schema: str, name: str) -> tuple[sql.Identifier, sql.Identif
     return sql.Identifier(schema, f"{name}_inbox"), sql.Identifier(schema, f"{name}_queue")
 
 
+def deletes_table(schema: str, name: str) -> sql.Identifier:
+    """An index's record of deletes, by its name alone (a worker's look needs no more)."""
+    return sql.Identifier(schema, f"{name}_deletes")
+
+
 @dataclass(frozen=True, slots=True)
 class Triggers:
     """Names and statements of one index's queue, failed items and triggers."""
@@ -127,7 +132,7 @@ class Triggers:
 
     @property
     def deletes(self) -> sql.Identifier:
-        return sql.Identifier(self.schema, f"{self.name}_deletes")
+        return deletes_table(self.schema, self.name)
 
     def tables(self) -> list[sql.Identifier]:
         """The inbox, the queue, the failed items and the record of deletes (what the worker

@@ -46,7 +46,7 @@ from simindex.db.catalog import (
 from simindex.db.connection import Bind, PgConnection
 from simindex.db.privileges import check_worker, warn_if_superuser
 from simindex.db.statements import statement
-from simindex.db.triggers import inbox_and_queue
+from simindex.db.triggers import deletes_table, inbox_and_queue
 from simindex.errors import IndexNotFoundError
 from simindex.ops.batch import DEFAULT_MAX_TEXT_BYTES, BatchResult, probe, process
 from simindex.ops.build import MAX_BATCH_SIZE
@@ -291,7 +291,7 @@ class _Worker:
             inbox, queue = inbox_and_queue(self.schema, name)
             tables = [inbox, queue]
             if name not in swept_later:
-                tables.append(sql.Identifier(self.schema, f"{name}_deletes"))
+                tables.append(deletes_table(self.schema, name))
             tests.extend(sql.SQL("EXISTS (SELECT FROM {})").format(table) for table in tables)
         try:
             row = self.where.look(
