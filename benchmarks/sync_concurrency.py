@@ -37,7 +37,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, LiteralString
 
-import corpus
 import psycopg
 from pgserver import add_server_options, benchmark_server
 from psycopg import sql
@@ -48,8 +47,10 @@ from sync_overhead import (
     DURABLE_SETTINGS,
     _create_baseline_index,
     _settle,
+    add_baseline_options,
     export,
     make_tables,
+    short_texts,
 )
 
 import simindex
@@ -293,8 +294,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seconds", type=int, default=8, help="length of each pgbench run")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rows", type=int, default=100_000, help="rows in each twin")
-    parser.add_argument("--baseline", help="git commit whose triggers a third twin gets")
-    parser.add_argument("--baseline-note", default="", help="what the baseline commit is")
+    add_baseline_options(parser)
     parser.add_argument(
         "--durable",
         action=argparse.BooleanOptionalAction,
@@ -309,8 +309,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--output", type=Path, default=Path(__file__).parent / "results/sync-concurrency.json"
     )
     args = parser.parse_args(argv)
-    short = corpus.short_texts(min(args.rows, 145_000))
-    texts = list(itertools.islice(itertools.cycle(short), args.rows))
+    texts = short_texts(args.rows)
     report = new_result("sync_concurrency", argv)
     settings = {
         **SETTINGS,

@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import corpus
 import psycopg
 from pgserver import add_server_options
 from psycopg import sql
@@ -76,6 +77,17 @@ def _settle(dsn: str, conn: Conn, names: list[str], tables: Sequence[str]) -> No
     ]
     for table in vacuumed:
         conn.execute(sql.SQL("VACUUM ANALYZE {}").format(table))
+
+
+def add_baseline_options(parser: argparse.ArgumentParser) -> None:
+    """--baseline and --baseline-note: a third twin indexed by another commit's triggers."""
+    parser.add_argument("--baseline", help="git commit whose triggers a third twin gets")
+    parser.add_argument("--baseline-note", default="", help="what the baseline commit is")
+
+
+def short_texts(rows: int) -> list[str]:
+    """``rows`` short texts of the corpus, again in turn where it has fewer."""
+    return list(itertools.islice(itertools.cycle(corpus.short_texts(min(rows, 145_000))), rows))
 
 
 def make_tables(conn: Conn, tables: Sequence[str], texts: Sequence[str]) -> None:
@@ -369,7 +381,6 @@ def targets(o: dict[str, Any]) -> list[list[Any]]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     # Here, not at the top: sync.py imports this module.
-    import corpus
     from sync import server
 
     import simindex
@@ -378,8 +389,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--rows", type=int, default=200_000, help="rows of a bulk statement")
     parser.add_argument("--singles", type=int, default=2000, help="one-row transactions")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--baseline", help="git commit whose triggers a third twin gets")
-    parser.add_argument("--baseline-note", default="", help="what the baseline commit is")
+    add_baseline_options(parser)
     parser.add_argument(
         "--durable", action="store_true", help="fsync and full_page_writes on, as shipped"
     )
@@ -391,8 +401,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     report = new_result("sync_overhead", argv)
     report["sizes"] = {"bulk_rows": args.rows, "singles": args.singles, "rounds": args.rounds}
     report["targets_spec"] = TARGETS
-    short = corpus.short_texts(min(args.rows, 145_000))
-    texts = list(itertools.islice(itertools.cycle(short), args.rows))
+    texts = short_texts(args.rows)
     with tempfile.TemporaryDirectory() as scratch, server(args.server) as (dsn, info):
         tree = None
         if args.baseline:
