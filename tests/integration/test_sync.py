@@ -432,6 +432,35 @@ def test_no_write_sends_a_notification(database_dsn: str, index: Index) -> None:
     assert notifying == []
 
 
+def test_an_idle_following_worker_looks_and_goes_over_nothing(
+    database_dsn: str, index: Index
+) -> None:
+    """Its looks read the inbox and say there is nothing: no pass reads the catalog meanwhile
+    (a look that failed, or said yes, would start a pass each time)."""
+    scans = (
+        "SELECT coalesce(sum(seq_scan + coalesce(idx_scan, 0)) FILTER (WHERE relname = "
+        "'docs_inbox'), 0), coalesce(sum(seq_scan + coalesce(idx_scan, 0)) FILTER (WHERE "
+        "relname = 'indexes'), 0) FROM pg_stat_all_tables WHERE schemaname = 'simindex'"
+    )
+    stop = threading.Event()
+    options = {"follow": True, "stop": stop, "heartbeat": 60.0, "poll_interval": 0.05}
+    thread = threading.Thread(target=sync, args=(database_dsn,), kwargs=options)
+    thread.start()
+    try:
+        time.sleep(2.0)  # its first pass done, and its statistics reported
+        with psycopg.connect(database_dsn) as conn:
+            looked, read = conn.execute(scans).fetchone() or (0, 0)
+        time.sleep(3.0)
+        with psycopg.connect(database_dsn) as conn:
+            looked_after, read_after = conn.execute(scans).fetchone() or (0, 0)
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    assert not thread.is_alive()
+    assert looked_after - looked >= 10  # about 60 looks, each reads the inbox
+    assert read_after - read <= 2
+
+
 def test_a_trickle_of_changes_holds_one_connection(database_dsn: str, index: Index) -> None:
     others = (
         "SELECT count(*) FROM pg_stat_activity "
